@@ -1,0 +1,32 @@
+"""Shared test set-up.
+
+Every test starts without the rendezvous and rank variables of whatever shell ran pytest: a stale
+MASTER_ADDR/MASTER_PORT once made a peer's gloo rendezvous wait for its 30-minute default.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime.env import RANK_VARS, SIZE_VARS
+
+_LEAKY = (
+    *RANK_VARS,
+    *SIZE_VARS.values(),
+    "EZPZ_RUN_DIR",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "PMI_FD",
+    "PALS_RANKID",
+    "OMPI_COMM_WORLD_RANK",
+    "SLURM_PROCID",
+    "SLURM_STEP_ID",
+    "TORCH_DEVICE",
+    "TORCH_BACKEND",
+)
+
+
+@pytest.fixture(autouse=True)
+def _clean_launcher_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in _LEAKY:
+        monkeypatch.delenv(name, raising=False)
