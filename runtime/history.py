@@ -1,0 +1,210 @@
+"""Per-rank metric history: one JSONL file per rank, written as training goes.
+
+Each ``record()`` is one ``write`` on an unbuffered file opened for appending, so a record is on
+disk (in the page cache, visible to a follower on this node) as soon as the call returns and a
+crash loses at most the record being written. Running statistics are kept in O(1) memory per
+metric so a week-long run does not grow the rank's RSS.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runtime import records
+from runtime.env import RUN_DIR_VAR, rank_info_or_single
+
+_OUR_FILE = re.compile(r"rank-(\d+)\.jsonl$")
+_EZPZ_FILE = re.compile(r"metrics-(\d+)\.jsonl$")
+
+
+def metrics_path(run_dir: Path, rank: int) -> Path:
+    return Path(run_dir) / "metrics" / f"rank-{rank:05d}.jsonl"
+
+
+@dataclass
+class _Stats:
+    """Welford running statistics over the finite values; non-finite ones are counted."""
+
+    count: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+    min: float = math.inf
+    max: float = -math.inf
+    nonfinite: int = 0
+    last: float = math.nan
+
+    def add(self, x: float) -> None:
+        self.last = x
+        if not math.isfinite(x):
+            self.nonfinite += 1
+            return
+        self.count += 1
+        delta = x - self.mean
+        self.mean += delta / self.count
+        self.m2 += delta * (x - self.mean)
+        self.min = min(self.min, x)
+        self.max = max(self.max, x)
+
+    def as_dict(self) -> dict[str, float]:
+        std = math.sqrt(self.m2 / self.count) if self.count else math.nan
+        empty = self.count == 0
+        return {
+            "mean": math.nan if empty else self.mean,
+            "min": math.nan if empty else self.min,
+            "max": math.nan if empty else self.max,
+            "std": std,
+            "last": self.last,
+            "count": float(self.count),
+            "nonfinite": float(self.nonfinite),
+        }
+
+
+class History:
+    """Append this rank's metrics to ``<run_dir>/metrics/rank-NNNNN.jsonl``.
+
+    The run directory comes from the argument, else from ``EZPZ_RUN_DIR`` (set by the capture
+    wrapper the launcher puts in front of every rank), else a fresh ``outputs/<timestamp>``
+    agreed on by all ranks through the process group when one is up.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike[str] | None = None, rank: int | None = None):
+        self.rank = rank_info_or_single().rank if rank is None else rank
+        self.run_dir = Path(run_dir) if run_dir is not None else _default_run_dir()
+        self.path = metrics_path(self.run_dir, self.rank)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._stats: dict[str, _Stats] = {}
+
+    def record(self, step: int, metrics: Mapping[str, Any]) -> None:
+        """Write one record now; tensors and numpy scalars are converted to Python numbers."""
+        if self._fd is None:
+            raise ValueError(f"History for {self.path} is closed")
+        plain = {str(k): records.to_plain(v) for k, v in metrics.items()}
+        os.write(self._fd, records.encode(self.rank, int(step), plain, time.time()))
+        for key, value in plain.items():
+            number = records.as_number(value)
+            if number is not None:
+                self._stats.setdefault(key, _Stats()).add(number)
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Mean/min/max/std/last of each metric over this rank's records so far."""
+        return {key: stats.as_dict() for key, stats in self._stats.items()}
+
+    def to_xarray(self) -> Any:
+        """All ranks' records of this run as an xarray Dataset (rank x step)."""
+        return load_run_metrics(self.run_dir)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _default_run_dir() -> Path:
+    env_dir = os.environ.get(RUN_DIR_VAR)
+    if env_dir:
+        return Path(env_dir)
+    name = [time.strftime("%Y%m%d-%H%M%S")]
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.broadcast_object_list(name, src=0)
+    except ImportError:
+        pass
+    return Path("outputs") / name[0]
+
+
+def metric_files(run_dir: str | os.PathLike[str]) -> list[tuple[Path, int]]:
+    """JSONL files of a run with the rank each file defaults to.
+
+    Ours are ``metrics/rank-N.jsonl``; ezpz writes ``metrics-N.jsonl`` or one shared
+    ``metrics.jsonl`` (whose records name their rank) in the run directory or below it.
+    """
+    root = Path(run_dir)
+    found: list[tuple[Path, int]] = []
+    for path in sorted(root.glob("metrics/*.jsonl")) + sorted(root.glob("**/metrics*.jsonl")):
+        for pattern in (_OUR_FILE, _EZPZ_FILE):
+            match = pattern.search(path.name)
+            if match:
+                found.append((path, int(match.group(1))))
+                break
+        else:
+            if path.name == "metrics.jsonl":
+                found.append((path, 0))
+    unique = {path: rank for path, rank in found}
+    return sorted(unique.items(), key=lambda item: (item[1], str(item[0])))
+
+
+def read_records(path: Path, default_rank: int = 0) -> records.ParseResult:
+    """Every complete record of one file; missing or unreadable files give an empty result."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return records.ParseResult()
+    return records.parse_chunk(data, default_rank)
+
+
+def load_run_metrics(run_dir: str | os.PathLike[str]) -> Any:
+    """A Dataset with one variable per metric over (rank, step); gaps are NaN.
+
+    ``attrs["garbage_lines"]`` counts the lines that were skipped as unreadable.
+    """
+    import numpy as np
+    import xarray as xr
+
+    all_records: list[records.Record] = []
+    garbage = 0
+    for path, rank in metric_files(run_dir):
+        result = read_records(path, rank)
+        garbage += result.garbage
+        all_records.extend(result.records)
+    all_records = records.number_steps(all_records)
+    ranks = sorted({r.rank for r in all_records})
+    steps = sorted({r.step for r in all_records if r.step is not None})
+    names = sorted({name for r in all_records for name in r.metrics})
+    rank_index = {r: i for i, r in enumerate(ranks)}
+    step_index = {s: i for i, s in enumerate(steps)}
+    arrays = {name: np.full((len(ranks), len(steps)), np.nan) for name in names}
+    times = np.full((len(ranks), len(steps)), np.nan)
+    for rec in all_records:
+        i, j = rank_index[rec.rank], step_index[rec.step]
+        for name, value in rec.metrics.items():
+            arrays[name][i, j] = value
+        if rec.timestamp is not None:
+            times[i, j] = rec.timestamp
+    data_vars = {name: (("rank", "step"), arr) for name, arr in arrays.items()}
+    data_vars["timestamp"] = (("rank", "step"), times)
+    return xr.Dataset(
+        data_vars,
+        coords={"rank": ranks, "step": steps},
+        attrs={"garbage_lines": garbage, "run_dir": str(run_dir)},
+    )
+
+
+def summarize(ds: Any, dim: str = "rank") -> Any:
+    """Mean/min/max/std across ``dim`` for every metric, as variables named ``<metric>_<stat>``."""
+    import xarray as xr
+
+    out = {}
+    for name, var in ds.data_vars.items():
+        if name == "timestamp":
+            continue
+        out[f"{name}_mean"] = var.mean(dim, skipna=True)
+        out[f"{name}_min"] = var.min(dim, skipna=True)
+        out[f"{name}_max"] = var.max(dim, skipna=True)
+        out[f"{name}_std"] = var.std(dim, skipna=True)
+    return xr.Dataset(out)
