@@ -30,3 +30,17 @@ _LEAKY = (
 def _clean_launcher_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in _LEAKY:
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def mpiexec() -> str:
+    """The mpiexec next to this Python (the mpich wheel's), else one on PATH."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    local = Path(sys.executable).parent / "mpiexec"
+    found = str(local) if local.exists() else shutil.which("mpiexec")
+    if not found:
+        pytest.skip("no mpiexec: pip install 'ezpz-tui[mpich]'")
+    return found
