@@ -266,4 +266,3 @@ def cleanup() -> None:
             dist.barrier()
         finally:
             dist.destroy_process_group()
-    gc.collect()

@@ -46,13 +46,8 @@ def to_plain(value: Any) -> Any:
 
 
 def encode(rank: int, step: int, metrics: Mapping[str, Any], timestamp: float) -> bytes:
-    """One newline-terminated UTF-8 record."""
-    record = {
-        "timestamp": timestamp,
-        "rank": rank,
-        "step": step,
-        "metrics": {str(k): to_plain(v) for k, v in metrics.items()},
-    }
+    """One newline-terminated UTF-8 record; ``metrics`` values already passed through to_plain."""
+    record = {"timestamp": timestamp, "rank": rank, "step": step, "metrics": metrics}
     return (json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n").encode()
 
 

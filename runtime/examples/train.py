@@ -158,17 +158,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def train(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """Set up, train, and tear down once every tensor of the run has been released."""
     log = runtime.get_logger("ezpz.train", all_ranks=True)
     info = runtime.setup(args.tp, args.pp, args.cp, seed=args.seed)
     log.info("%s", info.describe())
     for key, reason in info.reasons.items():
         log.info("%s: %s", key, reason)
-    tp = info.size("tp")
-    if args.heads % tp:
-        raise SystemExit(f"--heads {args.heads} must be divisible by tp={tp}")
+    if args.heads % info.size("tp"):
+        raise SystemExit(f"--heads {args.heads} must be divisible by tp={info.size('tp')}")
     if info.mesh is not None:
         check_groups(info, log)
+    summary = _train_loop(args, info, log)  # its model, optimizer and tensors die on return
+    if "loss" in summary:
+        log.info("loss mean=%.4f last=%.4f", summary["loss"]["mean"], summary["loss"]["last"])
+    runtime.cleanup()
+    return summary
 
+
+def _train_loop(args: argparse.Namespace, info: DistInfo, log: Any) -> dict[str, dict[str, float]]:
+    tp = info.size("tp")
     torch.manual_seed(args.seed)  # the same initial weights on every rank
     model = TinyLM(args.vocab, args.dim, args.heads, args.layers, args.seq_len).to(info.device)
     if tp > 1:
@@ -222,13 +230,8 @@ def train(args: argparse.Namespace) -> dict[str, dict[str, float]]:
                 dt * 1e3,
                 metrics["tokens_per_s"],
             )
-    summary = history.summary()
     history.close()
-    if "loss" in summary:
-        log.info("loss mean=%.4f last=%.4f", summary["loss"]["mean"], summary["loss"]["last"])
-    del model, opt, loss, logits, x, y
-    runtime.cleanup()
-    return summary
+    return history.summary()
 
 
 def main(argv: list[str] | None = None) -> int:
