@@ -29,7 +29,10 @@ def log(run_dir: Path, rank: int = 0) -> str:
 
 
 def test_exit_zero_with_stdout_and_stderr(tmp_path: Path) -> None:
-    code = "import os,sys; print('out'); print('err', file=sys.stderr); print(os.environ['EZPZ_RUN_DIR'])"
+    code = (
+        "import os, sys; print('out'); print('err', file=sys.stderr); "
+        "print(os.environ['EZPZ_RUN_DIR'])"
+    )
     assert capture(tmp_path, sys.executable, "-c", code) == 0
     text = log(tmp_path)
     assert "out" in text and "err" in text and str(tmp_path) in text
@@ -48,10 +51,7 @@ def test_exit_three_and_rank_from_environment(tmp_path: Path) -> None:
 
 def test_native_crash_keeps_last_words(tmp_path: Path) -> None:
     # Output written by C code right before a segfault, no Python logging involved.
-    code = (
-        "import ctypes, os; os.write(1, b'last words before the crash\\n'); "
-        "ctypes.string_at(0)"
-    )
+    code = "import ctypes, os; os.write(1, b'last words before the crash\\n'); ctypes.string_at(0)"
     rc = capture(tmp_path, sys.executable, "-c", code)
     assert rc == 128 + signal.SIGSEGV
     st = status(tmp_path)

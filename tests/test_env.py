@@ -8,8 +8,13 @@ from runtime import env as renv
 
 
 def test_torchrun_variables() -> None:
-    env = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "2",
-           "GROUP_RANK": "1"}
+    env = {
+        "RANK": "3",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "8",
+        "LOCAL_WORLD_SIZE": "2",
+        "GROUP_RANK": "1",
+    }
     assert renv.rank_info(env) == renv.RankInfo(3, 1, 8, 2, 1, "torchrun")
 
 
@@ -19,28 +24,49 @@ def test_mpich_hydra_variables_as_the_wheel_sets_them() -> None:
 
 
 def test_cray_pals_variables() -> None:
-    env = {"PALS_RANKID": "13", "PALS_LOCAL_RANKID": "1", "PALS_NODEID": "1", "PMI_SIZE": "24",
-           "PMI_LOCAL_SIZE": "12", "PMI_RANK": "13"}
+    env = {
+        "PALS_RANKID": "13",
+        "PALS_LOCAL_RANKID": "1",
+        "PALS_NODEID": "1",
+        "PMI_SIZE": "24",
+        "PMI_LOCAL_SIZE": "12",
+        "PMI_RANK": "13",
+    }
     assert renv.rank_info(env) == renv.RankInfo(13, 1, 24, 12, 1, "pals")
 
 
 def test_open_mpi_variables() -> None:
-    env = {"OMPI_COMM_WORLD_RANK": "5", "OMPI_COMM_WORLD_SIZE": "8",
-           "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "4",
-           "OMPI_COMM_WORLD_NODE_RANK": "1"}
+    env = {
+        "OMPI_COMM_WORLD_RANK": "5",
+        "OMPI_COMM_WORLD_SIZE": "8",
+        "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+        "OMPI_COMM_WORLD_LOCAL_SIZE": "4",
+        "OMPI_COMM_WORLD_NODE_RANK": "1",
+    }
     assert renv.rank_info(env) == renv.RankInfo(5, 1, 8, 4, 1, "openmpi")
 
 
 def test_srun_task() -> None:
-    env = {"SLURM_PROCID": "3", "SLURM_LOCALID": "1", "SLURM_NTASKS": "4", "SLURM_NODEID": "1",
-           "SLURM_STEP_ID": "0", "SLURM_TASKS_PER_NODE": "2(x2)"}
+    env = {
+        "SLURM_PROCID": "3",
+        "SLURM_LOCALID": "1",
+        "SLURM_NTASKS": "4",
+        "SLURM_NODEID": "1",
+        "SLURM_STEP_ID": "0",
+        "SLURM_TASKS_PER_NODE": "2(x2)",
+    }
     assert renv.rank_info(env) == renv.RankInfo(3, 1, 4, 2, 1, "slurm")
 
 
 def test_mpiexec_inside_slurm_trusts_pmi_not_slurm_procid() -> None:
     # Every rank of mpiexec inside a batch step sees SLURM_PROCID=0 (DESIGN.md section 6).
-    env = {"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_STEP_ID": "0", "PMI_RANK": "1",
-           "PMI_SIZE": "2"}
+    env = {
+        "SLURM_PROCID": "0",
+        "SLURM_NTASKS": "2",
+        "SLURM_STEP_ID": "0",
+        "PMI_RANK": "1",
+        "PMI_SIZE": "2",
+    }
     assert renv.rank_info(env).rank == 1
     assert renv.rank_info(env).source == "pmi"
 
@@ -52,8 +78,12 @@ def test_salloc_shell_is_not_a_rank() -> None:
 
 @pytest.mark.parametrize(
     "env",
-    [{"RANK": "2", "WORLD_SIZE": "2"}, {"RANK": "x", "WORLD_SIZE": "2"}, {"RANK": "0"},
-     {"PMI_RANK": "0", "PMI_SIZE": "0"}],
+    [
+        {"RANK": "2", "WORLD_SIZE": "2"},
+        {"RANK": "x", "WORLD_SIZE": "2"},
+        {"RANK": "0"},
+        {"PMI_RANK": "0", "PMI_SIZE": "0"},
+    ],
 )
 def test_nonsense_is_ignored(env: dict[str, str]) -> None:
     assert renv.rank_info(env) is None
@@ -62,7 +92,10 @@ def test_nonsense_is_ignored(env: dict[str, str]) -> None:
 
 def test_sizes_from_env_defaults_and_bad_values() -> None:
     assert renv.sizes_from_env({"EZPZ_TP": "2", "EZPZ_PP": "bad", "EZPZ_CP": "-1"}) == {
-        "tp": 2, "pp": 1, "cp": 1}
+        "tp": 2,
+        "pp": 1,
+        "cp": 1,
+    }
 
 
 @pytest.mark.parametrize(
@@ -72,8 +105,10 @@ def test_sizes_from_env_defaults_and_bad_values() -> None:
         ("nid[001-003]", ["nid001", "nid002", "nid003"]),
         ("nid[008-010,015]", ["nid008", "nid009", "nid010", "nid015"]),
         ("a[1-2]b[3-4]", ["a1b3", "a1b4", "a2b3", "a2b4"]),
-        ("x3006c0s13b0n0,x3006c0s19b[0-1]n0",
-         ["x3006c0s13b0n0", "x3006c0s19b0n0", "x3006c0s19b1n0"]),
+        (
+            "x3006c0s13b0n0,x3006c0s19b[0-1]n0",
+            ["x3006c0s13b0n0", "x3006c0s19b0n0", "x3006c0s19b1n0"],
+        ),
         ("login-1x[1-2],gpu-2[09-10]", ["login-1x1", "login-1x2", "gpu-209", "gpu-210"]),
         ("frontier[00001-00002]", ["frontier00001", "frontier00002"]),
     ],

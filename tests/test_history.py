@@ -27,8 +27,17 @@ def _strict(line: str) -> dict:
 
 def test_record_shape_and_nonfinite_round_trip(tmp_path: Path) -> None:
     with History(tmp_path, rank=3) as h:
-        h.record(0, {"loss": 2.5, "nan": math.nan, "inf": math.inf, "ninf": -math.inf,
-                     "count": 7, "flag": True})
+        h.record(
+            0,
+            {
+                "loss": 2.5,
+                "nan": math.nan,
+                "inf": math.inf,
+                "ninf": -math.inf,
+                "count": 7,
+                "flag": True,
+            },
+        )
     line = (tmp_path / "metrics" / "rank-00003.jsonl").read_text()
     assert line.endswith("\n") and line.count("\n") == 1
     obj = _strict(line)
@@ -84,9 +93,14 @@ def test_reads_ezpz_files(tmp_path: Path) -> None:
     # ezpz: metrics-<rank>.jsonl, no step, optional aggregated object.
     for rank in (0, 1):
         lines = [
-            json.dumps({"timestamp": 1.0 + i, "rank": rank,
-                        "metrics": {"loss": 3.0 - i, "iter": i},
-                        "aggregated": {"loss/mean": 2.0}})
+            json.dumps(
+                {
+                    "timestamp": 1.0 + i,
+                    "rank": rank,
+                    "metrics": {"loss": 3.0 - i, "iter": i},
+                    "aggregated": {"loss/mean": 2.0},
+                }
+            )
             for i in range(3)
         ]
         (tmp_path / f"metrics-{rank}.jsonl").write_text("\n".join(lines) + "\n")
@@ -98,7 +112,9 @@ def test_reads_ezpz_files(tmp_path: Path) -> None:
 
 
 def test_shared_ezpz_file_without_step(tmp_path: Path) -> None:
-    lines = [json.dumps({"rank": r, "metrics": {"loss": float(i)}}) for i in range(2) for r in (0, 1)]
+    lines = [
+        json.dumps({"rank": r, "metrics": {"loss": float(i)}}) for i in range(2) for r in (0, 1)
+    ]
     (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     ds = load_run_metrics(tmp_path)
     assert ds.sizes == {"rank": 2, "step": 2}
@@ -139,7 +155,7 @@ def test_concurrent_writer_reader_never_sees_half_a_record(tmp_path: Path) -> No
             offset += len(chunk)
             buffer += chunk
             result = records.parse_chunk(buffer)
-            buffer = buffer[result.consumed:]
+            buffer = buffer[result.consumed :]
             assert result.garbage == 0
             for rec in result.records:
                 assert rec.step == seen
@@ -158,7 +174,9 @@ def test_parse_chunk_never_raises_on_bytes(data: bytes) -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
-    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=5), kids, max_size=3),
+    lambda kids: (
+        st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=5), kids, max_size=3)
+    ),
     max_leaves=10,
 )
 

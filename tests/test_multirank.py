@@ -66,8 +66,22 @@ def test_tp2_step_matches_unsplit_model(mpiexec: str, tmp_path: Path) -> None:
 
 def test_demo_through_capture_leaves_a_complete_run_dir(mpiexec: str, tmp_path: Path) -> None:
     run = tmp_path / "x"
-    cmd = [mpiexec, "-n", "2", sys.executable, "-m", "runtime.capture", "--run-dir", str(run),
-           "--", sys.executable, "-m", "runtime.examples.train", "--steps", "20"]
+    cmd = [
+        mpiexec,
+        "-n",
+        "2",
+        sys.executable,
+        "-m",
+        "runtime.capture",
+        "--run-dir",
+        str(run),
+        "--",
+        sys.executable,
+        "-m",
+        "runtime.examples.train",
+        "--steps",
+        "20",
+    ]
     proc = subprocess.run(cmd, timeout=180, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for rank in (0, 1):
@@ -88,28 +102,46 @@ def _setup_in_subprocess(env: dict[str, str]) -> subprocess.CompletedProcess[str
         "    print('SETUP ERROR:', exc); raise SystemExit(2)\n"
     )
     base = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "SLURM_"))}
-    return subprocess.run([sys.executable, "-c", code], env={**base, **env}, timeout=60,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**base, **env},
+        timeout=60,
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_srun_without_pmi_fails_loudly() -> None:
     # srun --mpi=none: Slurm says 2 tasks, MPI sees a world of 1.
-    proc = _setup_in_subprocess({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_STEP_ID": "0",
-                                 "SLURM_LOCALID": "0"})
+    proc = _setup_in_subprocess(
+        {"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_STEP_ID": "0", "SLURM_LOCALID": "0"}
+    )
     assert proc.returncode == 2
     assert "MPI sees a world of 1" in proc.stdout and "--mpi=pmi2" in proc.stdout
 
 
 def test_indivisible_sizes_fail_with_a_sentence() -> None:
-    proc = _setup_in_subprocess({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0",
-                                 "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1", "EZPZ_TP": "3"})
+    proc = _setup_in_subprocess(
+        {
+            "RANK": "0",
+            "WORLD_SIZE": "2",
+            "LOCAL_RANK": "0",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "1",
+            "EZPZ_TP": "3",
+        }
+    )
     assert proc.returncode == 2
     assert "World size 2 is not divisible by tp*pp*cp" in proc.stdout
 
 
 def test_import_runtime_is_light() -> None:
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import runtime"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import runtime"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     modules = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines()}
     assert "runtime" in modules
     assert not modules & {"torch", "mpi4py", "numpy", "xarray", "textual", "ezpz_tui"}

@@ -41,8 +41,13 @@ def full(t: torch.Tensor) -> torch.Tensor:
 
 def main(mode: str, out: Path) -> None:
     info = runtime.setup(tp=2 if mode == "tp" else 1)
-    result: dict = {"rank": info.rank, "world": info.world_size, "source": info.source,
-                    "backend": info.backend, "sizes": info.sizes}
+    result: dict = {
+        "rank": info.rank,
+        "world": info.world_size,
+        "source": info.source,
+        "backend": info.backend,
+        "sizes": info.sizes,
+    }
     if mode == "ddp":
         model, x, y = model_and_batch(seed_data=info.rank)  # different data per rank
         ddp = runtime.wrap_model(model, info, "ddp")
