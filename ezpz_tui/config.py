@@ -1,0 +1,179 @@
+"""The user's settings file: where it lives, reading it without ever failing, saving one setting.
+
+`config.toml` in the user config directory (platformdirs, app name `ezpz-tui`; the environment
+variable EZPZ_TUI_CONFIG_DIR points elsewhere, which tests and site-wide setups use):
+
+    [ui]
+    theme = "ezpz-nord"
+
+    [keys]
+    launch = "r"
+    center = "z z"
+
+The file belongs to the user. Reading never raises and never writes: a broken file is reported
+and the defaults are used. Only saving a setting (e.g. picking a theme) writes, atomically, and
+whatever the write would lose is kept next to it first: a file that does not parse is moved to
+`config.toml.broken`, a file whose comments or layout a rewrite would drop is copied to
+`config.toml.bak`. Plain data and logic: no textual import.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import platformdirs
+import tomli_w
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+APP_NAME = "ezpz-tui"
+ENV_CONFIG_DIR = "EZPZ_TUI_CONFIG_DIR"
+
+TomlValue = str | int | float | bool | list[str]
+
+
+def config_dir() -> Path:
+    """The directory holding config.toml and the user's themes/ (EZPZ_TUI_CONFIG_DIR wins)."""
+    override = os.environ.get(ENV_CONFIG_DIR)
+    if override:
+        return Path(override).expanduser()
+    return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False))
+
+
+def config_path() -> Path:
+    """The settings file."""
+    return config_dir() / "config.toml"
+
+
+def user_themes_dir() -> Path:
+    """Where the user drops extra theme files (*.toml), loaded after the built-in ones."""
+    return config_dir() / "themes"
+
+
+@dataclass(frozen=True)
+class Config:
+    """The settings the UI reads at start. `keys` is the raw `[keys]` table; the keymap module
+    validates it (`keymap.apply_overrides`), so every key problem is worded in one place."""
+
+    theme: str | None = None
+    keys: Mapping[str, object] = field(default_factory=dict)
+
+
+def _read(path: Path) -> tuple[dict[str, object] | None, str]:
+    """The parsed file (None when missing) or a sentence saying why it cannot be used."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, ""
+    except (OSError, UnicodeDecodeError) as err:
+        return None, f"Cannot read {path} ({err}); using the default settings."
+    try:
+        return tomllib.loads(text), ""
+    except tomllib.TOMLDecodeError as err:
+        return None, f"{path} is not valid TOML ({err}); using the default settings."
+
+
+def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
+    """The user's settings (defaults where missing or wrong) and a sentence for every problem.
+
+    Never raises and never writes, whatever is in the file.
+    """
+    path = config_path() if path is None else path
+    data, problem = _read(path)
+    if data is None:
+        return Config(), [problem] if problem else []
+    problems: list[str] = []
+    ui = data.get("ui", {})
+    if not isinstance(ui, dict):
+        problems.append(f"{path}: [ui] should be a table; ignored.")
+        ui = {}
+    theme = ui.get("theme")
+    if theme is not None and not (isinstance(theme, str) and theme.strip()):
+        problems.append(f'{path}: [ui] theme should be a theme name such as "ezpz-nord"; ignored.')
+        theme = None
+    keys = data.get("keys", {})
+    if not isinstance(keys, dict):
+        problems.append(f'{path}: [keys] should be a table of action = "keys"; ignored.')
+        keys = {}
+    return Config(theme=theme, keys=keys), problems
+
+
+def save_setting(section: str, name: str, value: TomlValue, path: Path | None = None) -> list[str]:
+    """Set `[section] name = value` in the settings file, keeping everything else in it.
+
+    Returns sentences for the user: what was kept aside, or why nothing was saved (a full disk,
+    a read-only home). Empty when the setting was saved quietly.
+    """
+    path = config_path() if path is None else path
+    notes: list[str] = []
+    data, problem = _read(path)
+    keep_as: Path | None = None
+    if problem:
+        keep_as = _unused_name(path.with_name(path.name + ".broken"))
+        notes.append(
+            f"{path} could not be read, so it was kept as {keep_as.name} and a new one was "
+            "written; copy anything you need from it."
+        )
+    data = {} if data is None else data
+    table = data.setdefault(section, {})
+    if not isinstance(table, dict):
+        return [f"Not saved: [{section}] in {path} is not a table; fix the file first."]
+    table[name] = value
+    text = tomli_w.dumps(data)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if keep_as is None and path.exists() and not _round_trips(path):
+            shutil.copy2(path, path.with_name(path.name + ".bak"))
+            notes.append(
+                f"{path} was rewritten; its previous version (with comments) is {path.name}.bak."
+            )
+        _atomic_write(path, text, keep_as)
+    except OSError as err:
+        return [f"Could not save {name} to {path}: {err}."]
+    return notes
+
+
+def save_theme(theme: str, path: Path | None = None) -> list[str]:
+    """Remember the theme picked in the UI (see `save_setting` for the returned sentences)."""
+    return save_setting("ui", "theme", theme, path)
+
+
+def _round_trips(path: Path) -> bool:
+    """Whether rewriting the file would reproduce it exactly (no comments or layout to lose)."""
+    text = path.read_text(encoding="utf-8")
+    return tomli_w.dumps(tomllib.loads(text)) == text
+
+
+def _unused_name(path: Path) -> Path:
+    candidate, n = path, 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}.{n}")
+    return candidate
+
+
+def _atomic_write(path: Path, text: str, keep_old_as: Path | None) -> None:
+    """Write beside the target, then rename over it: a crash leaves the old or the new file,
+    never half of one. `keep_old_as` moves the old file aside first instead of replacing it."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
+        if keep_old_as is not None:
+            os.replace(path, keep_old_as)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,144 @@
+"""How actions reach Textual: key bindings and chords from the keymap table, and the palette.
+
+Three pieces, all fed by `ezpz_tui.keymap` so the footer, the help screen and the palette agree:
+
+- `bindings_for(scope)`: Textual `Binding`s for a widget's or screen's `BINDINGS`. They are
+  always built from the default table; the user's overrides reach them at run time through
+  `app.set_keymap(keymap.textual_overrides())`, which also rebinds screens opened later.
+- `ChordKeys`: runs the chords (`z z`, `z h`, `z l`) that Textual cannot bind, from the app's
+  `on_event`.
+- `ActionsProvider`: a command palette provider listing the `PaletteCommand`s the app returns
+  from its `palette_commands()` method (launch, relaunch, stop, theme, open run, ...).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from textual import events
+from textual.app import App
+from textual.binding import Binding
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from ezpz_tui.keymap import DEFAULT_KEYMAP, ChordMachine, Keymap
+
+
+def bindings_for(scope: str, only: Collection[str] | None = None) -> list[Binding]:
+    """The single-key bindings of `scope` (optionally only the actions in `only`) as Textual
+    `Binding`s: footer entries show their short label, the rest stay out of the footer and
+    describe themselves in the keys panel. Each carries the table's binding id, so user
+    overrides applied with `App.set_keymap` find it."""
+    return [
+        Binding(
+            b.textual_keys,
+            b.action,
+            b.footer or b.description,
+            show=bool(b.footer),
+            tooltip=b.description,
+            id=b.binding_id,
+        )
+        for b in DEFAULT_KEYMAP.in_scope(scope)
+        if b.single_keys and (only is None or b.action in only)
+    ]
+
+
+class ChordKeys:
+    """Feeds the app's key presses to a `ChordMachine` and runs the chords that complete.
+
+    Call `handle` first thing in `App.on_event`; when it returns True the key was part of a chord
+    and must not reach the bindings. Keys typed into a text field and keys in dialogs (modal
+    screens) are left alone. A completed chord's action runs on the first node from the focused
+    widget up to the app that has `action_<name>`, so `z z` centres whatever list has focus.
+    """
+
+    def __init__(self, app: App[object], keymap: Keymap) -> None:
+        self._app = app
+        self.machine = ChordMachine(keymap.chords())
+
+    async def handle(self, event: events.Event) -> bool:
+        """Whether `event` was consumed as (part of) a chord."""
+        if not isinstance(event, events.Key) or event.is_forwarded:
+            return False
+        screen = self._app.screen
+        focused = screen.focused
+        if screen.is_modal or (focused and focused.check_consume_key(event.key, event.character)):
+            return False
+        step = self.machine.feed(event.key, time.monotonic())
+        if step.kind == "pending":
+            return True
+        if step.kind == "action":
+            nodes = focused.ancestors_with_self if focused else [screen, self._app]
+            target = next((n for n in nodes if hasattr(n, f"action_{step.action}")), None)
+            if target is None:
+                self._app.bell()
+            else:
+                await self._app.run_action(step.action, target)
+            return True
+        return False
+
+
+@dataclass(frozen=True)
+class PaletteCommand:
+    """One entry of the command palette: what it is called, a line of help, what it does, and
+    the keys that do the same (shown so the palette teaches the keys)."""
+
+    title: str
+    help: str
+    callback: Callable[[], object]
+    keys: str = ""
+
+    @classmethod
+    def for_action(
+        cls, keymap: Keymap, action: str, callback: Callable[[], object], help: str = ""
+    ) -> PaletteCommand:
+        """A command titled with the table's description of `action`, showing its keys."""
+        binding = keymap[action]
+        return cls(binding.description, help, callback, binding.label)
+
+    @property
+    def help_line(self) -> str:
+        """The line under the title: the help text and the keys."""
+        keys = f"keys: {self.keys}" if self.keys else ""
+        return " · ".join(part for part in (self.help, keys) if part)
+
+
+@runtime_checkable
+class CommandSource(Protocol):
+    """What the app implements for `ActionsProvider`: the commands to offer right now."""
+
+    def palette_commands(self) -> Iterable[PaletteCommand]: ...
+
+
+class ActionsProvider(Provider):
+    """Offers the app's `palette_commands()` in the command palette (`ctrl+p` or `:`).
+
+    Put it in `App.COMMANDS` in place of Textual's system commands, whose Quit would skip the
+    confirmation a live run needs and whose Theme would bypass the theme picker.
+    """
+
+    async def startup(self) -> None:
+        """Ask the app once per opening, so commands such as "open run X" stay current."""
+        app = self.app
+        self._commands = list(app.palette_commands()) if isinstance(app, CommandSource) else []
+
+    async def discover(self) -> Hits:
+        """All commands, in the app's order, before anything is typed."""
+        for command in self._commands:
+            yield DiscoveryHit(command.title, command.callback, help=command.help_line)
+
+    async def search(self, query: str) -> Hits:
+        """The commands whose title fuzzy-matches what was typed."""
+        matcher = self.matcher(query)
+        for command in self._commands:
+            score = matcher.match(command.title)
+            if score > 0:
+                yield Hit(
+                    score,
+                    matcher.highlight(command.title),
+                    command.callback,
+                    text=command.title,
+                    help=command.help_line,
+                )

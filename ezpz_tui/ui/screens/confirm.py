@@ -1,0 +1,77 @@
+"""A yes/no question in front of every key that can lose work (stop, relaunch, quit with a run).
+
+    def action_stop_run(self) -> None:
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.supervisor.stop()
+        self.push_screen(ConfirmScreen("Stop run 20261122-103105?"), answered)
+
+The answer keys come from the keymap table's dialog scope (`y`/`enter` yes, `n` no, `esc` no),
+and the hint under the question shows the keys in force, overrides included.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from ezpz_tui.keymap import DEFAULT_KEYMAP, Keymap
+from ezpz_tui.ui.palette import bindings_for
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Asks `question`; dismisses with True for yes and False for no or Esc."""
+
+    DEFAULT_CSS = """
+    ConfirmScreen {
+        align: center middle;
+    }
+    ConfirmScreen > Vertical {
+        width: auto;
+        max-width: 72;
+        min-width: 36;
+        height: auto;
+        padding: 1 2;
+        border: thick $warning;
+        background: $surface;
+    }
+    ConfirmScreen #question {
+        width: auto;
+        max-width: 68;
+        text-style: bold;
+    }
+    ConfirmScreen #answers {
+        width: auto;
+        margin-top: 1;
+        color: $text-muted;
+    }
+    """
+
+    BINDINGS = bindings_for("dialog", only={"confirm", "cancel", "close"})
+
+    def __init__(self, question: str, keymap: Keymap = DEFAULT_KEYMAP) -> None:
+        """`keymap` is the one in force, used only to show the right answer keys."""
+        super().__init__()
+        self._question = question
+        self._keymap = keymap
+
+    def compose(self) -> ComposeResult:
+        yes = self._keymap["confirm"].label
+        no = ", ".join(b.label for b in (self._keymap["cancel"], self._keymap["close"]))
+        with Vertical():
+            yield Static(self._question, id="question", markup=False)
+            yield Static(f"{yes}: yes    {no}: no", id="answers", markup=False)
+
+    def action_confirm(self) -> None:
+        """Yes."""
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        """No."""
+        self.dismiss(False)
+
+    def action_close(self) -> None:
+        """Esc counts as no: closing the question must never do the risky thing."""
+        self.dismiss(False)

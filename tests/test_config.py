@@ -1,0 +1,155 @@
+"""config.toml: found where expected, read without ever failing, saved without losing anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ezpz_tui import config
+from ezpz_tui.config import Config, load_config, save_setting, save_theme
+
+
+@pytest.fixture
+def cfg_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "cfg"
+    monkeypatch.setenv(config.ENV_CONFIG_DIR, str(directory))
+    return directory
+
+
+def test_env_var_moves_the_config_dir(cfg_dir: Path) -> None:
+    assert config.config_dir() == cfg_dir
+    assert config.config_path() == cfg_dir / "config.toml"
+    assert config.user_themes_dir() == cfg_dir / "themes"
+
+
+def test_default_dir_comes_from_platformdirs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(config.ENV_CONFIG_DIR, raising=False)
+    assert config.config_dir().name == "ezpz-tui"
+
+
+def test_missing_file_gives_defaults_quietly(cfg_dir: Path) -> None:
+    assert load_config() == (Config(), [])
+    assert not cfg_dir.exists(), "reading never creates anything"
+
+
+def test_reads_theme_and_keys(cfg_dir: Path) -> None:
+    cfg_dir.mkdir()
+    (cfg_dir / "config.toml").write_text(
+        '[ui]\ntheme = "ezpz-nord"\n\n[keys]\nlaunch = "e"\n\n[launch]\nnodes = 2\n'
+    )
+    settings, problems = load_config()
+    assert problems == []
+    assert settings.theme == "ezpz-nord"
+    assert settings.keys == {"launch": "e"}
+
+
+def test_corrupt_file_is_reported_and_left_alone(cfg_dir: Path) -> None:
+    cfg_dir.mkdir()
+    path = cfg_dir / "config.toml"
+    original = b'[ui]\ntheme = "ezpz-nord\n'
+    path.write_bytes(original)
+    settings, problems = load_config()
+    assert settings == Config()
+    assert len(problems) == 1
+    assert str(path) in problems[0] and "not valid TOML" in problems[0]
+    assert path.read_bytes() == original
+    assert sorted(p.name for p in cfg_dir.iterdir()) == ["config.toml"]
+
+
+def test_undecodable_file_is_a_problem_not_a_crash(cfg_dir: Path) -> None:
+    cfg_dir.mkdir()
+    (cfg_dir / "config.toml").write_bytes(b"theme = '\xff\xfe'\n")
+    settings, problems = load_config()
+    assert settings == Config() and len(problems) == 1
+
+
+def test_unreadable_path_is_a_problem_not_a_crash(cfg_dir: Path) -> None:
+    (cfg_dir / "config.toml").mkdir(parents=True)
+    settings, problems = load_config()
+    assert settings == Config() and "Cannot read" in problems[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected_problem"),
+    [
+        ('ui = "dark"\n', "[ui] should be a table"),
+        ("[ui]\ntheme = 3\n", "theme should be a theme name"),
+        ('[ui]\ntheme = "  "\n', "theme should be a theme name"),
+        ('keys = "j"\n', "[keys] should be a table"),
+    ],
+)
+def test_wrong_types_fall_back_per_setting(cfg_dir: Path, text: str, expected_problem: str) -> None:
+    cfg_dir.mkdir()
+    (cfg_dir / "config.toml").write_text(text)
+    settings, problems = load_config()
+    assert settings == Config()
+    assert len(problems) == 1 and expected_problem in problems[0]
+
+
+def test_save_theme_creates_the_file(cfg_dir: Path) -> None:
+    assert save_theme("ezpz-gruvbox") == []
+    assert load_config() == (Config(theme="ezpz-gruvbox"), [])
+    assert sorted(p.name for p in cfg_dir.iterdir()) == ["config.toml"], "no temp file left"
+
+
+def test_save_keeps_every_other_setting(cfg_dir: Path) -> None:
+    cfg_dir.mkdir()
+    path = cfg_dir / "config.toml"
+    path.write_text('[keys]\nlaunch = "e"\n\n[launch]\nnodes = 2\n')
+    save_theme("ezpz-nord")
+    save_theme("ezpz-vitesse")
+    settings, _ = load_config()
+    assert settings == Config(theme="ezpz-vitesse", keys={"launch": "e"})
+    assert "nodes = 2" in path.read_text()
+
+
+def test_save_keeps_a_commented_file_as_bak(cfg_dir: Path) -> None:
+    cfg_dir.mkdir()
+    path = cfg_dir / "config.toml"
+    original = '# my keys\n[keys]\nlaunch = "e"   # e for execute\n'
+    path.write_text(original)
+    notes = save_theme("ezpz-nord")
+    assert len(notes) == 1 and "config.toml.bak" in notes[0]
+    assert (cfg_dir / "config.toml.bak").read_text() == original
+    assert load_config()[0] == Config(theme="ezpz-nord", keys={"launch": "e"})
+    assert save_theme("ezpz-everforest") == [], "a file we wrote ourselves needs no backup"
+
+
+def test_save_over_a_corrupt_file_keeps_it_aside(cfg_dir: Path) -> None:
+    cfg_dir.mkdir()
+    path = cfg_dir / "config.toml"
+    path.write_bytes(b"[keys\nlaunch = 'e'\n")
+    notes = save_theme("ezpz-nord")
+    assert len(notes) == 1 and "config.toml.broken" in notes[0]
+    assert (cfg_dir / "config.toml.broken").read_bytes() == b"[keys\nlaunch = 'e'\n"
+    assert load_config() == (Config(theme="ezpz-nord"), [])
+    path.write_text("still [ broken")
+    notes = save_theme("ezpz-gruvbox")
+    assert "config.toml.broken.2" in notes[0], "an earlier copy is never overwritten"
+    assert (cfg_dir / "config.toml.broken").exists()
+
+
+def test_save_refuses_to_clobber_a_non_table(cfg_dir: Path) -> None:
+    cfg_dir.mkdir()
+    path = cfg_dir / "config.toml"
+    path.write_text('ui = "mine"\n')
+    problems = save_theme("ezpz-nord")
+    assert problems and "Not saved" in problems[0]
+    assert path.read_text() == 'ui = "mine"\n'
+
+
+def test_save_failure_is_a_sentence(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    problems = save_setting("ui", "theme", "x", blocker / "config.toml")
+    assert len(problems) == 1 and problems[0].startswith("Could not save theme")
+
+
+def test_save_keeps_the_file_mode(cfg_dir: Path) -> None:
+    cfg_dir.mkdir()
+    path = cfg_dir / "config.toml"
+    path.write_text('[ui]\ntheme = "a"\n')
+    path.chmod(0o600)
+    save_theme("b")
+    assert path.stat().st_mode & 0o777 == 0o600
