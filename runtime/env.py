@@ -120,24 +120,50 @@ def rank_info(env: Mapping[str, str] | None = None) -> RankInfo | None:
             continue
         local = _first_int(env, local_v)
         local_size = _first_int(env, local_size_v)
-        if local_size is None and source == "slurm":
-            local_size = _slurm_tasks_on_this_node(env)
-        if local is None:
-            local = rank if local_size is None else rank % local_size
+        node = _first_int(env, node_v)
+        if None in (local, local_size, node) and _slurm_started_task(env):
+            # srun --mpi=pmi2 sets PMI_RANK/PMI_SIZE but nothing per node; the step knows.
+            slurm = _slurm_placement(env, rank, size)
+            if slurm is not None:
+                local = slurm[0] if local is None else local
+                local_size = slurm[1] if local_size is None else local_size
+                node = slurm[2] if node is None else node
         if local_size is None or local_size < 1:
             local_size = size
-        node = _first_int(env, node_v)
+        if local is None:
+            local = rank % local_size
         if node is None:
             node = rank // local_size
         return RankInfo(rank, local, size, local_size, node, source)
     return None
 
 
-def _slurm_tasks_on_this_node(env: Mapping[str, str]) -> int | None:
-    """First entry of SLURM_TASKS_PER_NODE ("2(x3),1" -> 2); enough for a uniform layout."""
-    spec = env.get("SLURM_TASKS_PER_NODE", "")
-    head = spec.split(",")[0].split("(")[0]
-    return int(head) if head.isdigit() else None
+def _expand_counts(spec: str) -> list[int]:
+    """Slurm's per-node counts: ``"2(x3),1"`` -> ``[2, 2, 2, 1]``; ``[]`` when unreadable."""
+    counts: list[int] = []
+    for part in filter(None, spec.split(",")):
+        value, _, repeat = part.partition("(x")
+        if not value.isdigit() or (repeat and not repeat.rstrip(")").isdigit()):
+            return []
+        counts += [int(value)] * (int(repeat.rstrip(")")) if repeat else 1)
+    return counts
+
+
+def _slurm_placement(env: Mapping[str, str], rank: int, size: int) -> tuple[int, int, int] | None:
+    """(local rank, tasks on this node, node index) from the srun step that started this task.
+
+    Only trusted when the step describes the same task the other launcher variables do: under
+    mpiexec inside an allocation Hydra's proxies are srun tasks too, with other numbers.
+    """
+    if _int(env, "SLURM_PROCID") != rank or _int(env, "SLURM_NTASKS") != size:
+        return None
+    local, node = _int(env, "SLURM_LOCALID"), _int(env, "SLURM_NODEID")
+    if local is None or node is None:
+        return None
+    spec = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE", "")
+    counts = _expand_counts(spec)
+    per_node = counts[node] if node < len(counts) else None
+    return local, per_node or size, node
 
 
 def rank_info_or_single(env: Mapping[str, str] | None = None) -> RankInfo:

@@ -10,6 +10,8 @@ import pytest
 
 from runtime.env import RANK_VARS, SIZE_VARS
 
+pytest_plugins = ["tests.fixtures.slurm"]
+
 _LEAKY = (
     *RANK_VARS,
     *SIZE_VARS.values(),

@@ -138,3 +138,34 @@ def test_slurm_job_and_no_scheduler() -> None:
     assert renv.job_hosts(env) == ["nid001", "nid002"]
     assert renv.scheduler({}) == "none"
     assert renv.job_hosts({}) == [renv.hostname()]
+
+
+def test_srun_pmi2_fills_placement_from_the_step() -> None:
+    # As seen under `salloc -N2 -n4; srun --mpi=pmi2`: PMI_RANK/PMI_SIZE but nothing per node.
+    env = {
+        "PMI_RANK": "2",
+        "PMI_SIZE": "4",
+        "SLURM_PROCID": "2",
+        "SLURM_NTASKS": "4",
+        "SLURM_LOCALID": "0",
+        "SLURM_NODEID": "1",
+        "SLURM_STEP_ID": "0",
+        "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
+    }
+    assert renv.rank_info(env) == renv.RankInfo(2, 0, 4, 2, 1, "pmi")
+
+
+def test_hydra_proxies_started_by_srun_do_not_lend_their_numbers() -> None:
+    # mpiexec inside salloc: Hydra's proxies are srun tasks numbered by node, not by rank.
+    env = {
+        "PMI_RANK": "3",
+        "PMI_SIZE": "4",
+        "MPI_LOCALRANKID": "1",
+        "MPI_LOCALNRANKS": "2",
+        "SLURM_PROCID": "1",
+        "SLURM_NTASKS": "2",
+        "SLURM_LOCALID": "0",
+        "SLURM_NODEID": "1",
+        "SLURM_STEP_ID": "0",
+    }
+    assert renv.rank_info(env) == renv.RankInfo(3, 1, 4, 2, 1, "pmi")
