@@ -11,7 +11,7 @@ import signal
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ezpz_tui import __version__
 
@@ -37,8 +37,15 @@ def _positive(text: str) -> int:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line, as every other error here is."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ezpz-tui",
         description="See the allocation, launch distributed PyTorch, watch every rank.",
         epilog=EPILOG,

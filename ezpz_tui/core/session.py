@@ -71,10 +71,12 @@ class Session:
             hosts = cmd.hostfile.read_text().split() if cmd.hostfile else []
             shown = str(self.store.outputs / "<run-id>")
             argv = [a.replace(str(placeholder), shown) for a in cmd.argv]
-            hostfile = self.store.outputs / "<run-id>" / cmd.hostfile.name if cmd.hostfile else None
-        return Preview(
-            problems, LaunchCommand(argv, cmd.env, hostfile, cmd.launcher, cmd.notes), hosts
-        )
+            notes = [n.replace(str(placeholder), shown) for n in cmd.notes]
+            hostfile = cmd.hostfile
+            if hostfile is not None and hostfile.parent == placeholder:
+                hostfile = self.store.outputs / "<run-id>" / hostfile.name
+            # else: PBS's own nodefile, used as it is
+        return Preview(problems, LaunchCommand(argv, cmd.env, hostfile, cmd.launcher, notes), hosts)
 
     def _prepare(self, plan: LaunchPlan, parent: str | None) -> tuple[Path, LaunchCommand]:
         problems = validate(plan, self.alloc)

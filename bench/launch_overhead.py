@@ -1,0 +1,252 @@
+"""What launching through ``ezpz-tui`` costs over calling the launcher yourself.
+
+``python bench/launch_overhead.py [--short-reps 20] [--train-reps 5] [--steps 3] [--only X]``
+
+(a) Wall time of a 2-rank trivial program (``python -c pass``), three ways, interleaved:
+
+    ezpz-tui launch --quiet --ppn 2 -- python -c pass                  (the whole CLI)
+    mpiexec -n 2 python -m runtime.capture --run-dir D -- python -c pass  (the wrapper only)
+    mpiexec -n 2 python -c pass                                         (the baseline)
+
+so the overhead splits into the capture wrapper (second minus third) and the CLI, run store
+and supervisor (first minus second).
+
+(b) Time to the first training step of the 2-rank demo, from just before the command starts to
+the ``timestamp`` of rank 0's first JSONL record:
+
+    ezpz-tui launch --quiet --ppn 2 -- python -m runtime.examples.train --steps 3
+    python -m torch.distributed.run --standalone --nproc-per-node 2 -m runtime.examples.train ...
+    mpiexec -n 2 python -m runtime.examples.train ...                   (for reference)
+
+torchrun and the bare mpiexec get ``EZPZ_RUN_DIR`` so History writes where it can be read.
+
+Why: the CLI promises to be a thin layer over the launcher. The fixed cost (Python start-up of
+the CLI, making the run directory, one more Python per rank for the wrapper) matters for a
+2-second smoke test and should vanish against the start-up of a real training job. The
+machines are noisy, so the variants are interleaved and medians are quoted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # this checkout's runtime, whatever is installed
+
+from runtime.env import RANK_VARS, SIZE_VARS  # noqa: E402
+
+PY = sys.executable
+RANKS = 2
+TIMEOUT_S = 300.0
+
+
+def mpiexec() -> str:
+    """The mpich wheel's mpiexec next to this Python, else one on PATH: the one ezpz-tui uses."""
+    local = Path(PY).parent / "mpiexec"
+    return str(local) if local.exists() else shutil.which("mpiexec") or "mpiexec"
+
+
+def ezpz_tui() -> list[str]:
+    """The console script as a person types it, else the module."""
+    script = Path(PY).parent / "ezpz-tui"
+    return [str(script)] if script.exists() else [PY, "-m", "ezpz_tui"]
+
+
+def clean_env(outputs: Path) -> dict[str, str]:
+    """No job, no stray rank variables, outputs in a scratch directory."""
+    drop = (*RANK_VARS, *SIZE_VARS.values(), "EZPZ_RUN_DIR")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in drop and not k.startswith(("PBS_", "SLURM_"))
+    }
+    env["EZPZ_OUTPUTS"] = str(outputs)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def run(argv: list[str], env: dict[str, str]) -> float:
+    """Wall seconds of ``argv``; raises with its output if it fails."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        argv,
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=TIMEOUT_S,
+    )
+    elapsed = time.perf_counter() - t0
+    if proc.returncode != 0:
+        out = (proc.stdout + proc.stderr).decode(errors="replace")[-3000:]
+        raise SystemExit(f"{shlex.join(argv)} exited {proc.returncode}:\n{out}")
+    return elapsed
+
+
+def first_record_time(metrics: Path) -> float:
+    """``timestamp`` of the first record in rank 0's JSONL file."""
+    with metrics.open() as fh:
+        return float(json.loads(fh.readline())["timestamp"])
+
+
+def newest_run(outputs: Path, before: set[Path]) -> Path:
+    (made,) = [p for p in outputs.iterdir() if p.is_dir() and p not in before]
+    return made
+
+
+def median_ms(values: list[float]) -> float:
+    return statistics.median(values) * 1e3
+
+
+def spread(values: list[float]) -> str:
+    return f"min {min(values) * 1e3:.0f} max {max(values) * 1e3:.0f}"
+
+
+def bench_short(reps: int, root: Path) -> None:
+    outputs = root / "short-outputs"
+    env = clean_env(outputs)
+    program = [PY, "-c", "pass"]
+    k = [0]
+
+    def capture_dir() -> str:
+        k[0] += 1
+        return str(root / f"capture-{k[0]}")
+
+    variants: dict[str, Callable[[], list[str]]] = {
+        "ezpz-tui launch": lambda: [
+            *ezpz_tui(),
+            "launch",
+            "--quiet",
+            "--ppn",
+            str(RANKS),
+            "--",
+            *program,
+        ],
+        "mpiexec + capture": lambda: [
+            mpiexec(),
+            "-n",
+            str(RANKS),
+            PY,
+            "-m",
+            "runtime.capture",
+            "--run-dir",
+            capture_dir(),
+            "--",
+            *program,
+        ],
+        "mpiexec": lambda: [mpiexec(), "-n", str(RANKS), *program],
+    }
+    for name, make in variants.items():
+        print(f"  {name:<18} {shlex.join(make())}")
+    k[0] = 0
+    for make in variants.values():  # warm the page cache once, untimed
+        run(make(), env)
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    names = list(variants)
+    for rep in range(reps):
+        for name in names[rep % len(names) :] + names[: rep % len(names)]:  # rotate the order
+            times[name].append(run(variants[name](), env))
+    print(f"  medians of {reps} interleaved runs each:")
+    for name in names:
+        print(f"    {name:<18} {median_ms(times[name]):7.0f} ms  ({spread(times[name])})")
+    full, capture, bare = (median_ms(times[n]) for n in names)
+    print(
+        f"  ezpz-tui launch / mpiexec = {full / bare:.2f}x, overhead {full - bare:+.0f} ms "
+        f"(capture wrapper {capture - bare:+.0f} ms, CLI + run store + supervisor "
+        f"{full - capture:+.0f} ms)"
+    )
+
+
+def bench_train(reps: int, steps: int, root: Path) -> None:
+    outputs = root / "train-outputs"
+    env = clean_env(outputs)
+    train = ["-m", "runtime.examples.train", "--steps", str(steps)]
+    k = [0]
+
+    def ezpz() -> tuple[list[str], dict[str, str], Callable[[set[Path]], Path]]:
+        argv = [*ezpz_tui(), "launch", "--quiet", "--ppn", str(RANKS), "--", PY, *train]
+        return argv, env, lambda before: newest_run(outputs, before)
+
+    def own_dir(head: list[str]) -> tuple[list[str], dict[str, str], Callable[[set[Path]], Path]]:
+        k[0] += 1
+        run_dir = root / f"train-{k[0]}"
+        return head, {**env, "EZPZ_RUN_DIR": str(run_dir)}, lambda _before: run_dir
+
+    torchrun = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(RANKS)]
+    variants = {
+        "ezpz-tui launch": ezpz,
+        "torchrun": lambda: own_dir([*torchrun, *train]),
+        "mpiexec": lambda: own_dir([mpiexec(), "-n", str(RANKS), PY, *train]),
+    }
+    for name, make in variants.items():
+        argv, _, _ = make()
+        print(f"  {name:<18} {shlex.join(argv)}")
+    outputs.mkdir(parents=True, exist_ok=True)
+    first: dict[str, list[float]] = {name: [] for name in variants}
+    total: dict[str, list[float]] = {name: [] for name in variants}
+    names = list(variants)
+    for rep in range(reps):
+        for name in names[rep % len(names) :] + names[: rep % len(names)]:
+            argv, run_env, where = variants[name]()
+            before = set(outputs.iterdir())
+            started = time.time()
+            total[name].append(run(argv, run_env))
+            metrics = where(before) / "metrics" / "rank-00000.jsonl"
+            first[name].append(first_record_time(metrics) - started)
+    print(f"  medians of {reps} interleaved runs each (first step / whole run):")
+    for name in names:
+        print(
+            f"    {name:<18} {median_ms(first[name]):7.0f} ms  ({spread(first[name])})"
+            f"   {median_ms(total[name]):7.0f} ms"
+        )
+    ezpz, torchrun, bare = (median_ms(first[n]) for n in names)
+    print(
+        f"  time to first step: ezpz-tui launch / torchrun = {ezpz / torchrun:.2f}x "
+        f"({ezpz - torchrun:+.0f} ms); ezpz-tui launch / mpiexec = {ezpz / bare:.2f}x "
+        f"({ezpz - bare:+.0f} ms)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--short-reps", type=int, default=20, help="runs of each in (a)")
+    parser.add_argument("--train-reps", type=int, default=5, help="runs of each in (b)")
+    parser.add_argument("--steps", type=int, default=3, help="demo training steps in (b)")
+    parser.add_argument("--only", choices=("short", "train"), help="run one part")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    args = parser.parse_args(argv)
+
+    rerun = ["python", "bench/launch_overhead.py", "--short-reps", str(args.short_reps)]
+    rerun += ["--train-reps", str(args.train_reps), "--steps", str(args.steps)]
+    rerun += ["--only", args.only] if args.only else []
+    print("rerun: " + shlex.join(rerun))
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {RANKS} ranks")
+    root = Path(tempfile.mkdtemp(prefix="ezpz-launch-bench-"))
+    try:
+        if args.only in (None, "short"):
+            print("(a) 2-rank `python -c pass`, wall time of the whole command:")
+            bench_short(args.short_reps, root)
+        if args.only in (None, "train"):
+            print(f"(b) 2-rank demo, --steps {args.steps}: start to rank 0's first JSONL record:")
+            bench_train(args.train_reps, args.steps, root)
+    finally:
+        if args.keep:
+            print(f"scratch kept in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
