@@ -235,16 +235,14 @@ def _follow(handle: Any, quiet: bool) -> int:
     def request_stop(signum: int, _frame: object) -> None:
         stop_requested.append(signum)
 
-    previous = signal.signal(signal.SIGTERM, request_stop)
+    # A handler, not KeyboardInterrupt: a Ctrl-C landing outside handle.wait() (while printing
+    # the log, or during the stop itself) would otherwise leave main() with the run still alive.
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     log = log_path(handle.run_dir, 0)
     offset = 0
     try:
         while True:
-            try:
-                code = handle.wait(0.2)
-            except KeyboardInterrupt:
-                stop_requested.append(signal.SIGINT)
-                code = None
+            code = handle.wait(0.2)
             if not quiet:
                 offset = _print_new(log, offset)
             if stop_requested:
@@ -258,7 +256,8 @@ def _follow(handle: Any, quiet: bool) -> int:
             if code is not None:
                 break
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if not quiet:
         _print_new(log, offset)
     return _report_end(handle)

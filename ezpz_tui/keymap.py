@@ -36,6 +36,8 @@ SCOPES: dict[str, str] = {
     "log": "Rank logs",
     "runs": "Runs",
     "plot": "Metrics",
+    "form": "Launch form",
+    "topology": "Topology grid",
     "dialog": "Dialogs",
 }
 """Where a binding applies, in the order the help screen and the docs list them, with a title."""
@@ -44,6 +46,8 @@ _CONTEXTS: tuple[frozenset[str], ...] = (
     frozenset({"global", "navigation", "log"}),
     frozenset({"global", "navigation", "runs"}),
     frozenset({"global", "navigation", "plot"}),
+    frozenset({"global", "form"}),
+    frozenset({"global", "navigation", "topology"}),
     frozenset({"dialog"}),
 )
 """Scopes that are active at the same time. A focused log sees global + navigation + log keys;
@@ -268,6 +272,15 @@ DEFAULT_KEYMAP = Keymap(
         _kb("m", "next_metric", "Plot the next metric", "plot"),
         _kb("M", "previous_metric", "Plot the previous metric", "plot"),
         _kb("c", "compare_run", "Overlay this run on the plots, or remove it", "runs"),
+        _kb(
+            "o",
+            "cycle_colour",
+            "Colour ranks by the next group (TP, PP, CP, DP)",
+            "topology",
+            "colour",
+        ),
+        # In a form field letters are typed; Esc (or Enter) leaves the field so keys act again.
+        _kb("escape", "leave_field", "Leave the field (single keys act again)", "form"),
         # The answers in a dialog (ConfirmScreen, theme picker).
         _kb("y,enter", "confirm", "Yes / keep the choice", "dialog"),
         _kb("n", "cancel", "No", "dialog"),

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from runtime.env import hostname, job_hosts, job_id, scheduler
+from runtime.env import _expand_counts, hostname, job_hosts, job_id, scheduler
 
 # Two ranks per CPU-only host: enough that the demo really exercises collectives on a laptop or
 # CI box, few enough not to oversubscribe a 2-core machine. Ask for more with ranks per node.
@@ -303,7 +303,16 @@ def _walltime_from_env(env: Mapping[str, str], now: float) -> float | None:
 
 
 def _cpus_per_host(env: Mapping[str, str]) -> int:
-    """CPUs Slurm gave this job on a node, else the CPUs this process may run on."""
+    """CPUs Slurm gave this job on each node (the fewest, where nodes differ), else the CPUs
+    this process may run on.
+
+    ``SLURM_JOB_CPUS_PER_NODE`` comes first: salloc's shell has no ``SLURM_CPUS_ON_NODE``, and
+    ``salloc -N2 -n2`` on 2-CPU nodes gives the job one CPU per node, not the two this process
+    may run on; srun refuses a step asking for more.
+    """
+    counts = _expand_counts(env.get("SLURM_JOB_CPUS_PER_NODE", "").strip())
+    if counts and min(counts) > 0:
+        return min(counts)
     slurm = env.get("SLURM_CPUS_ON_NODE", "").strip()
     if slurm.isdigit() and int(slurm) > 0:
         return int(slurm)

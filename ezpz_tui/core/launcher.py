@@ -195,6 +195,14 @@ def _srun_argv(
     argv = [binary, "-u", "--verbose", f"-N{len(hosts)}", f"-n{len(hosts) * per_node}"]
     argv += [f"--ntasks-per-node={per_node}", f"--nodelist={nodelist}", "--mpi=pmi2"]
     argv.append(f"--cpus-per-task={cpus_per_task}")
+    if per_node > alloc.cpus_per_host:
+        # More tasks than the job has CPUs on a node: srun refuses the step ("More processors
+        # requested than permitted") unless the tasks may share CPUs.
+        argv.append("--overcommit")
+        notes.append(
+            f"{per_node} ranks per node on {alloc.cpus_per_host} allocated CPUs: "
+            "srun --overcommit lets them share."
+        )
     if alloc.accelerator_kind in ("cuda", "rocm"):
         argv.append(f"--gpus-per-node={alloc.accelerators_per_host}")
     env.setdefault("OMP_NUM_THREADS", str(cpus_per_task))

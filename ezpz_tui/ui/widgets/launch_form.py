@@ -1,0 +1,198 @@
+"""The launch plan as a form: every edit re-validates and re-draws the preview and the grid.
+
+The form only turns text into a :class:`LaunchPlan` and shows what the core says about it; the
+app computes the launcher preview in a worker (it looks programs up on PATH) and hands it back.
+The command field is split into an argv with shell-style quoting rules (``shlex.split``) but is
+never given to a shell.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.widgets import Input, Label, Select, Static
+
+from ezpz_tui.core.allocation import Allocation
+from ezpz_tui.core.launcher import format_argv
+from ezpz_tui.core.plan import LAUNCHERS, LaunchPlan, Problem, validate
+from ezpz_tui.core.session import Preview
+from ezpz_tui.ui.palette import bindings_for
+
+SIZE_FIELDS = ("tp", "pp", "cp")
+
+
+class LaunchForm(VerticalScroll, can_focus=True):
+    """Nodes, excluded hosts, ranks per node, TP/PP/CP, launcher, command, env."""
+
+    BINDINGS: ClassVar[list[Binding]] = [
+        *bindings_for("form"),
+        *bindings_for("navigation", only={"cursor_down", "cursor_up"}),
+    ]
+
+    class Changed(Message):
+        """The plan after an edit: ``plan`` is None when the text does not even parse."""
+
+        def __init__(self, plan: LaunchPlan | None, problems: list[Problem]) -> None:
+            super().__init__()
+            self.plan = plan
+            self.problems = problems
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.alloc: Allocation | None = None
+        self.plan: LaunchPlan | None = None
+        self.problems: list[Problem] = []
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="row"):
+            yield Label("nodes", classes="label")
+            yield Input(id="nodes", type="integer", placeholder="all", classes="small")
+            yield Label("per node", classes="label mid")
+            yield Input(id="ppn", type="integer", placeholder="1 per accel", classes="small")
+        with Horizontal(classes="row"):
+            for name in SIZE_FIELDS:
+                yield Label(name.upper(), classes="label short")
+                yield Input("1", id=name, type="integer", classes="tiny")
+            yield Static("", id="dp")
+        with Horizontal(classes="row"):
+            yield Label("exclude", classes="label")
+            yield Input(id="exclude", placeholder="host names, comma separated")
+        with Horizontal(classes="row"):
+            yield Label("launcher", classes="label")
+            yield Select(
+                [(x, x) for x in LAUNCHERS], value="auto", allow_blank=False, id="launcher"
+            )
+        with Horizontal(classes="row"):
+            yield Label("command", classes="label")
+            yield Input(id="command")
+        with Horizontal(classes="row"):
+            yield Label("env", classes="label")
+            yield Input(id="env", placeholder="KEY=value KEY2=value")
+        yield Static("", id="problems")
+        yield Static("", id="preview")
+
+    def set_plan(self, alloc: Allocation, plan: LaunchPlan) -> None:
+        """Fill every field from ``plan`` (start-up, or the plan of a run being reopened)."""
+        self.alloc = alloc
+        values = {
+            "nodes": "" if plan.nodes is None else str(plan.nodes),
+            "ppn": "" if plan.ppn is None else str(plan.ppn),
+            "tp": str(plan.tp),
+            "pp": str(plan.pp),
+            "cp": str(plan.cp),
+            "exclude": ", ".join(plan.exclude),
+            "command": format_argv(plan.command),
+            "env": " ".join(f"{k}={v}" for k, v in plan.env),
+        }
+        for name, value in values.items():
+            self.query_one(f"#{name}", Input).value = value
+        self.query_one("#ppn", Input).placeholder = f"{alloc.accelerators_per_host} (1/accel)"
+        self.query_one("#nodes", Input).placeholder = f"all {len(alloc.hosts)}"
+        self.query_one("#launcher", Select).value = plan.launcher
+        self._recompute()
+
+    def _number(self, name: str) -> int | None:
+        text = self.query_one(f"#{name}", Input).value.strip()
+        return int(text) if text.lstrip("-").isdigit() else None
+
+    def read_plan(self) -> tuple[LaunchPlan | None, list[Problem]]:
+        """The plan the fields describe and its problems (parse problems included)."""
+        problems: list[Problem] = []
+        sizes = {}
+        for name in SIZE_FIELDS:
+            value = self._number(name)
+            if value is None:
+                problems.append(Problem("error", name, f"{name.upper()} must be a whole number."))
+            sizes[name] = value or 1
+        try:
+            command = tuple(shlex.split(self.query_one("#command", Input).value))
+        except ValueError as exc:
+            problems.append(Problem("error", "command", f"The command does not parse: {exc}."))
+            command = ()
+        env = []
+        for item in self.query_one("#env", Input).value.split():
+            key, sep, value = item.partition("=")
+            if not sep:
+                problems.append(Problem("error", "env", f"{item!r} is not KEY=value."))
+            else:
+                env.append((key, value))
+        exclude = tuple(
+            h.strip() for h in self.query_one("#exclude", Input).value.split(",") if h.strip()
+        )
+        launcher = self.query_one("#launcher", Select).value
+        plan = LaunchPlan(
+            nodes=self._number("nodes"),
+            exclude=exclude,
+            ppn=self._number("ppn"),
+            launcher=str(launcher),
+            command=command,
+            env=tuple(env),
+            **sizes,
+        )
+        if self.alloc is not None:
+            problems += validate(plan, self.alloc)
+        return plan, problems
+
+    def _recompute(self) -> None:
+        if self.alloc is None:
+            return
+        self.plan, self.problems = self.read_plan()
+        bad_fields = {p.field for p in self.problems if p.level == "error"}
+        for widget in self.query(Input):
+            field = widget.id or ""
+            bad = field in bad_fields or (field in SIZE_FIELDS and "sizes" in bad_fields)
+            widget.set_class(bad, "-invalid")
+        text = Text()
+        for problem in self.problems:
+            style = "bold red" if problem.level == "error" else "yellow"
+            text.append(f"{'✗' if problem.level == 'error' else '!'} {problem.message}\n", style)
+        self.query_one("#problems", Static).update(text)
+        dp = self.query_one("#dp", Static)
+        if self.plan is not None:
+            world = self.plan.world_size(self.alloc)
+            dp.update(f"DP {self.plan.dp(self.alloc)} · world {world}")
+        self.post_message(self.Changed(self.plan if self.can_launch else None, self.problems))
+
+    @property
+    def can_launch(self) -> bool:
+        return self.plan is not None and not any(p.level == "error" for p in self.problems)
+
+    def set_preview(self, preview: Preview | None) -> None:
+        """Show the exact launcher argv, or why there is none."""
+        widget = self.query_one("#preview", Static)
+        if preview is None or preview.command is None:
+            widget.update(Text("launch disabled until the plan is valid", "dim italic"))
+            return
+        text = Text("$ ", "bold")
+        text.append(format_argv(preview.command.argv))
+        for note in preview.command.notes:
+            text.append(f"\n· {note}", "dim")
+        widget.update(text)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self._recompute()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        self._recompute()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter keeps the value and leaves the field, so single keys act again."""
+        event.stop()
+        self.focus()
+
+    def action_leave_field(self) -> None:
+        self.focus()
+
+    def action_cursor_down(self) -> None:
+        self.focus_next()
+
+    def action_cursor_up(self) -> None:
+        self.focus_previous()

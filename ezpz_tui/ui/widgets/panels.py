@@ -1,0 +1,152 @@
+"""The small read-only panels: allocation facts, doctor checks, the summary bar."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.table import Table
+from rich.text import Text
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from ezpz_tui.core.allocation import Allocation
+from ezpz_tui.core.doctor import Check
+from ezpz_tui.ui.widgets.table import VimTable
+
+Clock = Callable[[], float]
+
+LEVEL_STYLE = {"ok": "green", "warning": "yellow", "error": "bold red"}
+LEVEL_MARK = {"ok": "ok", "warning": "warn", "error": "FAIL"}
+
+
+def duration(seconds: float | None) -> str:
+    """``H:MM:SS`` for walltime, ``-`` when the scheduler does not say."""
+    if seconds is None:
+        return "-"
+    seconds = max(0, int(seconds))
+    hours, rem = divmod(seconds, 3600)
+    return f"{hours}:{rem // 60:02d}:{rem % 60:02d}"
+
+
+class AllocationPanel(Static):
+    """Scheduler, job, machine, hosts, accelerators and walltime left (counting down)."""
+
+    def __init__(self, clock: Clock, **kwargs: object) -> None:
+        super().__init__("Detecting the allocation …", **kwargs)  # type: ignore[arg-type]
+        self.clock = clock
+        self.alloc: Allocation | None = None
+
+    def set_allocation(self, alloc: Allocation) -> None:
+        self.alloc = alloc
+        self.tick()
+
+    def tick(self) -> None:
+        alloc = self.alloc
+        if alloc is None:
+            return
+        table = Table.grid(padding=(0, 1))
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column(overflow="fold")
+        hosts = ", ".join(alloc.hosts[:3]) + (
+            f" +{len(alloc.hosts) - 3}" if len(alloc.hosts) > 3 else ""
+        )
+        table.add_row("scheduler", alloc.scheduler)
+        table.add_row("job", alloc.job_id or "-")
+        table.add_row("machine", alloc.machine)
+        table.add_row("hosts", f"{len(alloc.hosts)}: {hosts}")
+        table.add_row("accel", f"{alloc.accelerators_per_host} {alloc.accelerator_kind}/host")
+        table.add_row("walltime", duration(alloc.walltime_left(self.clock())))
+        self.update(table)
+
+
+class DoctorPanel(Vertical):
+    """Each check with its status and reason; the highlighted one's remedy below the list."""
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Static("Doctor: running checks …", id="doctor-title")
+        yield VimTable(id="doctor-table")
+        yield Static("", id="doctor-remedy")
+
+    def on_mount(self) -> None:
+        table = self.query_one(VimTable)
+        table.add_columns("", "check", "reason")
+        table.is_heading = lambda row: self.checks[row].level != "ok"
+        self.checks: list[Check] = []
+
+    def set_running(self) -> None:
+        self.query_one("#doctor-title", Static).update("Doctor: running checks …")
+
+    def set_checks(self, checks: list[Check]) -> None:
+        self.checks = checks
+        table = self.query_one(VimTable)
+        table.clear()
+        for check in checks:
+            mark = Text(LEVEL_MARK.get(check.level, check.level), LEVEL_STYLE.get(check.level, ""))
+            table.add_row(mark, check.name, check.reason)
+        errors = sum(c.level == "error" for c in checks)
+        warnings = sum(c.level == "warning" for c in checks)
+        title = Text("Doctor ")
+        title.append(f"{len(checks) - errors - warnings} ok", "green")
+        title.append(f" · {warnings} warn", "yellow" if warnings else "")
+        title.append(f" · {errors} fail", "bold red" if errors else "")
+        self.query_one("#doctor-title", Static).update(title)
+        self._show_remedy(0)
+
+    def _show_remedy(self, row: int) -> None:
+        remedy = self.query_one("#doctor-remedy", Static)
+        if not 0 <= row < len(self.checks):
+            remedy.update("")
+            return
+        check = self.checks[row]
+        text = Text(f"{check.name}: ", "bold")
+        text.append(check.reason)
+        if check.remedy:
+            text.append("\n→ ", "bold")
+            text.append(check.remedy)
+        remedy.update(text)
+
+    def on_data_table_row_highlighted(self, event: VimTable.RowHighlighted) -> None:
+        self._show_remedy(event.cursor_row)
+
+
+class SummaryBar(Static):
+    """One line visible from every region: run, state, step, loss, rate, walltime, doctor."""
+
+    def show(
+        self,
+        *,
+        run: str | None,
+        state: str | None,
+        step: int | None,
+        loss: float | None,
+        steps_per_s: float | None,
+        walltime: float | None,
+        doctor_errors: int | None,
+    ) -> None:
+        text = Text()
+        text.append(" ezpz ", "reverse bold")
+        if run is None:
+            text.append("  no run yet (r launches the plan)")
+        else:
+            style = {
+                "running": "bold green",
+                "succeeded": "green",
+                "failed": "bold red",
+                "stopped": "yellow",
+            }.get(state or "", "")
+            text.append(f"  {run} ")
+            text.append(f"● {state}", style)
+            if step is not None:
+                text.append(f"  step {step}")
+            if loss is not None:
+                text.append(f"  loss {loss:.4g}")
+            if steps_per_s is not None:
+                text.append(f"  {steps_per_s:.2f} it/s")
+        text.append(f"  walltime {duration(walltime)}")
+        if doctor_errors is None:
+            text.append("  doctor …")
+        elif doctor_errors:
+            text.append(f"  doctor: {doctor_errors} error(s)", "bold red")
+        else:
+            text.append("  doctor ok", "green")
+        self.update(text)
