@@ -67,13 +67,15 @@ class EzpzApp(App[None]):
         outputs: Path | None = None,
         alloc: Allocation | None = None,
         clock: Callable[[], float] = time.time,
-        run_doctor: bool = True,
+        checks: list[Check] | None = None,
     ) -> None:
+        """``alloc``, ``clock`` and ``checks`` replace detection, time and the doctor's probes
+        (fixtures for snapshots and tests); by default all three are real."""
         super().__init__()
         self.outputs = outputs or default_outputs()
         self.clock = clock
         self._given_alloc = alloc
-        self._run_doctor = run_doctor
+        self._given_checks = checks
         settings, self.problems = config.load_config()
         self.keymap, more = apply_overrides(DEFAULT_KEYMAP, settings.keys)
         self.problems += more
@@ -149,7 +151,9 @@ class EzpzApp(App[None]):
         )
         self.query_one(AllocationPanel).set_allocation(alloc)
         self.query_one(LaunchForm).set_plan(alloc, default_plan(alloc))
-        if self._run_doctor:
+        if self._given_checks is not None:
+            self._doctor_done(self._given_checks)
+        else:
             self.action_rerun_doctor()
         self._refresh_runs()
 
@@ -348,7 +352,7 @@ class EzpzApp(App[None]):
         self.push_screen(ConfirmScreen(question, self.keymap), answered)
 
     def action_rerun_doctor(self) -> None:
-        if self.session is None:
+        if self.session is None or self._given_checks is not None:
             return
         self.doctor_checks = None
         self.query_one(DoctorPanel).set_running()
