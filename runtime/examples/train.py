@@ -137,7 +137,7 @@ def check_groups(info: DistInfo, log: Any) -> None:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m runtime.examples.train", description=__doc__)
-    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--batch-size", type=int, default=8, help="sequences per replica per step")
     p.add_argument("--seq-len", type=int, default=64)
     p.add_argument("--vocab", type=int, default=128)

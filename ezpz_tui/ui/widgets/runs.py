@@ -174,7 +174,6 @@ class RunView(VerticalScroll, can_focus=True):
         ranks.update(table if details.ranks else Text("no rank has started yet", "dim"))
         log = Text("rank 0 log (end):\n", "bold")
         lines = details.log_tail.splitlines()[-40:]
-        body = Text.from_ansi("\n".join(line.rsplit("\r", 1)[-1] for line in lines))
-        body.no_wrap, body.overflow = True, "ellipsis"
-        log.append(body)
+        log.append(Text.from_ansi("\n".join(line.rsplit("\r", 1)[-1] for line in lines)))
+        log.no_wrap, log.overflow = True, "ellipsis"
         self.query_one("#run-log", Static).update(log)
