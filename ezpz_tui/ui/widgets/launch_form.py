@@ -77,6 +77,12 @@ class LaunchForm(VerticalScroll, can_focus=True):
         yield Static("", id="problems")
         yield Static("", id="preview")
 
+    def on_mount(self) -> None:
+        # The form marks bad fields itself (class -invalid, from validate()). Input's own
+        # validation sets and clears that same class, so on blur or Enter it would wipe the mark.
+        for field in self.query(Input):
+            field.validate_on = set()
+
     def set_plan(self, alloc: Allocation, plan: LaunchPlan) -> None:
         """Fill every field from ``plan`` (start-up, or the plan of a run being reopened)."""
         self.alloc = alloc
