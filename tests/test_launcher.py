@@ -226,6 +226,8 @@ def test_perlmutter_all_nodes(tmp_path: Path) -> None:
         "--ntasks-per-node=4",
         "--nodelist=nid001140,nid001141,nid001144",
         "--mpi=pmi2",
+        "--disable-status",
+        "--kill-on-bad-exit=1",
         "--cpus-per-task=32",
         "--gpus-per-node=4",
         "--export=ALL,EZPZ_TP=4,EZPZ_PP=1,EZPZ_CP=1,OMP_NUM_THREADS=32",
@@ -239,12 +241,14 @@ def test_perlmutter_subset_names_its_nodes(tmp_path: Path) -> None:
     alloc = perlmutter()
     plan = LaunchPlan(nodes=1, exclude=("nid001140",), ppn=2, command=CMD)
     launch = build_launch(plan, alloc, tmp_path / "run", PY, which)
-    assert launch.argv[3:10] == [
+    assert launch.argv[3:12] == [
         "-N1",
         "-n2",
         "--ntasks-per-node=2",
         "--nodelist=nid001141",
         "--mpi=pmi2",
+        "--disable-status",
+        "--kill-on-bad-exit=1",
         "--cpus-per-task=64",
         "--gpus-per-node=4",
     ]
@@ -264,6 +268,8 @@ def test_frontier(tmp_path: Path) -> None:
         "--ntasks-per-node=8",
         "--nodelist=frontier00001,frontier00002,frontier00010",
         "--mpi=pmi2",
+        "--disable-status",
+        "--kill-on-bad-exit=1",
         "--cpus-per-task=14",
         "--gpus-per-node=8",
         "--export=ALL,EZPZ_TP=1,EZPZ_PP=2,EZPZ_CP=1,OMP_NUM_THREADS=7",
@@ -312,6 +318,8 @@ def test_torchrun_on_perlmutter_runs_one_per_node(tmp_path: Path) -> None:
         "--ntasks-per-node=1",
         "--nodelist=nid001140,nid001141,nid001144",
         "--mpi=pmi2",
+        "--disable-status",
+        "--kill-on-bad-exit=1",
         "--cpus-per-task=128",
         "--gpus-per-node=4",
         "--export=ALL,EZPZ_TP=1,EZPZ_PP=1,EZPZ_CP=1,OMP_NUM_THREADS=32",

@@ -194,6 +194,9 @@ def _srun_argv(
             notes.append(f"Using {len(hosts)} of {len(alloc.hosts)} allocated hosts.")
     argv = [binary, "-u", "--verbose", f"-N{len(hosts)}", f"-n{len(hosts) * per_node}"]
     argv += [f"--ntasks-per-node={per_node}", f"--nodelist={nodelist}", "--mpi=pmi2"]
+    # A stop's SIGINT goes straight to the ranks (not a status print), and one rank dying ends
+    # the step instead of leaving its peers waiting in a collective until the walltime ends.
+    argv += ["--disable-status", "--kill-on-bad-exit=1"]
     argv.append(f"--cpus-per-task={cpus_per_task}")
     if per_node > alloc.cpus_per_host:
         # More tasks than the job has CPUs on a node: srun refuses the step ("More processors

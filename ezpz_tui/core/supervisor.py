@@ -55,7 +55,6 @@ from runtime.env import RANK_VARS, RUN_DIR_VAR
 log = logging.getLogger(__name__)
 
 DEFAULT_GRACE_S = (5.0, 5.0)  # after SIGINT, after SIGTERM
-SRUN_SECOND_INT_S = 0.3
 KILL_WAIT_S = 5.0  # after SIGKILL: only a process stuck in the kernel (D state) outlives this
 START_FAILED_CODE = 127  # the shell's "command not found", as runtime.capture uses it
 _POLL_S = 0.05
@@ -336,11 +335,6 @@ class RunHandle:
             if session:
                 escalation.append("SIGINT")
                 self._signal(signal.SIGINT, session, signalled)
-                if Path(self.argv[0]).name == "srun":
-                    # One Ctrl-C only makes srun print the tasks' status; a second within a
-                    # second ends the step, as a person at the terminal would do.
-                    time.sleep(SRUN_SECOND_INT_S)
-                    self._signal(signal.SIGINT, session, signalled)
                 left = self._wait_gone(grace_s[0])
             for sig, wait_s in ((signal.SIGTERM, grace_s[1]), (signal.SIGKILL, KILL_WAIT_S)):
                 if not left:
