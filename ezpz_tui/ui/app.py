@@ -144,7 +144,12 @@ class EzpzApp(App[None]):
         alloc = detect_allocation()
         self.call_from_thread(self._allocation_ready, alloc)
 
+    # Callbacks from workers return early once the app is closing: a worker that finishes while
+    # the app quits would otherwise query widgets that are gone and fail the exit.
+
     def _allocation_ready(self, alloc: Allocation) -> None:
+        if not self.is_running:
+            return
         self.session = Session(alloc, self.outputs)
         self.session.supervisor.add_listener(
             lambda handle, state: self.post_message(RunStateChanged(handle, state))
@@ -163,6 +168,8 @@ class EzpzApp(App[None]):
         self.call_from_thread(self._doctor_done, checks)
 
     def _doctor_done(self, checks: list[Check]) -> None:
+        if not self.is_running:
+            return
         self.doctor_checks = checks
         self.query_one(DoctorPanel).set_checks(checks)
         self._update_summary()
@@ -175,7 +182,11 @@ class EzpzApp(App[None]):
         except (OSError, ValueError) as exc:
             self.call_from_thread(self.notify, f"Preview failed: {exc}", severity="error")
             preview = None
-        self.call_from_thread(self.query_one(LaunchForm).set_preview, preview)
+        self.call_from_thread(self._preview_ready, preview)
+
+    def _preview_ready(self, preview: Preview | None) -> None:
+        if self.is_running:
+            self.query_one(LaunchForm).set_preview(preview)
 
     @work(thread=True, exclusive=True, group="runs")
     def _runs_worker(self) -> None:
@@ -186,6 +197,8 @@ class EzpzApp(App[None]):
         self.call_from_thread(self._runs_ready, runs, details, new)
 
     def _runs_ready(self, runs: list[RunSummary], details: RunDetails | None, new: list) -> None:
+        if not self.is_running:
+            return
         assert self.session is not None
         mine = {h.run_dir for h in self.session.supervisor.handles}
         self.query_one(RunsPanel).set_runs(runs, self.clock(), mine)
@@ -427,15 +440,18 @@ class EzpzApp(App[None]):
     def action_region_right(self) -> None:
         self._step_region(1)
 
+    # The history is updated here, before the focus moves: on_descendant_focus then finds the
+    # region already last and leaves the forward list alone (it clears it for any other move).
+
     def action_history_back(self) -> None:
         if len(self._history) > 1:
             self._future.append(self._history.pop())
-            target = self._history.pop()
-            self._focus_region(target)
+            self._focus_region(self._history[-1])
 
     def action_history_forward(self) -> None:
         if self._future:
-            self._focus_region(self._future.pop())
+            self._history.append(self._future.pop())
+            self._focus_region(self._history[-1])
 
     def action_search(self) -> None:
         from ezpz_tui.ui.screens.search import SearchScreen

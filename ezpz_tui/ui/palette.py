@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 from textual import events
@@ -43,6 +43,20 @@ def bindings_for(scope: str, only: Collection[str] | None = None) -> list[Bindin
         for b in DEFAULT_KEYMAP.in_scope(scope)
         if b.single_keys and (only is None or b.action in only)
     ]
+
+
+APP_NAVIGATION = frozenset({"history_back", "history_forward", "search"})
+"""Navigation actions the app carries out (the view history, the search prompt)."""
+
+
+def app_bindings_for(scope: str, only: Collection[str]) -> list[Binding]:
+    """`bindings_for`, with the actions run on the app whichever widget binds the keys.
+
+    A widget of `scope` binds them so that they act where the scope is active and win over the
+    screen's own bindings: Tab goes forward in the view history in a list, while in the launch
+    form (no navigation scope) it still moves to the next field.
+    """
+    return [replace(b, action=f"app.{b.action}") for b in bindings_for(scope, only)]
 
 
 class ChordKeys:

@@ -198,7 +198,7 @@ class LaunchForm(VerticalScroll, can_focus=True):
         self.focus()
 
     def action_cursor_down(self) -> None:
-        self.focus_next()
+        self.screen.focus_next()
 
     def action_cursor_up(self) -> None:
-        self.focus_previous()
+        self.screen.focus_previous()

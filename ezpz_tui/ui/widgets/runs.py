@@ -136,6 +136,11 @@ class RunView(VerticalScroll, can_focus=True):
     this is the read-only snapshot a run opens into until then, refreshed every few seconds.
     """
 
+    # Long log lines are cut, not wrapped (Textual ignores a Rich Text's own no_wrap).
+    DEFAULT_CSS = """
+    RunView #run-log { text-wrap: nowrap; text-overflow: ellipsis; }
+    """
+
     def compose(self) -> ComposeResult:
         yield Static(
             "No run opened. Launch one (r), or pick one in the runs list and press Enter.",
@@ -173,7 +178,10 @@ class RunView(VerticalScroll, can_focus=True):
         ranks = self.query_one("#run-ranks", Static)
         ranks.update(table if details.ranks else Text("no rank has started yet", "dim"))
         log = Text("rank 0 log (end):\n", "bold")
-        lines = details.log_tail.splitlines()[-40:]
-        log.append(Text.from_ansi("\n".join(line.rsplit("\r", 1)[-1] for line in lines)))
-        log.no_wrap, log.overflow = True, "ellipsis"
+        # Only "\n" ends a line: a "\r" rewrite (a progress bar) keeps its last version.
+        # (str.splitlines would split at "\r" too and show every rewrite.)
+        lines = details.log_tail.rstrip("\n").split("\n")[-40:]
+        log.append(
+            Text.from_ansi("\n".join(line.rstrip("\r").rsplit("\r", 1)[-1] for line in lines))
+        )
         self.query_one("#run-log", Static).update(log)

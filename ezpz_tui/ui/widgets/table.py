@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from textual.widgets import DataTable
 
-from ezpz_tui.ui.palette import bindings_for
+from ezpz_tui.ui.palette import APP_NAVIGATION, app_bindings_for, bindings_for
 
 BLOCK = 5
 
@@ -33,7 +33,7 @@ class VimTable(DataTable[object]):
             "next_match",
             "previous_match",
         },
-    )
+    ) + app_bindings_for("navigation", APP_NAVIGATION)
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=False)

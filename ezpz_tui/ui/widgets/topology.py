@@ -41,7 +41,7 @@ from ezpz_tui.core.topology import (
     layout_topology,
     next_colour_by,
 )
-from ezpz_tui.ui.palette import bindings_for
+from ezpz_tui.ui.palette import APP_NAVIGATION, app_bindings_for, bindings_for
 
 PALETTE_SIZE = 8
 """Distinct group colours before they repeat in another style."""
@@ -111,9 +111,11 @@ class TopologyGrid(ScrollView, can_focus=True):
     the number of ranks) and only redraws.
     """
 
-    BINDINGS = bindings_for(
-        "navigation", only={"cursor_down", "cursor_up", "first", "last"}
-    ) + bindings_for("topology")
+    BINDINGS = (
+        bindings_for("navigation", only={"cursor_down", "cursor_up", "first", "last"})
+        + app_bindings_for("navigation", APP_NAVIGATION)
+        + bindings_for("topology")
+    )
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "topology-grid--heading",
