@@ -267,6 +267,9 @@ DEFAULT_KEYMAP = Keymap(
         _kb("R", "relaunch", "Stop the run, launch the edited plan", "global", "relaunch"),
         _kb("X", "stop_run", "Stop the run (asks first)", "global", "stop"),
         _kb("D", "rerun_doctor", "Run the doctor checks again", "global"),
+        # vim's gt / gT without the g, which already means "first item".
+        _kb("t", "next_tab", "Next tab of the main region (Launch, Run, Metrics)", "global"),
+        _kb("T", "previous_tab", "Previous tab of the main region", "global"),
         _kb("q", "quit", "Quit (asks first while a run is alive)", "global", "quit"),
         _kb("f", "toggle_follow", "Follow the log end on or off", "log", "follow"),
         _kb("m", "next_metric", "Plot the next metric", "plot"),

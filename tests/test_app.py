@@ -453,6 +453,20 @@ async def test_help_opens_and_escape_closes(outputs: Path) -> None:
         assert isinstance(app.focused, LaunchForm), "focus comes back where it was"
 
 
+async def test_t_and_shift_t_switch_the_main_tabs(outputs: Path) -> None:
+    app = make_app(outputs)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        tabs = app.query_one(TabbedContent)
+        app.query_one("#runs-table").focus()
+        await pilot.press("t")
+        assert tabs.active == "tab-run" and inside(app.focused, tabs)
+        await pilot.press("t", "t")
+        assert tabs.active == "tab-launch", "wraps round after Metrics"
+        await pilot.press("T")
+        assert tabs.active == "tab-metrics"
+
+
 # --- keys of single regions ------------------------------------------------------------------
 
 

@@ -375,6 +375,18 @@ class EzpzApp(App[None]):
     def action_show_help(self) -> None:
         self.push_screen(HelpScreen(self.keymap))
 
+    def _step_tab(self, step: int) -> None:
+        tabs = self.query_one(TabbedContent)
+        ids = [pane.id for pane in tabs.query(TabPane) if pane.id]
+        tabs.active = ids[(ids.index(tabs.active) + step) % len(ids)]
+        self._focus_region("main")
+
+    def action_next_tab(self) -> None:
+        self._step_tab(1)
+
+    def action_previous_tab(self) -> None:
+        self._step_tab(-1)
+
     def action_pick_theme(self) -> None:
         self.push_screen(ThemePicker(self.keymap))
 

@@ -44,16 +44,16 @@ class AllocationPanel(Static):
         alloc = self.alloc
         if alloc is None:
             return
+        # One line per fact, cut rather than folded: a fold pushes the doctor off an 80x24 screen.
         table = Table.grid(padding=(0, 1))
-        table.add_column(style="bold", no_wrap=True)
-        table.add_column(overflow="fold")
-        hosts = ", ".join(alloc.hosts[:3]) + (
-            f" +{len(alloc.hosts) - 3}" if len(alloc.hosts) > 3 else ""
-        )
+        table.add_column(style="bold", no_wrap=True, min_width=9)
+        table.add_column(no_wrap=True, overflow="ellipsis")
+        short = [h.split(".")[0] for h in alloc.hosts[:2]]
+        more = f" +{len(alloc.hosts) - 2}" if len(alloc.hosts) > 2 else ""
         table.add_row("scheduler", alloc.scheduler)
-        table.add_row("job", alloc.job_id or "-")
+        table.add_row("job", (alloc.job_id or "-").split(".")[0])
         table.add_row("machine", alloc.machine)
-        table.add_row("hosts", f"{len(alloc.hosts)}: {hosts}")
+        table.add_row("hosts", f"{len(alloc.hosts)}: {', '.join(short)}{more}")
         table.add_row("accel", f"{alloc.accelerators_per_host} {alloc.accelerator_kind}/host")
         table.add_row("walltime", duration(alloc.walltime_left(self.clock())))
         self.update(table)

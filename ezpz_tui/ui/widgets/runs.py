@@ -61,7 +61,6 @@ class RunsPanel(Vertical):
         table = self.query_one(VimTable)
         table.add_column("run", key="run")
         table.add_column("state", key="state")
-        table.add_column("exit", key="exit")
         table.add_column("age", key="age")
         table.is_heading = lambda row: self.runs[row].state in ("failed", "lost")
         self.runs: list[RunSummary] = []
@@ -74,14 +73,16 @@ class RunsPanel(Vertical):
         self.runs, self.mine = runs, mine
         table.clear()
         for run in runs:
-            exit_text = "" if run.exit_code is None else str(run.exit_code)
+            # The exit code only where it says something the state does not.
+            state = run.state
             if run.signal:
-                exit_text = str(run.signal)
+                state += f" {run.signal}"
+            elif run.exit_code not in (None, 0, 130):
+                state += f" {run.exit_code}"
             name = Text(short_id(run.run_id), "bold" if run.path in mine else "")
             table.add_row(
                 name,
-                Text(run.state, STATE_STYLE.get(run.state, "")),
-                exit_text,
+                Text(state, STATE_STYLE.get(run.state, "")),
                 age(now - run.created),
             )
         title = f"Runs ({len(runs)}; bold = started here)"
