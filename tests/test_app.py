@@ -41,6 +41,7 @@ from ezpz_tui.ui.widgets.runs import RunsPanel
 from ezpz_tui.ui.widgets.table import VimTable
 from ezpz_tui.ui.widgets.topology import TopologyGrid
 from tests.fixtures.runs import make_run
+from tests.procs import processes_of
 
 SIZE = (120, 40)
 FIXED = 1795352400.0
@@ -142,25 +143,6 @@ def inside(widget: Widget | None, region: Widget) -> bool:
 
 def run_dirs(outputs: Path) -> list[Path]:
     return sorted(p for p in outputs.iterdir() if p.is_dir()) if outputs.exists() else []
-
-
-def processes_of(*runs: Path) -> list[int]:
-    """Live processes whose environment names one of the run directories (EZPZ_RUN_DIR)."""
-    needles = {f"EZPZ_RUN_DIR={path}".encode() for run in runs for path in (run, run.resolve())}
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{name}/stat").read_text()
-            if stat.rpartition(")")[2].split()[0] in ("Z", "X"):
-                continue
-            environ = set(Path(f"/proc/{name}/environ").read_bytes().split(b"\0"))
-        except OSError:
-            continue
-        if environ & needles:
-            found.append(int(name))
-    return found
 
 
 async def focus_field(pilot: Pilot[None], field: str) -> Input:

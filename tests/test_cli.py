@@ -25,6 +25,7 @@ import pytest
 
 from ezpz_tui.core.runstore import read_run_toml
 from runtime.env import SIZE_VARS
+from tests.procs import processes_of
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -148,25 +149,6 @@ def dry_run(args: list[str], env: Mapping[str, str]) -> dict[str, Any]:
 
 def run_dirs(outputs: Path) -> list[Path]:
     return sorted(p for p in outputs.iterdir() if p.is_dir()) if outputs.is_dir() else []
-
-
-def processes_of(run_dir: Path) -> list[int]:
-    """Live processes on this node whose environment names ``run_dir``: an independent scan."""
-    needles = {f"EZPZ_RUN_DIR={p}".encode() for p in (run_dir, run_dir.resolve())}
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{name}/stat").read_text()
-            if stat.rpartition(")")[2].split()[0] in ("Z", "X"):
-                continue
-            environ = set(Path(f"/proc/{name}/environ").read_bytes().split(b"\0"))
-        except OSError:
-            continue
-        if environ & needles:
-            found.append(int(name))
-    return found
 
 
 def kill_leftovers(outputs: Path) -> None:

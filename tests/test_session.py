@@ -8,7 +8,6 @@ a new run directory that records what was asked, and the chain of parents intact
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +20,7 @@ from ezpz_tui.core.plan import LaunchPlan
 from ezpz_tui.core.runstore import FINAL_STATES, read_run_toml
 from ezpz_tui.core.session import LaunchRefused, Session
 from ezpz_tui.core.supervisor import RunHandle
+from tests.procs import processes_of
 
 PY = sys.executable
 LONG_DEMO = (PY, "-m", "runtime.examples.train", "--steps", "100000", "--sleep", "0.05")
@@ -32,25 +32,6 @@ POLARIS_HOSTS = [
     "x3005c0s19b0n0.hsn.cm.polaris.alcf.anl.gov",
     "x3005c0s1b1n0.hsn.cm.polaris.alcf.anl.gov",
 ]
-
-
-def processes_of(run_dir: Path) -> list[int]:
-    """Live processes on this node whose environment names ``run_dir``: an independent scan."""
-    needles = {f"EZPZ_RUN_DIR={p}".encode() for p in (run_dir, run_dir.resolve())}
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{name}/stat").read_text()
-            if stat.rpartition(")")[2].split()[0] in ("Z", "X"):
-                continue
-            environ = set(Path(f"/proc/{name}/environ").read_bytes().split(b"\0"))
-        except OSError:
-            continue
-        if environ & needles:
-            found.append(int(name))
-    return found
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:

@@ -26,6 +26,7 @@ from ezpz_tui.core.runstore import (
     read_state,
 )
 from ezpz_tui.core.supervisor import START_FAILED_CODE, RunHandle, Supervisor
+from tests.procs import processes_of
 
 PY = sys.executable
 FAST = (1.0, 1.0)
@@ -74,22 +75,6 @@ TREE_MEMBERS = ("root", "a", "a1", "b", "b1", "daemon")
 def alive(pid: int) -> bool:
     stat = proc_stat(pid)
     return stat is not None and stat.state not in ("Z", "X")
-
-
-def processes_of(run_dir: Path) -> list[int]:
-    """Every live process on this node whose environment names the run: an independent scan."""
-    needle = f"EZPZ_RUN_DIR={run_dir}".encode()
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or not alive(int(name)):
-            continue
-        try:
-            environ = Path(f"/proc/{name}/environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0"):
-            found.append(int(name))
-    return found
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
