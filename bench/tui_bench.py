@@ -1,0 +1,420 @@
+"""How fast ``ezpz-tui`` shows its first useful frame and answers a key, in a real terminal.
+
+``python bench/tui_bench.py [--start-reps 5] [--key-reps 40] [--only start|keys]``
+
+Everything runs in tmux (a private server, 120x40 panes) and is read back with
+``tmux capture-pane -p``, polled as fast as it answers, so the figures include what a person
+waits for: Python start-up, imports, the first layout and paint, and tmux's own terminal.
+
+(a) Start-up: wall time from ``tmux new-session`` spawning ``ezpz-tui`` (a fresh session each
+    repetition) until the screen shows the prefilled plan (the launcher argv preview, the line
+    starting with ``$ ``) and, separately, until the doctor shows its result (``Doctor N ok``).
+    Baseline: a minimal Textual app (one Static "ready", written to a temporary file) spawned the
+    same way, until "ready" shows. Subject and baseline alternate; medians are quoted.
+
+(b) Key press to repaint while a run is live: ``ezpz-tui`` launches the 2-rank demo with ``r``
+    (the command field set to a long, slow demo so the run outlives the measurement); with the
+    run going, ``H`` focuses the doctor list and ``j`` / ``k`` alternately move its cursor, which
+    rewrites the remedy line under the list. Each press is timed from ``tmux send-keys`` until the
+    left column shows the expected text. Baseline: the minimal app toggling a label on ``t``,
+    measured the same way in a second session while the same run is live, presses alternating
+    between the two. p50 / p95 in ms.
+
+Why: the TUI does its probing (allocation, doctor, launcher preview, run files) in thread
+workers and must still paint its first frame and answer keys about as fast as any Textual app,
+also while a run writes logs and metrics that the TUI tails. The poll interval (one
+``capture-pane`` call) is printed: it is the resolution of every figure here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import re
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PY = sys.executable
+EZPZ_TUI = Path(PY).parent / "ezpz-tui"
+WIDTH, HEIGHT = 120, 40
+DEMO_ARGS = "--sleep 0.05 --steps 100000"
+START_POLL_S = 0.005  # between polls in (a): seconds-long waits need no busy poll
+
+MINIMAL_APP = """\
+from textual.app import App
+from textual.widgets import Static
+
+
+class Minimal(App):
+    BINDINGS = [("t", "toggle", "toggle"), ("q", "quit", "quit")]
+
+    def compose(self):
+        yield Static("ready", id="ready")
+        yield Static("state: A", id="state")
+
+    def action_toggle(self):
+        label = self.query_one("#state", Static)
+        self.flag = not getattr(self, "flag", False)
+        label.update("state: B" if self.flag else "state: A")
+
+
+Minimal().run()
+"""
+
+PLAN_SHOWN = re.compile(r"(^|\s)\$ \S")  # the launcher argv preview: "$ /path/to/mpiexec ..."
+DOCTOR_DONE = re.compile(r"Doctor \d+ ok")
+FIRST_FRAME = "r launch"  # the footer: Textual has painted the layout
+STEP_SHOWN = re.compile(r"● running\s+step \d+")
+
+
+class Tmux:
+    """A private tmux server (``-L ezpz-bench-<pid>``, no user config) kept alive between
+    sessions, so its start-up is not timed."""
+
+    def __init__(self, root: Path, env: dict[str, str]) -> None:
+        self.socket = f"ezpz-bench-{os.getpid()}"
+        self.conf = root / "tmux.conf"
+        self.conf.write_text("set -g exit-empty off\nset -g default-terminal xterm-256color\n")
+        self.env = env
+        self.cwd = root
+        self.poll_s: list[float] = []
+        self.tmux("start-server")
+
+    def tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["tmux", "-L", self.socket, "-f", str(self.conf), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=30,
+        )
+
+    def new(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        extra = [f"-e{k}={v}" for k, v in (env or {}).items()]
+        size = ["-x", str(WIDTH), "-y", str(HEIGHT)]
+        self.tmux("new-session", "-d", "-s", name, *size, "-c", str(self.cwd), *extra, *argv)
+
+    def alive(self, name: str) -> bool:
+        return self.tmux("has-session", "-t", name, check=False).returncode == 0
+
+    def keys(self, name: str, *keys: str, pause: float = 0.25) -> None:
+        for key in keys:
+            self.tmux("send-keys", "-t", name, key)
+            time.sleep(pause)
+
+    def type(self, name: str, text: str) -> None:
+        self.tmux("send-keys", "-t", name, "-l", text)
+        time.sleep(0.25)
+
+    def screen(self, name: str) -> str:
+        start = time.perf_counter()
+        done = self.tmux("capture-pane", "-p", "-t", name, check=False)
+        self.poll_s.append(time.perf_counter() - start)
+        return done.stdout if done.returncode == 0 else ""
+
+    def wait(
+        self,
+        name: str,
+        ok: Callable[[str], bool],
+        what: str,
+        timeout: float = 60,
+        interval: float = 0.1,
+    ) -> str:
+        """Poll until ``ok(screen)``; ``interval=0`` polls as fast as tmux answers (timed parts
+        only: a busy poll takes a core from the app on a small machine)."""
+        deadline = time.perf_counter() + timeout
+        while True:
+            screen = self.screen(name)
+            if ok(screen):
+                return screen
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"timed out waiting for {what} in {name}:\n{screen}")
+            time.sleep(interval)
+
+    def close(self, name: str, keys: tuple[str, ...] = ("q",), timeout: float = 40) -> None:
+        """Quit the app with ``keys`` and wait until its session is gone (kill it after)."""
+        self.keys(name, *keys, pause=0.5)
+        deadline = time.perf_counter() + timeout
+        while self.alive(name) and time.perf_counter() < deadline:
+            time.sleep(0.1)
+            # A tmux built with libutempter can miss the SIGCHLD of an exited app and keep the
+            # pane (tmux/tmux#311); another SIGCHLD to this server makes it reap again.
+            with contextlib.suppress(ValueError, OSError):
+                pid = self.tmux("display-message", "-p", "#{pid}", check=False).stdout
+                os.kill(int(pid), signal.SIGCHLD)
+        if self.alive(name):
+            print(f"  ! {name} did not quit within {timeout:.0f}s; killing its session")
+            self.tmux("kill-session", "-t", name, check=False)
+
+
+def clean_env(root: Path) -> dict[str, str]:
+    """No job, no stray rank variables, outputs and config in a scratch directory."""
+    drop = ("EZPZ_RUN_DIR", "EZPZ_ACCELERATORS_PER_HOST", "CUDA_VISIBLE_DEVICES")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in drop and not k.startswith(("PBS_", "SLURM_", "TMUX"))
+    }
+    env.update(
+        TERM="xterm-256color",
+        EZPZ_TUI_CONFIG_DIR=str(root / "config"),
+        PATH=os.pathsep.join([str(Path(PY).parent), env.get("PATH", "")]),
+        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p),
+    )
+    return env
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:7.0f} ms"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+# --- (a) start-up ------------------------------------------------------------------------------
+
+
+def start_tui(tmux: Tmux, name: str, outputs: Path) -> tuple[float, float, float]:
+    """Seconds from spawn to the first frame (the footer), the plan preview and the doctor's
+    result."""
+    start = time.perf_counter()
+    tmux.new(name, [str(EZPZ_TUI)], {"EZPZ_OUTPUTS": str(outputs)})
+    frame = plan = doctor = None
+    deadline = start + 120
+    while plan is None or doctor is None:
+        screen = tmux.screen(name)
+        now = time.perf_counter()
+        if frame is None and FIRST_FRAME in screen:
+            frame = now - start
+        if plan is None and PLAN_SHOWN.search(screen):
+            plan = now - start
+        if doctor is None and DOCTOR_DONE.search(screen):
+            doctor = now - start
+        if now > deadline:
+            raise RuntimeError(f"ezpz-tui did not show its plan and doctor:\n{screen}")
+        time.sleep(START_POLL_S)
+    return frame or plan, plan, doctor
+
+
+def start_minimal(tmux: Tmux, name: str, script: Path) -> float:
+    start = time.perf_counter()
+    tmux.new(name, [PY, str(script)])
+    tmux.wait(name, lambda s: "ready" in s, "ready", interval=START_POLL_S)
+    return time.perf_counter() - start
+
+
+def bench_start(tmux: Tmux, reps: int, root: Path, script: Path) -> None:
+    frame_s: list[float] = []
+    plan_s: list[float] = []
+    doctor_s: list[float] = []
+    minimal_s: list[float] = []
+    for rep in range(reps):
+        for subject in ("tui", "minimal") if rep % 2 == 0 else ("minimal", "tui"):
+            name = f"start-{subject}-{rep}"
+            if subject == "tui":
+                frame, plan, doctor = start_tui(tmux, name, root / f"outputs-start-{rep}")
+                frame_s.append(frame)
+                plan_s.append(plan)
+                doctor_s.append(doctor)
+            else:
+                minimal_s.append(start_minimal(tmux, name, script))
+            tmux.close(name)
+    base = statistics.median(minimal_s)
+    for label, values in (
+        ("ezpz-tui, first frame (footer)", frame_s),
+        ("ezpz-tui, prefilled plan (argv preview)", plan_s),
+        ("ezpz-tui, doctor result", doctor_s),
+        ('minimal Textual app, "ready"', minimal_s),
+    ):
+        med = statistics.median(values)
+        ratio = f"  x{med / base:.2f} vs minimal" if values is not minimal_s else ""
+        spread = f"(min {min(values) * 1000:.0f}, max {max(values) * 1000:.0f})"
+        print(f"  {label:<42}{ms(med)} {spread}{ratio}")
+
+
+# --- (b) key press to repaint ------------------------------------------------------------------
+
+
+def left_column(screen: str) -> str:
+    """The left sidebar (allocation and doctor) without the summary bar and the footer."""
+    lines = screen.splitlines()
+    width = next((line.index("▕") for line in lines[1:] if "▕" in line), WIDTH)
+    return "\n".join(line[:width] for line in lines[1:-1])
+
+
+def whole(screen: str) -> str:
+    return screen
+
+
+class Subject:
+    """One app under test: its session, the keys it alternates, what each key leaves on screen."""
+
+    def __init__(self, tmux: Tmux, name: str, keys: tuple[str, str], region: Callable) -> None:
+        self.tmux, self.name, self.keys, self.region = tmux, name, keys, region
+        self.expect: list[str] = []
+        self.times: list[float] = []
+        self.turn = 0
+
+    def settle(self) -> str:
+        """The region once two captures 0.3 s apart agree."""
+        previous = None
+        for _ in range(50):
+            current = self.region(self.tmux.screen(self.name))
+            if current == previous:
+                return current
+            previous = current
+            time.sleep(0.3)
+        raise RuntimeError(f"{self.name} never settled")
+
+    def calibrate(self) -> None:
+        """What the region shows after each of the two keys (they must differ)."""
+        for key in self.keys:
+            self.tmux.keys(self.name, key, pause=0.5)
+            self.expect.append(self.settle())
+        if self.expect[0] == self.expect[1]:
+            raise RuntimeError(f"{self.keys} do not change {self.name}'s screen")
+
+    def press(self) -> None:
+        """One timed press; the screen must show the state before it first."""
+        key, want = self.keys[self.turn], self.expect[self.turn]
+        before = self.expect[1 - self.turn]
+        self.tmux.wait(self.name, lambda s: self.region(s) == before, "the old state", 10, 0.02)
+        start = time.perf_counter()
+        self.tmux.tmux("send-keys", "-t", self.name, key)
+        self.tmux.wait(
+            self.name, lambda s: self.region(s) == want, f"the repaint after {key}", 10, 0
+        )
+        self.times.append(time.perf_counter() - start)
+        self.turn = 1 - self.turn
+
+
+def bench_keys(tmux: Tmux, reps: int, root: Path, script: Path) -> None:
+    tui, mini = "keys-tui", "keys-minimal"
+    tmux.new(tui, [str(EZPZ_TUI)], {"EZPZ_OUTPUTS": str(root / "outputs-keys")})
+    tmux.wait(tui, lambda s: bool(PLAN_SHOWN.search(s) and DOCTOR_DONE.search(s)), "start-up")
+    # The form has focus; its 8th field is the command. Replace it, leave it, launch.
+    command = f"{Path(PY).parent / 'python'} -m runtime.examples.train {DEMO_ARGS}"
+    tmux.keys(tui, "J", *["Tab"] * 8, "C-e", "C-u")
+    tmux.type(tui, command)
+    tmux.keys(tui, "Escape", pause=1.0)  # a key within ESCDELAY of Esc would read as alt+key
+    tmux.wait(tui, lambda s: DEMO_ARGS.split()[-1] in s, "the demo command in the preview", 20)
+    tmux.keys(tui, "r")
+    first = tmux.wait(tui, lambda s: bool(STEP_SHOWN.search(s)), "a running run with a step", 90)
+    print(f"  live run: {first.splitlines()[0].strip()}")
+    tmux.new(mini, [PY, str(script)])
+    tmux.wait(mini, lambda s: "state: A" in s, "the minimal app")
+    tmux.keys(tui, "H", pause=0.5)  # focus the doctor list
+    subjects = [
+        Subject(tmux, tui, ("j", "k"), left_column),
+        Subject(tmux, mini, ("t", "t"), whole),
+    ]
+    for subject in subjects:
+        subject.calibrate()
+    tmux.poll_s.clear()
+    for rep in range(reps):
+        for subject in subjects if rep % 2 == 0 else subjects[::-1]:
+            subject.press()
+            time.sleep(random.uniform(0.05, 0.15))
+    last = tmux.screen(tui).splitlines()[0].strip()
+    alive = "● running" in last
+    print(f"  after:    {last}")
+    for label, subject in (
+        ("ezpz-tui, j/k in the doctor list", subjects[0]),
+        ("minimal Textual app, label toggle on t", subjects[1]),
+    ):
+        t = subject.times
+        print(f"  {label:<42} p50 {ms(percentile(t, 0.5))}  p95 {ms(percentile(t, 0.95))}")
+    a, b = subjects[0].times, subjects[1].times
+    p50 = percentile(a, 0.5) / percentile(b, 0.5)
+    p95 = percentile(a, 0.95) / percentile(b, 0.95)
+    print(f"  ratio ezpz-tui / minimal: p50 x{p50:.2f}, p95 x{p95:.2f} ({reps} presses each)")
+    print(f"  run still live at the end: {'yes' if alive else 'NO'}")
+    poll = statistics.median(tmux.poll_s)
+    print(f"  resolution: one capture-pane poll takes {poll * 1000:.1f} ms (median)")
+    tmux.close(mini)
+    tmux.close(tui, keys=("q", "y"))
+
+
+# --- main --------------------------------------------------------------------------------------
+
+
+def leftover_ranks(root: Path) -> list[int]:
+    """Pids whose environment names a run directory under ``root``."""
+    prefix = f"EZPZ_RUN_DIR={root}".encode()
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if any(x.startswith(prefix) for x in (proc / "environ").read_bytes().split(b"\0")):
+                found.append(int(proc.name))
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--start-reps", type=int, default=5, help="start-ups of each in (a)")
+    parser.add_argument("--key-reps", type=int, default=40, help="key presses of each in (b)")
+    parser.add_argument("--only", choices=("start", "keys"), help="run one part")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    args = parser.parse_args(argv)
+
+    rerun = ["python", "bench/tui_bench.py", "--start-reps", str(args.start_reps)]
+    rerun += ["--key-reps", str(args.key_reps)] + (["--only", args.only] if args.only else [])
+    print("rerun: " + shlex.join(rerun))
+    if shutil.which("tmux") is None or not EZPZ_TUI.exists():
+        print(f"needs tmux on PATH and {EZPZ_TUI} (pip install -e .)")
+        return 2
+    import textual
+
+    version = subprocess.run(["tmux", "-V"], capture_output=True, text=True).stdout.strip()
+    print(
+        f"python {sys.version.split()[0]}, textual {textual.__version__}, {version}, "
+        f"{os.cpu_count()} CPUs, panes {WIDTH}x{HEIGHT}"
+    )
+    root = Path(tempfile.mkdtemp(prefix="ezpz-tui-bench-"))
+    script = root / "minimal_app.py"
+    script.write_text(MINIMAL_APP)
+    tmux = Tmux(root, clean_env(root))
+    try:
+        if args.only in (None, "start"):
+            print(
+                f"(a) start-up, spawn in a fresh tmux session to the first frame showing it "
+                f"(median of {args.start_reps}, interleaved):"
+            )
+            bench_start(tmux, args.start_reps, root, script)
+        if args.only in (None, "keys"):
+            print(
+                f"(b) key press to repaint while the 2-rank demo ({DEMO_ARGS}) is live, "
+                "presses alternating between the two apps:"
+            )
+            bench_keys(tmux, args.key_reps, root, script)
+    finally:
+        tmux.tmux("kill-server", check=False)
+        # tmux leaves its socket file behind; TMUX_TMPDIR is not passed on, so it is in /tmp.
+        Path(f"/tmp/tmux-{os.getuid()}/{tmux.socket}").unlink(missing_ok=True)
+        for pid in leftover_ranks(root):
+            print(f"  ! rank process {pid} outlived the TUI; killing it")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if args.keep:
+            print(f"scratch kept in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
