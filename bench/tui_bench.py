@@ -8,7 +8,7 @@ waits for: Python start-up, imports, the first layout and paint, and tmux's own 
 
 (a) Start-up: wall time from ``tmux new-session`` spawning ``ezpz-tui`` (a fresh session each
     repetition) until the screen shows the prefilled plan (the launcher argv preview, the line
-    starting with ``$ ``) and, separately, until the doctor shows its result (``Doctor N ok``).
+    starting with ``$ ``) and, separately, until the doctor shows its result (``Doctor: N ok``).
     Baseline: a minimal Textual app (one Static "ready", written to a temporary file) spawned the
     same way, until "ready" shows. Subject and baseline alternate; medians are quoted.
 
@@ -73,7 +73,7 @@ Minimal().run()
 """
 
 PLAN_SHOWN = re.compile(r"(^|\s)\$ \S")  # the launcher argv preview: "$ /path/to/mpiexec ..."
-DOCTOR_DONE = re.compile(r"Doctor \d+ ok")
+DOCTOR_DONE = re.compile(r"Doctor: \d+ ok")
 FIRST_FRAME = "r launch"  # the footer: Textual has painted the layout
 STEP_SHOWN = re.compile(r"● running\s+step \d+")
 

@@ -290,7 +290,7 @@ async def test_doctor_table_keys(outputs: Path) -> None:
         await pilot.press("D")
         await settle(pilot)
         assert app.doctor_checks == MANY_CHECKS and table.row_count == 40
-        assert text_of(app.query_one("#doctor-title")) == "Doctor 37 ok · 2 warn · 1 fail"
+        assert text_of(app.query_one("#doctor-title")) == "Doctor: 37 ok 2 warn 1 fail"
         assert "doctor: 1 error(s)" in text_of(app.query_one(SummaryBar))
 
 

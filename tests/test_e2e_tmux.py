@@ -202,7 +202,7 @@ def test_newcomer_flow(tmux: Tmux, tmp_path: Path) -> None:
         "the allocation, the doctor's result and the prefilled plan",
         lambda s: (
             _has(s, "scheduler", "TP", "runtime.examples.train", "$ ")
-            and re.search(r"Doctor \d+ ok", s) is not None
+            and re.search(r"Doctor: \d+ ok", s) is not None
         ),
         timeout=60,
     )

@@ -35,6 +35,7 @@ class AllocationPanel(Static):
         super().__init__("Detecting the allocation …", **kwargs)  # type: ignore[arg-type]
         self.clock = clock
         self.alloc: Allocation | None = None
+        self._shown: tuple[Allocation, str] | None = None
 
     def set_allocation(self, alloc: Allocation) -> None:
         self.alloc = alloc
@@ -56,7 +57,13 @@ class AllocationPanel(Static):
         table.add_row("hosts", f"{len(alloc.hosts)}: {', '.join(short)}{more}")
         table.add_row("accel", f"{alloc.accelerators_per_host} {alloc.accelerator_kind}/host")
         table.add_row("walltime", duration(alloc.walltime_left(self.clock())))
-        self.update(table)
+        # Only the walltime changes between ticks; unchanged text must not relayout the screen.
+        key = (alloc, duration(alloc.walltime_left(self.clock())))
+        if key != self._shown:
+            # A new allocation may change the panel's height; a tick never does.
+            relayout = self._shown is None or self._shown[0] != alloc
+            self._shown = key
+            self.update(table, layout=relayout)
 
 
 class DoctorPanel(Vertical):
@@ -85,17 +92,17 @@ class DoctorPanel(Vertical):
             table.add_row(mark, check.name, check.reason)
         errors = sum(c.level == "error" for c in checks)
         warnings = sum(c.level == "warning" for c in checks)
-        title = Text("Doctor ")
+        title = Text("Doctor: ")
         title.append(f"{len(checks) - errors - warnings} ok", "green")
-        title.append(f" · {warnings} warn", "yellow" if warnings else "")
-        title.append(f" · {errors} fail", "bold red" if errors else "")
+        title.append(f" {warnings} warn", "yellow" if warnings else "")
+        title.append(f" {errors} fail", "bold red" if errors else "")
         self.query_one("#doctor-title", Static).update(title)
         self._show_remedy(0)
 
     def _show_remedy(self, row: int) -> None:
         remedy = self.query_one("#doctor-remedy", Static)
         if not 0 <= row < len(self.checks):
-            remedy.update("")
+            remedy.update("", layout=False)
             return
         check = self.checks[row]
         text = Text(f"{check.name}: ", "bold")
@@ -103,7 +110,7 @@ class DoctorPanel(Vertical):
         if check.remedy:
             text.append("\n→ ", "bold")
             text.append(check.remedy)
-        remedy.update(text)
+        remedy.update(text, layout=False)  # fixed height in the CSS: no relayout per key
 
     def on_data_table_row_highlighted(self, event: VimTable.RowHighlighted) -> None:
         self._show_remedy(event.cursor_row)
@@ -149,4 +156,4 @@ class SummaryBar(Static):
             text.append(f"  doctor: {doctor_errors} error(s)", "bold red")
         else:
             text.append("  doctor ok", "green")
-        self.update(text)
+        self.update(text, layout=False)  # one line, always: no relayout per tick
