@@ -33,6 +33,14 @@ NAMES = [
 NO_PYTHON = "/bin/false"
 
 
+@pytest.fixture(autouse=True)
+def _venv_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in an activated venv: its mpiexec (the mpich wheel's) first on PATH. CI calls
+    .venv/bin/python directly, so without this the launcher row would depend on the runner."""
+    bin_dir = str(Path(sys.executable).parent)
+    monkeypatch.setenv("PATH", bin_dir + os.pathsep + os.environ.get("PATH", ""))
+
+
 def by_name(rows: list[Check]) -> dict[str, Check]:
     assert [r.name for r in rows] == NAMES
     return {r.name: r for r in rows}
