@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -186,11 +185,10 @@ def test_stop_finds_a_daemon_that_names_the_resolved_run_dir(
 
 
 @pytest.mark.mpi
-@pytest.mark.skipif(shutil.which("mpiexec") is None, reason="needs mpiexec")
-def test_stop_a_real_mpiexec_run(sup: Supervisor, store: RunStore) -> None:
+def test_stop_a_real_mpiexec_run(sup: Supervisor, store: RunStore, mpiexec: str) -> None:
     loop = "import time\nwhile True:\n    time.sleep(0.1)"
     run = store.create({"command": [PY, "-c", loop]}, {"world_size": 2})
-    handle = sup.start(run, ["mpiexec", "-n", "2", PY, "-c", loop])
+    handle = sup.start(run, [mpiexec, "-n", "2", PY, "-c", loop])
     # mpiexec, its proxy, two ranks; Hydra gives the proxy and each rank a session of its own.
     wait_for(lambda: len(handle.processes()) >= 4)
     ranks = [p for p in handle.processes() if p != handle.pid]
