@@ -1,0 +1,187 @@
+"""How fast ``RunFollower`` ingests a run directory, each figure against a same-process baseline.
+
+- logs: MB/s of rank log text through ``RunFollower.poll()`` (decode, line split, ``\\r``/cap
+  handling, global sequence numbers) against a bare ``f.read()`` + ``bytes.split(b"\\n")`` of the
+  same files. Target: at least 200 MB/s.
+- metrics: JSONL records/s through ``RunFollower.poll()`` (``runtime.records`` parsing) against
+  ``json.loads`` of each line of the same files. Target: at least 500k records/s.
+
+Files are pre-written to a temporary directory (page cache warm, so this measures the follower,
+not the disk). Subject and baseline runs alternate and medians are quoted; ``--profile`` adds a
+short cProfile of one subject run of each kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import random
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # this checkout's code, whatever is installed
+
+from ezpz_tui.core.followers import RunFollower  # noqa: E402
+
+LOG_TARGET_MBS = 200.0
+RECORD_TARGET = 500_000.0
+
+
+def write_logs(run: Path, ranks: int, mb_per_rank: float) -> int:
+    """Training-like log lines: timestamps, some ANSI colour, a few progress-bar rewrites."""
+    rng = random.Random(0)
+    (run / "logs").mkdir(parents=True)
+    total = 0
+    for rank in range(ranks):
+        lines = []
+        size = 0
+        i = 0
+        while size < mb_per_rank * 1e6:
+            kind = rng.random()
+            if kind < 0.05:
+                line = f"\x1b[33m[W] rank {rank} step {i}: grad norm {rng.random():.4f}\x1b[0m"
+            elif kind < 0.06:
+                line = "".join(f"\r{p:3d}%|{'#' * (p // 10):10s}|" for p in range(0, 101, 25))
+            else:
+                line = (
+                    f"2026-11-22 10:31:{i % 60:02d} [INFO] rank={rank} step={i} "
+                    f"loss={rng.random() * 3:.5f} lr=0.00{rng.randint(1, 9)} "
+                    f"dt={rng.random():.4f} tokens/s={rng.randint(10**4, 10**6)}"
+                )
+            lines.append(line)
+            size += len(line) + 1
+            i += 1
+        data = ("\n".join(lines) + "\n").encode()
+        (run / "logs" / f"rank-{rank:05d}.log").write_bytes(data)
+        total += len(data)
+    return total
+
+
+def write_metrics(run: Path, ranks: int, per_rank: int) -> int:
+    rng = random.Random(1)
+    (run / "metrics").mkdir(parents=True)
+    for rank in range(ranks):
+        lines = []
+        for step in range(per_rank):
+            metrics = {
+                "loss": rng.random() * 3,
+                "lr": 0.001,
+                "dt": rng.random() / 10,
+                "grad_norm": rng.random(),
+                "tokens_per_s": rng.randint(10**4, 10**6),
+            }
+            record = {"timestamp": 1.7e9 + step, "rank": rank, "step": step, "metrics": metrics}
+            lines.append(json.dumps(record, separators=(",", ":")))
+        (run / "metrics" / f"rank-{rank:05d}.jsonl").write_text("\n".join(lines) + "\n")
+    return ranks * per_rank
+
+
+def follow_all(run: Path) -> tuple[int, int]:
+    """Lines and records a fresh follower delivers until the directory has nothing new."""
+    follower = RunFollower(run)
+    n_lines = n_records = 0
+    while batch := follower.poll():
+        n_lines += sum(len(chunk.lines) for chunk in batch.logs)
+        n_records += sum(len(recs) for recs in batch.records.values())
+    return n_lines, n_records
+
+
+def baseline_logs(run: Path) -> tuple[int, int]:
+    n = 0
+    for path in sorted((run / "logs").iterdir()):
+        with open(path, "rb") as fh:
+            n += len(fh.read().split(b"\n")) - 1
+    return n, 0
+
+
+def baseline_metrics(run: Path) -> tuple[int, int]:
+    n = 0
+    for path in sorted((run / "metrics").iterdir()):
+        with open(path, "rb") as fh:
+            for line in fh.read().split(b"\n"):
+                if line:
+                    json.loads(line)
+                    n += 1
+    return 0, n
+
+
+def timed(fn: Callable[[Path], tuple[int, int]], run: Path) -> tuple[float, tuple[int, int]]:
+    start = time.perf_counter()
+    counts = fn(run)
+    return time.perf_counter() - start, counts
+
+
+def compare(
+    name: str,
+    run: Path,
+    baseline: Callable[[Path], tuple[int, int]],
+    amount: float,
+    unit: str,
+    target: float,
+    repeats: int,
+) -> None:
+    subject_s, baseline_s = [], []
+    timed(follow_all, run)  # warm the page cache and the code paths
+    for _ in range(repeats):
+        s, subject_counts = timed(follow_all, run)
+        b, baseline_counts = timed(baseline, run)
+        subject_s.append(s)
+        baseline_s.append(b)
+    subject_rate = amount / statistics.median(subject_s)
+    baseline_rate = amount / statistics.median(baseline_s)
+    verdict = "met" if subject_rate >= target else f"MISSED by {1 - subject_rate / target:.0%}"
+    print(f"{name}: {subject_counts} (lines, records) vs baseline {baseline_counts}")
+    print(f"  RunFollower.poll  median {subject_rate:12,.1f} {unit}  ({len(subject_s)} runs)")
+    print(f"  baseline          median {baseline_rate:12,.1f} {unit}")
+    print(f"  ratio follower/baseline {subject_rate / baseline_rate:.2f}")
+    print(f"  target >= {target:,.0f} {unit}: {verdict}")
+
+
+def profile(run: Path) -> None:
+    prof = cProfile.Profile()
+    prof.runcall(follow_all, run)
+    pstats.Stats(prof).sort_stats("tottime").print_stats(8)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, default=8)
+    parser.add_argument("--mb-per-rank", type=float, default=16.0)
+    parser.add_argument("--records-per-rank", type=int, default=50_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args(argv)
+    print("rerun:", shlex.join([sys.executable, "bench/follow_bench.py", *sys.argv[1:]]))
+    with tempfile.TemporaryDirectory() as tmp:
+        logs_run, metrics_run = Path(tmp, "logs-run"), Path(tmp, "metrics-run")
+        total_bytes = write_logs(logs_run, args.ranks, args.mb_per_rank)
+        total_records = write_metrics(metrics_run, args.ranks, args.records_per_rank)
+        print(f"logs: {args.ranks} ranks, {total_bytes / 1e6:.1f} MB")
+        compare(
+            "logs", logs_run, baseline_logs, total_bytes / 1e6, "MB/s", LOG_TARGET_MBS, args.repeats
+        )
+        print(f"metrics: {args.ranks} ranks, {total_records:,} records")
+        compare(
+            "metrics",
+            metrics_run,
+            baseline_metrics,
+            total_records,
+            "records/s",
+            RECORD_TARGET,
+            args.repeats,
+        )
+        if args.profile:
+            profile(logs_run)
+            profile(metrics_run)
+
+
+if __name__ == "__main__":
+    main()
