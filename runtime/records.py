@@ -60,24 +60,27 @@ class Record:
 
 
 def as_number(value: Any) -> float | None:
-    if isinstance(value, bool):
+    kind = type(value)
+    if kind is float or kind is int or kind is bool:
         return float(value)
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
+    if kind is str:
         return _NONFINITE_IN.get(value)
+    if isinstance(value, (int, float)):  # subclasses, rare
+        return float(value)
     return None
 
 
 def _flatten(prefix: str, obj: Mapping[str, Any], out: dict[str, float]) -> None:
     for key, value in obj.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            _flatten(f"{name}/", value, out)
-            continue
-        number = as_number(value)
-        if number is not None:
-            out[name] = number
+        kind = type(value)
+        if kind is float or kind is int:  # the common case, without the generic checks
+            out[f"{prefix}{key}"] = float(value)
+        elif kind is dict or isinstance(value, Mapping):
+            _flatten(f"{prefix}{key}/", value, out)
+        else:
+            number = as_number(value)
+            if number is not None:
+                out[f"{prefix}{key}"] = number
 
 
 def decode(line: bytes | str, default_rank: int = 0) -> Record | None:
@@ -86,28 +89,31 @@ def decode(line: bytes | str, default_rank: int = 0) -> Record | None:
         obj = json.loads(line)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(obj, dict):
+    return from_object(obj, default_rank)
+
+
+def from_object(obj: Any, default_rank: int = 0) -> Record | None:
+    """A record from one parsed JSON value; ``None`` when it is not one."""
+    if type(obj) is not dict:
         return None
     metrics_obj = obj.get("metrics")
     metrics: dict[str, float] = {}
-    if isinstance(metrics_obj, Mapping):
+    if type(metrics_obj) is dict:
         _flatten("", metrics_obj, metrics)
     else:  # a flat record: every numeric top-level key but the bookkeeping ones is a metric
         _flatten("", {k: v for k, v in obj.items() if k not in ("timestamp", "rank")}, metrics)
     aggregated = obj.get("aggregated")
-    if isinstance(aggregated, Mapping):
+    if type(aggregated) is dict:
         _flatten("aggregated/", aggregated, metrics)
     if not metrics:
         return None
     rank = obj.get("rank", default_rank)
-    rank = rank if isinstance(rank, int) and not isinstance(rank, bool) else default_rank
+    rank = rank if type(rank) is int else default_rank
     step = obj.get("step")
-    if not isinstance(step, int) or isinstance(step, bool):
+    if type(step) is not int:
         step = next((int(metrics[k]) for k in _STEP_KEYS if _finite(metrics.get(k))), None)
     stamp = obj.get("timestamp")
-    stamp = (
-        float(stamp) if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) else None
-    )
+    stamp = float(stamp) if type(stamp) in (int, float) else None
     return Record(rank, step, stamp, metrics)
 
 
@@ -123,21 +129,45 @@ class ParseResult:
 
 
 def parse_chunk(data: bytes, default_rank: int = 0) -> ParseResult:
-    """Records from the complete lines of ``data``; a trailing partial line is not consumed."""
+    """Records from the complete lines of ``data``; a trailing partial line is not consumed.
+
+    The lines are parsed as one JSON array when every one looks like an object (one C-level
+    parse instead of one per line, about twice the throughput); any doubt, a garbage line or a
+    count that does not match, falls back to line by line so the result is always the same.
+    """
     result = ParseResult()
     end = data.rfind(b"\n")
     if end < 0:
         return result
     result.consumed = end + 1
-    for line in data[: end + 1].splitlines():
-        if not line.strip():
-            continue
-        record = decode(line, default_rank)
+    lines = [line for line in data[: end + 1].split(b"\n") if line.strip()]
+    objects = _parse_as_array(lines)
+    if objects is None:
+        objects = [_loads_or_none(line) for line in lines]
+    for obj in objects:
+        record = from_object(obj, default_rank)
         if record is None:
             result.garbage += 1
         else:
             result.records.append(record)
     return result
+
+
+def _parse_as_array(lines: list[bytes]) -> list[Any] | None:
+    if not all(line.lstrip()[:1] == b"{" and line.rstrip()[-1:] == b"}" for line in lines):
+        return None
+    try:
+        objects = json.loads(b"[" + b",".join(lines) + b"]")
+    except (ValueError, RecursionError):
+        return None
+    return objects if len(objects) == len(lines) else None
+
+
+def _loads_or_none(line: bytes) -> Any:
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):
+        return None
 
 
 def number_steps(records: Iterable[Record]) -> list[Record]:

@@ -203,3 +203,28 @@ def test_writer_is_thread_safe_per_record(tmp_path: Path) -> None:
     h.close()
     result = records.parse_chunk(h.path.read_bytes())
     assert (len(result.records), result.garbage) == (800, 0)
+
+
+record_lines = st.one_of(
+    st.builds(
+        lambda r, s, v: records.encode(r, s, {"loss": records.to_plain(v)}, 1.0).rstrip(b"\n"),
+        st.integers(0, 3),
+        st.integers(0, 10**6),
+        st.floats(allow_nan=True, allow_infinity=True),
+    ),
+    st.sampled_from([b"{", b"}", b'{"a":"}', b"{}", b'{"metrics": 1}', b"not json", b"[1,2]"]),
+    st.binary(max_size=20).filter(lambda b: b"\n" not in b),
+)
+
+
+@given(st.lists(record_lines, max_size=12))
+def test_chunked_parse_agrees_with_line_by_line(lines: list[bytes]) -> None:
+    """The one-array fast path must give exactly what decoding each line would."""
+    data = b"".join(line + b"\n" for line in lines)
+    result = records.parse_chunk(data)
+    expected = [records.decode(line) for line in lines if line.strip()]
+    good = [r for r in expected if r is not None]
+    assert result.garbage == len(expected) - len(good)
+    assert [(r.rank, r.step, r.metrics.keys()) for r in result.records] == [
+        (r.rank, r.step, r.metrics.keys()) for r in good
+    ]
