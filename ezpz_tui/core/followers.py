@@ -294,7 +294,7 @@ class LineTail:
         out.lengths.extend(lengths)
 
 
-class _RecordTail:
+class RecordTail:
     """New metric records of one JSONL file; an oversized line is skipped, not buffered."""
 
     __slots__ = ("_pending", "_skipping", "_src", "rank")
@@ -306,7 +306,7 @@ class _RecordTail:
         self._skipping = False
 
     def read(
-        self, max_bytes: int, st: os.stat_result | None = None
+        self, max_bytes: int = DEFAULT_READ, st: os.stat_result | None = None
     ) -> tuple[list[records.Record], int, bool]:
         """``(records, garbage lines, restarted)``."""
         chunk, _, restarted = self._src.read(max_bytes, st)
@@ -327,6 +327,30 @@ class _RecordTail:
             self._pending, self._skipping = b"", True
             garbage += 1
         return result.records, garbage, restarted
+
+
+@dataclass
+class Progress:
+    """The latest step and loss of a run, with a rate measured from the records' timestamps."""
+
+    step: int | None = None
+    loss: float | None = None
+    steps_per_s: float | None = None
+    _first: tuple[int, float] | None = None
+
+    def update(self, new: list[records.Record]) -> None:
+        for rec in new:
+            if rec.step is None:
+                continue
+            self.step = rec.step
+            if "loss" in rec.metrics:
+                self.loss = rec.metrics["loss"]
+            if rec.timestamp is None:
+                continue
+            if self._first is None:
+                self._first = (rec.step, rec.timestamp)
+            elif rec.timestamp > self._first[1]:
+                self.steps_per_s = (rec.step - self._first[0]) / (rec.timestamp - self._first[1])
 
 
 class RankLines(NamedTuple):
@@ -384,7 +408,7 @@ class RunFollower:
         self.read_bytes = read_bytes
         self.rescan_s = rescan_s
         self._logs: dict[Path, tuple[int, LineTail]] = {}
-        self._metrics: dict[Path, _RecordTail] = {}
+        self._metrics: dict[Path, RecordTail] = {}
         self._status: dict[Path, tuple[int, tuple[int, int, int] | None]] = {}
         self._seq = 0
         self._scanned_at = -float("inf")
@@ -397,7 +421,7 @@ class RunFollower:
                 self._logs[path] = (rank, LineTail(path, self.max_line))
         for path, rank in metric_files(self.run_dir):
             if path not in self._metrics:
-                self._metrics[path] = _RecordTail(path, rank)
+                self._metrics[path] = RecordTail(path, rank)
         for path, rank in _numbered(self.run_dir / "status", _STATUS_FILE):
             self._status.setdefault(path, (rank, None))
 

@@ -25,7 +25,7 @@ from textual.widgets import Footer, Static, TabbedContent, TabPane
 from ezpz_tui import config
 from ezpz_tui.core.allocation import Allocation, detect_allocation
 from ezpz_tui.core.doctor import Check, run_checks
-from ezpz_tui.core.follow import JsonlTail, Progress
+from ezpz_tui.core.followers import Progress, RecordTail
 from ezpz_tui.core.plan import LaunchPlan, default_plan
 from ezpz_tui.core.runstore import RunSummary
 from ezpz_tui.core.session import LaunchRefused, Preview, Session, default_outputs
@@ -84,7 +84,7 @@ class EzpzApp(App[None]):
         self.session: Session | None = None
         self.doctor_checks: list[Check] | None = None
         self.progress = Progress()
-        self._tail: JsonlTail | None = None
+        self._tail: RecordTail | None = None
         self._opened: Path | None = None
         self._history: list[str] = []
         self._future: list[str] = []
@@ -193,7 +193,7 @@ class EzpzApp(App[None]):
         assert self.session is not None
         runs = self.session.store.list_runs()
         details = read_run_details(self._opened) if self._opened else None
-        new = self._tail.read() if self._tail else []
+        new = self._tail.read()[0] if self._tail else []
         self.call_from_thread(self._runs_ready, runs, details, new)
 
     def _runs_ready(self, runs: list[RunSummary], details: RunDetails | None, new: list) -> None:
@@ -222,7 +222,7 @@ class EzpzApp(App[None]):
 
     def _launched(self, handle: RunHandle) -> None:
         self.progress = Progress()
-        self._tail = JsonlTail(handle.run_dir / "metrics" / "rank-00000.jsonl")
+        self._tail = RecordTail(handle.run_dir / "metrics" / "rank-00000.jsonl", rank=0)
         self._open_run(handle.run_dir)
         self.notify(f"Started {handle.run_dir.name}", timeout=4)
 
