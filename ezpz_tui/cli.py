@@ -111,7 +111,7 @@ def _outputs(args: argparse.Namespace) -> Path:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from ezpz_tui.core.allocation import detect_allocation
+    from ezpz_tui.core.allocation import detect_allocation, format_duration
 
     alloc = detect_allocation()
     data = asdict(alloc)
@@ -135,17 +135,11 @@ def cmd_info(args: argparse.Namespace) -> int:
             f"({alloc.accelerator_source})",
         ),
         ("cpus per host", str(alloc.cpus_per_host)),
-        ("walltime left", "-" if left is None else _duration(left)),
+        ("walltime left", format_duration(left)),
     ]
     for key, value in rows:
         print(f"{key:>14}  {value}")
     return 0
-
-
-def _duration(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    h, rem = divmod(seconds, 3600)
-    return f"{h}:{rem // 60:02d}:{rem % 60:02d}"
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -278,15 +272,13 @@ def _print_new(path: Path, offset: int) -> int:
 
 def _report_end(handle: Any) -> int:
     """The run's exit status (128+N for a signal), with failing ranks and launcher output."""
+    from runtime.capture import read_statuses
+
     state = handle.state
     code = state.get("exit_code")
     signum = state.get("signal")
     failed = []
-    for path in sorted((handle.run_dir / "status").glob("rank-*.json")):
-        try:
-            status = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
+    for status in read_statuses(handle.run_dir):
         if status.get("state") == "failed":
             how = status.get("signal_name") or f"exit {status.get('exit_code')}"
             failed.append(f"rank {status.get('rank')} ({how})")

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from runtime.atomic import write_atomic
 from runtime.env import RUN_DIR_VAR, rank_info_or_single
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
@@ -37,12 +38,20 @@ def log_path(run_dir: Path, rank: int) -> Path:
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Replace ``path`` in one step so a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1)
-        fh.write("\n")
-    os.replace(tmp, path)
+    write_atomic(path, (json.dumps(data, indent=1) + "\n").encode())
+
+
+def read_statuses(run_dir: Path) -> list[dict[str, Any]]:
+    """Every rank's status file that can be read, by rank; half-written or foreign ones skipped."""
+    statuses = []
+    for path in sorted((Path(run_dir) / "status").glob("rank-*.json")):
+        try:
+            data = json.loads(path.read_text(errors="replace"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            statuses.append(data)
+    return statuses
 
 
 def _omp_threads(local_world_size: int) -> str:

@@ -25,23 +25,11 @@ import pytest
 
 from ezpz_tui.core.runstore import read_run_toml
 from runtime.env import SIZE_VARS
+from tests.envs import without_job
 from tests.procs import processes_of
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
-# Variables of a real job that would change what the CLI detects; every test starts without them.
-_JOB_VARS_PREFIXES = ("PBS_", "SLURM_")
-_JOB_VARS = (
-    "NERSC_HOST",
-    "LMOD_SYSTEM_NAME",
-    "EZPZ_ACCELERATORS_PER_HOST",
-    "CUDA_VISIBLE_DEVICES",
-    "ZE_AFFINITY_MASK",
-    "ROCR_VISIBLE_DEVICES",
-    "HIP_VISIBLE_DEVICES",
-    "EZPZ_OUTPUTS",
-)
-
 POLARIS_HOSTS = [
     "x3005c0s13b0n0.hsn.cm.polaris.alcf.anl.gov",
     "x3005c0s19b0n0.hsn.cm.polaris.alcf.anl.gov",
@@ -59,11 +47,7 @@ SOPHIA_HOSTS = ["sophia-gpu-07.lab.alcf.anl.gov", "sophia-gpu-12.lab.alcf.anl.go
 
 def base_env(outputs: Path) -> dict[str, str]:
     """This environment without any job, pointing the CLI at ``outputs``."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(_JOB_VARS_PREFIXES) and k not in _JOB_VARS
-    }
+    env = without_job()
     env["EZPZ_OUTPUTS"] = str(outputs)
     return env
 

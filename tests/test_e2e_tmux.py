@@ -39,6 +39,7 @@ from pathlib import Path
 import pytest
 
 from ezpz_tui.core.runstore import read_run_toml
+from tests.envs import without_job
 from tests.procs import processes_of
 
 TMUX = shutil.which("tmux")
@@ -56,18 +57,6 @@ pytestmark = [
     pytest.mark.mpi,
     pytest.mark.timeout(240),
 ]
-
-_DROP_PREFIXES = ("PBS_", "SLURM_", "TMUX")
-_DROP = (
-    "NERSC_HOST",
-    "LMOD_SYSTEM_NAME",
-    "EZPZ_ACCELERATORS_PER_HOST",
-    "CUDA_VISIBLE_DEVICES",
-    "ZE_AFFINITY_MASK",
-    "ROCR_VISIBLE_DEVICES",
-    "HIP_VISIBLE_DEVICES",
-    "EZPZ_RUN_DIR",
-)
 
 
 class Tmux:
@@ -161,9 +150,7 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
     conf = tmp_path / "tmux.conf"
     # remain-on-exit keeps the pane after the TUI exits, so its exit status can be read.
     conf.write_text("set -g remain-on-exit on\nset -g default-terminal xterm-256color\n")
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(_DROP_PREFIXES) and k not in _DROP
-    }
+    env = without_job()
     env.update(
         TERM="xterm-256color",
         EZPZ_OUTPUTS=str(tmp_path / "outputs"),

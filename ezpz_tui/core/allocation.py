@@ -90,6 +90,15 @@ class Allocation:
 # --- pure parsing ---------------------------------------------------------------------------
 
 
+def format_duration(seconds: float | None) -> str:
+    """``H:MM:SS`` for walltime left, ``-`` when the scheduler does not say."""
+    if seconds is None:
+        return "-"
+    whole = max(0, int(seconds))
+    hours, rem = divmod(whole, 3600)
+    return f"{hours}:{rem // 60:02d}:{rem % 60:02d}"
+
+
 def parse_duration(text: str) -> float | None:
     """Seconds in ``[D-]HH:MM:SS``, ``MM:SS`` or ``SS``; None for UNLIMITED, NOT_SET and junk.
 

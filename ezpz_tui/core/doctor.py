@@ -27,7 +27,7 @@ from typing import Any
 
 from ezpz_tui.core.allocation import MACHINE_KIND, Allocation
 from ezpz_tui.core.launcher import Which, detect_launcher_kind
-from ezpz_tui.core.plan import LaunchPlan
+from ezpz_tui.core.plan import LaunchPlan, short_host
 from runtime.env import RANK_VARS, expand_nodelist, hostname, pbs_hosts
 
 FREE_SPACE_WARN_BYTES = 5 * 2**30
@@ -267,10 +267,6 @@ def _check_scheduler(ctx: _Context) -> list[Check]:
     return [Check("scheduler", "ok", "No PBS or Slurm job: runs use this host only.")]
 
 
-def _short(host: str) -> str:
-    return host.split(".")[0]
-
-
 def _check_hostfile(ctx: _Context) -> list[Check]:
     alloc, env = ctx.alloc, ctx.env
     if alloc.scheduler == "none":
@@ -325,8 +321,8 @@ def _check_hostfile(ctx: _Context) -> list[Check]:
                 "Re-read the allocation (restart ezpz-tui) before launching.",
             )
         ]
-    here = _short(hostname())
-    if here not in {_short(h) for h in listed}:
+    here = short_host(hostname())
+    if here not in {short_host(h) for h in listed}:
         return [
             Check(
                 "hostfile",

@@ -55,7 +55,9 @@ class RankPlace(NamedTuple):
     dp_rank: int
 
 
-def _short(host: str) -> str:
+def short_host(host: str) -> str:
+    """``x3005c0s13b0n0.hsn.cm.polaris.alcf.anl.gov`` -> ``x3005c0s13b0n0``: hostfiles and
+    scheduler lists mix short and full names for the same node."""
     return host.split(".")[0]
 
 
@@ -87,8 +89,8 @@ class LaunchPlan:
 
     def usable_hosts(self, alloc: Allocation) -> tuple[str, ...]:
         """Allocated hosts minus the excluded ones; a short name excludes its FQDN too."""
-        excluded = {_short(x) for x in self.exclude}
-        return tuple(h for h in alloc.hosts if _short(h) not in excluded)
+        excluded = {short_host(x) for x in self.exclude}
+        return tuple(h for h in alloc.hosts if short_host(h) not in excluded)
 
     def hosts_used(self, alloc: Allocation) -> tuple[str, ...]:
         """The first ``nodes`` usable hosts in allocation order (the head node first)."""
@@ -200,8 +202,8 @@ def validate(plan: LaunchPlan, alloc: Allocation) -> list[Problem]:
 
     if plan.nodes is not None and plan.nodes < 1:
         error("nodes", f"Nodes must be at least 1, not {plan.nodes}.")
-    allocated = {_short(h) for h in alloc.hosts}
-    missing = [x for x in plan.exclude if _short(x) not in allocated]
+    allocated = {short_host(h) for h in alloc.hosts}
+    missing = [x for x in plan.exclude if short_host(x) not in allocated]
     for host in missing:
         error("exclude", f"Excluded host {host} is not in the allocation ({_hosts_text(alloc)}).")
     usable = plan.usable_hosts(alloc)
@@ -277,7 +279,7 @@ def validate(plan: LaunchPlan, alloc: Allocation) -> list[Problem]:
 
 
 def _hosts_text(alloc: Allocation, limit: int = 4) -> str:
-    names = [_short(h) for h in alloc.hosts[:limit]]
+    names = [short_host(h) for h in alloc.hosts[:limit]]
     more = len(alloc.hosts) - limit
     return ", ".join(names) + (f" and {more} more" if more > 0 else "")
 

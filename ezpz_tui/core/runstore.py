@@ -33,13 +33,11 @@ Layout and meaning are fixed by DESIGN.md section 3. Decisions made here:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -50,6 +48,7 @@ from typing import Any
 import tomli_w
 
 from ezpz_tui import __version__
+from runtime.atomic import write_atomic
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -184,21 +183,6 @@ def owner_identity() -> dict[str, Any]:
 
 
 # --- state.json -------------------------------------------------------------------------------
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` in one step, durably, so readers on any node never see half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def read_recorded_state(run_dir: Path) -> dict[str, Any]:

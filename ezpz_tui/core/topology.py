@@ -26,7 +26,7 @@ from itertools import pairwise
 from typing import Literal, NamedTuple
 
 from ezpz_tui.core.allocation import Allocation
-from ezpz_tui.core.plan import LaunchPlan, RankPlace, rank_layout, validate
+from ezpz_tui.core.plan import LaunchPlan, RankPlace, rank_layout, short_host, validate
 
 ColourBy = Literal["tp", "pp", "cp", "dp"]
 COLOUR_BY: tuple[ColourBy, ...] = ("tp", "pp", "cp", "dp")
@@ -136,10 +136,6 @@ class Topology:
 
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
-def _short(host: str) -> str:
-    return host.split(".")[0]
 
 
 _FIELD = {dim: RankPlace._fields.index(f"{dim}_rank") for dim in MESH_ORDER}
@@ -297,7 +293,7 @@ def describe_colour(topo: Topology, width: int | None = None) -> str:
 def describe_cell(topo: Topology, cell: Cell) -> str:
     """Everything about one slot in a line, for hovering over it: the rank, where it runs, its
     coordinates and the ranks of its group (the ones it talks to along the colour dimension)."""
-    where = f"{_short(cell.host)} slot {cell.slot}"
+    where = f"{short_host(cell.host)} slot {cell.slot}"
     if cell.rank is None:
         return f"{where}: idle"
     text = f"rank {cell.rank} on {where}"
@@ -374,7 +370,7 @@ def _geometry(topo: Topology, width: int) -> _Geometry:
     """
     rows = topo.rows
     index_width = len(str(max(len(rows) - 1, 0)))
-    name_width = max((len(_short(r.host)) for r in rows), default=1)
+    name_width = max((len(short_host(r.host)) for r in rows), default=1)
     rank_width = len(str(max(topo.world - 1, 0)))
     slots = max(topo.slots, 1)
     min_name = min(name_width, 6)
@@ -395,7 +391,7 @@ def _geometry(topo: Topology, width: int) -> _Geometry:
 
 def _name(host: str, width: int) -> str:
     """A host name cut to ``width`` from the left: node names differ at their end."""
-    short = _short(host)
+    short = short_host(host)
     if len(short) <= width:
         return short.ljust(width)
     return "…" + short[len(short) - width + 1 :]

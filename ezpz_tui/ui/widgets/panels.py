@@ -9,23 +9,15 @@ from rich.text import Text
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from ezpz_tui.core.allocation import Allocation
+from ezpz_tui.core.allocation import Allocation, format_duration
 from ezpz_tui.core.doctor import Check
+from ezpz_tui.core.plan import short_host
 from ezpz_tui.ui.widgets.table import VimTable
 
 Clock = Callable[[], float]
 
 LEVEL_STYLE = {"ok": "green", "warning": "yellow", "error": "bold red"}
 LEVEL_MARK = {"ok": "ok", "warning": "warn", "error": "FAIL"}
-
-
-def duration(seconds: float | None) -> str:
-    """``H:MM:SS`` for walltime, ``-`` when the scheduler does not say."""
-    if seconds is None:
-        return "-"
-    seconds = max(0, int(seconds))
-    hours, rem = divmod(seconds, 3600)
-    return f"{hours}:{rem // 60:02d}:{rem % 60:02d}"
 
 
 class AllocationPanel(Static):
@@ -45,25 +37,25 @@ class AllocationPanel(Static):
         alloc = self.alloc
         if alloc is None:
             return
+        walltime = format_duration(alloc.walltime_left(self.clock()))
+        if (alloc, walltime) == self._shown:
+            return  # only the walltime changes between ticks; nothing to redraw
+        # A new allocation may change the panel's height; a tick never does.
+        relayout = self._shown is None or self._shown[0] != alloc
+        self._shown = (alloc, walltime)
         # One line per fact, cut rather than folded: a fold pushes the doctor off an 80x24 screen.
         table = Table.grid(padding=(0, 1))
         table.add_column(style="bold", no_wrap=True, min_width=9)
         table.add_column(no_wrap=True, overflow="ellipsis")
-        short = [h.split(".")[0] for h in alloc.hosts[:2]]
+        short = [short_host(h) for h in alloc.hosts[:2]]
         more = f" +{len(alloc.hosts) - 2}" if len(alloc.hosts) > 2 else ""
         table.add_row("scheduler", alloc.scheduler)
         table.add_row("job", (alloc.job_id or "-").split(".")[0])
         table.add_row("machine", alloc.machine)
         table.add_row("hosts", f"{len(alloc.hosts)}: {', '.join(short)}{more}")
         table.add_row("accel", f"{alloc.accelerators_per_host} {alloc.accelerator_kind}/host")
-        table.add_row("walltime", duration(alloc.walltime_left(self.clock())))
-        # Only the walltime changes between ticks; unchanged text must not relayout the screen.
-        key = (alloc, duration(alloc.walltime_left(self.clock())))
-        if key != self._shown:
-            # A new allocation may change the panel's height; a tick never does.
-            relayout = self._shown is None or self._shown[0] != alloc
-            self._shown = key
-            self.update(table, layout=relayout)
+        table.add_row("walltime", walltime)
+        self.update(table, layout=relayout)
 
 
 class DoctorPanel(Vertical):
@@ -149,7 +141,7 @@ class SummaryBar(Static):
                 text.append(f"  loss {loss:.4g}")
             if steps_per_s is not None:
                 text.append(f"  {steps_per_s:.2f} it/s")
-        text.append(f"  walltime {duration(walltime)}")
+        text.append(f"  walltime {format_duration(walltime)}")
         if doctor_errors is None:
             text.append("  doctor …")
         elif doctor_errors:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from textual.widgets import Static
 
 from ezpz_tui.core.runstore import RunSummary, read_run_toml, read_state
 from ezpz_tui.ui.widgets.table import VimTable
+from runtime.capture import read_statuses
 
 STATE_STYLE = {
     "running": "bold green",
@@ -114,12 +114,6 @@ def read_run_details(path: Path, tail_bytes: int = 16384) -> RunDetails:
         meta = read_run_toml(path)
     except Exception:  # a foreign or broken run.toml still opens
         meta = {}
-    ranks = []
-    for status in sorted((path / "status").glob("rank-*.json")):
-        try:
-            ranks.append(json.loads(status.read_text()))
-        except (OSError, ValueError):
-            continue
     log = path / "logs" / "rank-00000.log"
     try:
         with log.open("rb") as fh:
@@ -127,7 +121,7 @@ def read_run_details(path: Path, tail_bytes: int = 16384) -> RunDetails:
             tail = fh.read().decode("utf-8", errors="replace")
     except OSError:
         tail = ""
-    return RunDetails(path, read_state(path), meta, ranks, tail)
+    return RunDetails(path, read_state(path), meta, read_statuses(path), tail)
 
 
 class RunView(VerticalScroll, can_focus=True):
