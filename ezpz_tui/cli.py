@@ -92,6 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _outputs_arg(p)
 
+    p = sub.add_parser(
+        "attach",
+        help="monitor a run this process did not start (running or finished), read-only",
+        description="Open the TUI on RUN: its ranks, logs and metrics, followed live. Nothing "
+        "can stop the run from there. Works on ezpz's own run directories too.",
+    )
+    p.add_argument("run", help="run id, unique prefix, or path to a run directory")
+    _outputs_arg(p)
+
     p = sub.add_parser("plot", help="plot a run's metric in the terminal")
     p.add_argument("run", help="run id, unique prefix, or path to a run directory")
     p.add_argument("--metric", default="loss", help="metric name (default: loss)")
@@ -368,12 +377,28 @@ def cmd_tui(args: argparse.Namespace) -> int:
     return run_app(outputs=_outputs(args))
 
 
+def cmd_attach(args: argparse.Namespace) -> int:
+    from ezpz_tui.core.runstore import RunStore, RunStoreError
+    from ezpz_tui.ui.app import run_app
+
+    try:
+        run_dir = RunStore(_outputs(args)).resolve(args.run).resolve()
+    except RunStoreError as exc:
+        return _fail(str(exc))
+    if not any((run_dir / name).exists() for name in ("run.toml", "logs", "metrics")) and not any(
+        run_dir.glob("metrics*.jsonl")
+    ):
+        return _fail(f"{run_dir} holds no run: no run.toml, logs/ or metrics files")
+    return run_app(outputs=args.outputs or run_dir.parent, attach=run_dir)
+
+
 COMMANDS = {
     "info": cmd_info,
     "doctor": cmd_doctor,
     "launch": cmd_launch,
     "runs": cmd_runs,
     "plot": cmd_plot,
+    "attach": cmd_attach,
     None: cmd_tui,
 }
 

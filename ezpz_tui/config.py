@@ -10,6 +10,9 @@ variable EZPZ_TUI_CONFIG_DIR points elsewhere, which tests and site-wide setups 
     launch = "r"
     center = "z z"
 
+    [monitor]
+    stall_after = 60   # seconds a rank may be silent while others progress
+
 The file belongs to the user. Reading never raises and never writes: a broken file is reported
 and the defaults are used. Only saving a setting (e.g. picking a theme) writes, atomically, and
 whatever the write would lose is kept next to it first: a file that does not parse is moved to
@@ -66,6 +69,7 @@ class Config:
 
     theme: str | None = None
     keys: Mapping[str, object] = field(default_factory=dict)
+    stall_after: float = 60.0
 
 
 def _read(path: Path) -> tuple[dict[str, object] | None, str]:
@@ -104,7 +108,15 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
     if not isinstance(keys, dict):
         problems.append(f'{path}: [keys] should be a table of action = "keys"; ignored.')
         keys = {}
-    return Config(theme=theme, keys=keys), problems
+    monitor = data.get("monitor", {})
+    stall = monitor.get("stall_after", Config.stall_after) if isinstance(monitor, dict) else None
+    if isinstance(stall, bool) or not isinstance(stall, (int, float)) or not 1 <= stall <= 86400:
+        problems.append(
+            f"{path}: [monitor] stall_after should be seconds between 1 and 86400; using "
+            f"{Config.stall_after:g}."
+        )
+        stall = Config.stall_after
+    return Config(theme=theme, keys=keys, stall_after=float(stall)), problems
 
 
 def save_setting(section: str, name: str, value: TomlValue, path: Path | None = None) -> list[str]:

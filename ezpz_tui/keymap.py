@@ -33,6 +33,7 @@ CHORD_TIMEOUT_S = 1.0
 SCOPES: dict[str, str] = {
     "global": "Everywhere",
     "navigation": "In lists, logs and plots",
+    "ranks": "Rank list",
     "log": "Rank logs",
     "runs": "Runs",
     "plot": "Metrics",
@@ -44,6 +45,7 @@ SCOPES: dict[str, str] = {
 
 _CONTEXTS: tuple[frozenset[str], ...] = (
     frozenset({"global", "navigation", "log"}),
+    frozenset({"global", "navigation", "ranks"}),
     frozenset({"global", "navigation", "runs"}),
     frozenset({"global", "navigation", "plot"}),
     frozenset({"global", "form"}),
@@ -271,9 +273,21 @@ DEFAULT_KEYMAP = Keymap(
         _kb("t", "next_tab", "Next tab of the main region (Launch, Run, Metrics)", "global"),
         _kb("T", "previous_tab", "Previous tab of the main region", "global"),
         _kb("q", "quit", "Quit (asks first while a run is alive)", "global", "quit"),
-        _kb("f", "toggle_follow", "Follow the log end on or off", "log", "follow"),
+        _kb("F", "toggle_fullscreen", "Full screen the focused view, or back", "global"),
+        # Typing a rank's number in the rank list selects it (digits within a second add up).
+        _kb(",".join("0123456789"), "type_rank", "Go to the rank with this number", "ranks"),
+        _kb("enter", "choose", "Read the selected rank's log", "ranks"),
+        _kb("f", "toggle_follow", "Follow the log end on or off (G resumes)", "log", "follow"),
+        _kb("a", "toggle_all_ranks", "All ranks interleaved, or the selected rank", "log", "all"),
+        # less's & : keep only the lines that match (here: "@0,3-5 text" = ranks and text).
+        _kb("&", "filter", "Filter lines by rank (@0,3-5) and text", "log"),
+        _kb("enter", "show_line", "Show the line under the cursor whole", "log"),
         _kb("m", "next_metric", "Plot the next metric", "plot"),
         _kb("M", "previous_metric", "Plot the previous metric", "plot"),
+        _kb("v", "cycle_view", "One rank, all ranks, or mean with min/max band", "plot"),
+        _kb("s", "cycle_smoothing", "Smoothing off / 0.6 / 0.9 / 0.99 (EMA)", "plot"),
+        _kb("y", "toggle_log_scale", "log10 y axis on or off", "plot"),
+        _kb("x", "toggle_x_axis", "x axis: step or time", "plot"),
         _kb("c", "compare_run", "Overlay this run on the plots, or remove it", "runs"),
         _kb(
             "o",

@@ -1,9 +1,11 @@
-"""Rank-aware logging: rank 0 speaks by default, every rank on request.
+"""Rank-aware logging: on a shared console rank 0 speaks; in per-rank log files every rank does.
 
-Under the launcher each rank's output already lands in its own file, so the default of "rank 0
-only" keeps the interleaved console readable while ``all_ranks=True`` (or EZPZ_LOG_ALL_RANKS=1)
-is there for the hunt for the one rank that misbehaves. Rich formatting is used only when stderr
-is a terminal: in a log file the escape codes would be noise.
+Where the ranks' outputs interleave on one console (a bare mpiexec or torchrun), the default of
+"rank 0 only" keeps it readable and ``all_ranks=True`` (or EZPZ_LOG_ALL_RANKS=1) is there for the
+hunt for the one rank that misbehaves. Under ``runtime.capture`` (EZPZ_RUN_DIR set) each rank
+writes its own ``logs/rank-N.log``, and the TUI's per-rank and all-ranks views are only as good
+as what every rank says, so all ranks log there (EZPZ_LOG_ALL_RANKS=0 turns it off). Rich
+formatting is used only when stderr is a terminal: in a log file the escape codes would be noise.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import logging
 import os
 import sys
 
-from runtime.env import rank_info_or_single
+from runtime.env import RUN_DIR_VAR, rank_info_or_single
 
 _FORMAT = "%(asctime)s [%(levelname)s][rank %(rank)d] %(name)s: %(message)s"
 
@@ -33,7 +35,8 @@ def get_logger(
 ) -> logging.Logger:
     """A logger that prefixes the rank and drops non-zero ranks unless asked not to."""
     if all_ranks is None:
-        all_ranks = os.environ.get("EZPZ_LOG_ALL_RANKS", "") not in ("", "0")
+        default = "1" if os.environ.get(RUN_DIR_VAR) else ""
+        all_ranks = os.environ.get("EZPZ_LOG_ALL_RANKS", default) not in ("", "0")
     rank = rank_info_or_single().rank
     logger = logging.getLogger(name)
     logger.setLevel(level)

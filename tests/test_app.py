@@ -13,8 +13,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -36,11 +34,13 @@ from ezpz_tui.ui.screens.help import HelpScreen
 from ezpz_tui.ui.screens.search import SearchScreen
 from ezpz_tui.ui.screens.theme_picker import ThemePicker
 from ezpz_tui.ui.widgets.launch_form import LaunchForm
+from ezpz_tui.ui.widgets.logview import LogView
 from ezpz_tui.ui.widgets.panels import SummaryBar
 from ezpz_tui.ui.widgets.runs import RunsPanel
 from ezpz_tui.ui.widgets.table import VimTable
 from ezpz_tui.ui.widgets.topology import TopologyGrid
 from tests.fixtures.runs import make_run
+from tests.pilots import until
 from tests.procs import processes_of
 
 SIZE = (120, 40)
@@ -122,15 +122,6 @@ def many_runs(outputs: Path, count: int = 40) -> list[str]:
 async def settle(pilot: Pilot[None]) -> None:
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
-
-
-async def until(pilot: Pilot[None], ready: Callable[[], bool], what: str, timeout: float) -> None:
-    """Let the app run until ``ready()`` holds."""
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await pilot.pause(0.1)
 
 
 def text_of(widget: Widget) -> str:
@@ -237,10 +228,12 @@ async def test_runs_table_keys(outputs: Path) -> None:
         await settle(pilot)
         assert app.query_one(TabbedContent).active == "tab-run"
         assert text_of(app.query_one("#run-header")).startswith(ids[4])
-        log = text_of(app.query_one("#run-log"))
-        assert "Connection closed by peer (rank 1)" in log
-        assert "\x1b" not in log, "colour codes are parsed, not printed"
-        assert "loading data: 100%" in log and "  0%" not in log, "a \\r rewrite shows once"
+        log = app.query_one(LogView)
+        await until(pilot, lambda: log.rank == 1, "the failed rank's log", 10)
+        rows = [log.render_row(i).plain for i in range(log.row_count)]
+        assert any("returned nan values" in r for r in rows), "rank 1's own error"
+        assert not any("\x1b" in r for r in rows), "colour codes are parsed, not printed"
+        assert "loading data: 100% |##########|" in rows, "a \\r rewrite shows once"
 
 
 async def test_doctor_table_keys(outputs: Path) -> None:
@@ -472,8 +465,9 @@ async def test_o_cycles_the_topology_colour(outputs: Path) -> None:
         assert grid.colour_by == "dp", "o skips the sizes that group nothing"
 
 
-async def test_keys_of_views_not_built_yet_do_no_harm(outputs: Path) -> None:
-    """f (follow), m / M (metric), c (compare) belong to the log, plot and compare views."""
+async def test_keys_of_other_views_do_no_harm(outputs: Path) -> None:
+    """f (follow), m / M (metric) belong to the log and plot views: pressed in the runs list,
+    the grid or the form they change nothing; c in the runs list only overlays a run."""
     many_runs(outputs, 6)
     app = make_app(outputs)
     async with app.run_test(size=SIZE) as pilot:

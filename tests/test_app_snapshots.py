@@ -30,9 +30,13 @@ from ezpz_tui.core.doctor import Check
 from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.screens.help import HelpScreen
 from ezpz_tui.ui.widgets.launch_form import LaunchForm
+from ezpz_tui.ui.widgets.logview import LogView
+from ezpz_tui.ui.widgets.metrics import MetricsView
+from ezpz_tui.ui.widgets.ranks import RankList
 from ezpz_tui.ui.widgets.runs import RunsPanel
 from ezpz_tui.ui.widgets.topology import TopologyGrid
 from tests.fixtures.runs import POLARIS_HOSTS, make_run
+from tests.pilots import until
 
 SNAP_ROOT = Path("/tmp/ezpz-tui-snapshots")
 OUTPUTS = SNAP_ROOT / "outputs"
@@ -195,17 +199,57 @@ def test_launch_form_with_invalid_tp(snap_compare: Snap, polaris: EzpzApp) -> No
     assert snap_compare(polaris, terminal_size=SMALL, run_before=run_before(invalid_tp))
 
 
+async def open_failed(pilot: Pilot[None]) -> None:
+    """L g ] Enter: the failed run, followed until its rank list and first failure show."""
+    await pilot.press("L", "g", "]", "enter")
+    await settle(pilot)
+    header = str(pilot.app.query_one("#run-header").render())
+    assert header.startswith(FAILED)
+    ranks, log = pilot.app.query_one(RankList), pilot.app.query_one(LogView)
+
+    def shown() -> bool:
+        monitor = ranks.monitor
+        return (
+            monitor is not None
+            and log.rank == 3
+            and all(info.status == "failed" for info in monitor.ranks.values())
+            and len(monitor.ranks) == 8
+        )
+
+    await until(pilot, shown, "the failed run followed", 10)
+    await settle(pilot)
+
+
 def test_failed_run_opened(snap_compare: Snap, polaris: EzpzApp) -> None:
-    """The failed run picked with L g ] Enter: its ranks (rank 3 exited 1, the rest killed)
-    and the end of rank 0's log, colours parsed and the progress bar's rewrites collapsed."""
-
-    async def open_failed(pilot: Pilot[None]) -> None:
-        await pilot.press("L", "g", "]", "enter")
-        await settle(pilot)
-        header = str(pilot.app.query_one("#run-header").render())
-        assert header.startswith(FAILED)
-
+    """The failed run: the rank list (rank 3 failed first with exit 1, the rest killed by
+    SIGTERM, each with its last line) over rank 3's log, colours parsed, the progress bar's
+    rewrites collapsed."""
     assert snap_compare(polaris, terminal_size=WIDE, run_before=run_before(open_failed))
+
+
+def test_all_ranks_view_small(snap_compare: Snap, polaris: EzpzApp) -> None:
+    """``a`` at 80x24: every rank's lines interleaved with a coloured rank column."""
+
+    async def all_ranks(pilot: Pilot[None]) -> None:
+        await pilot.press("a")
+        assert pilot.app.query_one(LogView).rank is None
+
+    assert snap_compare(polaris, terminal_size=SMALL, run_before=run_before(open_failed, all_ranks))
+
+
+def test_metrics_tab(snap_compare: Snap, polaris: EzpzApp) -> None:
+    """``t`` from the Run tab: the failed run's loss, mean with its min/max band over 8 ranks,
+    and the NaN of rank 3 flagged in the status line."""
+
+    async def metrics(pilot: Pilot[None]) -> None:
+        await pilot.press("t")
+        await settle(pilot)
+        view = pilot.app.query_one(MetricsView)
+        await until(pilot, lambda: view.current_metric() == "loss", "the loss plot", 10)
+        await pilot.pause(0.6)  # one throttled redraw after the last data
+        await settle(pilot)
+
+    assert snap_compare(polaris, terminal_size=WIDE, run_before=run_before(open_failed, metrics))
 
 
 def test_topology_focused_with_tp2(snap_compare: Snap, polaris: EzpzApp) -> None:

@@ -262,3 +262,72 @@ def test_newcomer_flow(tmux: Tmux, tmp_path: Path) -> None:
     assert not processes_of(*runs)
     second_state = json.loads((second / "state.json").read_text())
     assert second_state["state"] == "stopped", second_state
+
+
+def test_watch_a_live_two_rank_run(tmux: Tmux, tmp_path: Path) -> None:
+    """Launch the demo, then read it as the issue's newcomer does: move between ranks, read a
+    rank's log with vim keys, search it, see the all-ranks view follow, watch the loss plot."""
+    python = str(EZPZ_TUI.parent / "python")
+    tmux.start([str(EZPZ_TUI)])
+    tmux.wait_for("the prefilled plan", lambda s: _has(s, "runtime.examples.train", "$ "), 60)
+    tmux.keys("J", *["Tab"] * 8)
+    tmux.keys("C-e", "C-u")
+    tmux.type(" ".join([python, *DEMO_ARGS]))
+    tmux.keys("Escape", pause=1.0)
+    tmux.wait_for("the new command", lambda s: "--steps 100000" in s, timeout=20)
+    tmux.keys("r")
+    # The Run tab opens on the new run: both ranks listed as running, rank 0's log following.
+    tmux.wait_for(
+        "two running ranks and rank 0's log following",
+        lambda s: (
+            re.search(r"\s0 running", s) is not None
+            and re.search(r"\s1 running", s) is not None
+            and re.search(r"rank 0 · \d+ lines · following", s) is not None
+        ),
+        timeout=60,
+    )
+    # j in the rank list shows rank 1's log; its lines name rank 1.
+    tmux.keys("J", "j")
+    tmux.wait_for("rank 1's log", lambda s: _has(s, "rank 1 · ") and "[rank 1]" in s, timeout=20)
+    # Enter moves to the log; k pauses following and new lines are counted.
+    tmux.keys("Enter", "k")
+    tmux.wait_for(
+        "the paused log counting new lines",
+        lambda s: re.search(r"paused \+\d+ \(G\)", s) is not None,
+        timeout=30,
+    )
+    # / searches the log; G follows again.
+    tmux.keys("/")
+    tmux.type("loss")
+    tmux.keys("Enter", "G")
+    tmux.wait_for("following again", lambda s: "rank 1 · " in s and "following" in s, 20)
+    # a: all ranks interleaved with a rank column, still following as steps arrive.
+    tmux.keys("a")
+    first = tmux.wait_for(
+        "the all-ranks view",
+        lambda s: (
+            _has(s, "all ranks · ", "following")
+            and re.search(r"\b0 │ ", s) is not None
+            and re.search(r"\b1 │ ", s) is not None
+        ),
+        timeout=20,
+    )
+    count = int(re.search(r"all ranks · (\d+) lines", first).group(1))  # type: ignore[union-attr]
+    tmux.wait_for(
+        "the all-ranks view growing",
+        lambda s: (
+            (m := re.search(r"all ranks · (\d+) lines", s)) is not None and int(m.group(1)) > count
+        ),
+        timeout=20,
+    )
+    # t: the Metrics tab plots the loss and the step count grows.
+    tmux.keys("t")
+    tmux.wait_for("the loss plot", lambda s: "loss" in s and "step" in s, timeout=30)
+    tmux.keys("q")
+    tmux.wait_for("the quit question", lambda s: "still running" in s, timeout=20)
+    tmux.keys("y")
+    deadline = time.monotonic() + 40
+    while tmux.exit_status() is None:
+        assert time.monotonic() < deadline, f"the TUI did not exit:\n{tmux.screen()}"
+        time.sleep(0.2)
+    assert not processes_of(*run_dirs(tmp_path))

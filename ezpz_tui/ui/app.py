@@ -8,6 +8,8 @@ probe runs in a thread worker and reports back; the UI thread only renders model
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -20,14 +22,15 @@ from textual.command import Provider
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Footer, TabbedContent, TabPane
 
 from ezpz_tui import config
 from ezpz_tui.core.allocation import Allocation, detect_allocation
 from ezpz_tui.core.doctor import Check, run_checks
-from ezpz_tui.core.followers import Progress, RecordTail
+from ezpz_tui.core.followers import Progress, RunFollower
+from ezpz_tui.core.monitor import Prepared, RunMonitor
 from ezpz_tui.core.plan import LaunchPlan, default_plan
-from ezpz_tui.core.runstore import RunSummary
+from ezpz_tui.core.runstore import RunSummary, read_run_toml
 from ezpz_tui.core.session import LaunchRefused, Preview, Session, default_outputs
 from ezpz_tui.core.supervisor import RunHandle
 from ezpz_tui.keymap import DEFAULT_KEYMAP, apply_overrides
@@ -37,14 +40,18 @@ from ezpz_tui.ui.screens.help import HelpScreen
 from ezpz_tui.ui.screens.theme_picker import ThemePicker
 from ezpz_tui.ui.themes import register_themes
 from ezpz_tui.ui.widgets.launch_form import LaunchForm
+from ezpz_tui.ui.widgets.metrics import MetricsView
 from ezpz_tui.ui.widgets.panels import AllocationPanel, DoctorPanel, SummaryBar
-from ezpz_tui.ui.widgets.runs import RunDetails, RunsPanel, RunView, read_run_details
+from ezpz_tui.ui.widgets.ranks import RankList
+from ezpz_tui.ui.widgets.run_panel import RunPanel
+from ezpz_tui.ui.widgets.runs import RunDetails, RunsPanel, read_run_details
 from ezpz_tui.ui.widgets.topology import TopologyGrid
 
 REGIONS = ("left", "top", "main", "right")
 RUNS_REFRESH_S = 2.0
 NARROW = 110  # below this width the right sidebar starts hidden
 NARROW_LEFT = 100  # below this width the left sidebar and the grid shrink
+FOLLOW_INTERVAL_S = 0.1  # how often the follower hands a batch to the UI (DESIGN: 50-250 ms)
 
 
 class RunStateChanged(Message):
@@ -68,11 +75,14 @@ class EzpzApp(App[None]):
         alloc: Allocation | None = None,
         clock: Callable[[], float] = time.time,
         checks: list[Check] | None = None,
+        attach: Path | None = None,
     ) -> None:
         """``alloc``, ``clock`` and ``checks`` replace detection, time and the doctor's probes
-        (fixtures for snapshots and tests); by default all three are real."""
+        (fixtures for snapshots and tests); by default all three are real. ``attach`` opens a
+        run at start, read-only unless this process started it."""
         super().__init__()
         self.outputs = outputs or default_outputs()
+        self._attach = attach
         self.clock = clock
         self._given_alloc = alloc
         self._given_checks = checks
@@ -81,11 +91,15 @@ class EzpzApp(App[None]):
         self.problems += more
         self.chords = ChordKeys(self, self.keymap)
         self._wanted_theme = settings.theme
+        self.stall_after = settings.stall_after
         self.session: Session | None = None
         self.doctor_checks: list[Check] | None = None
         self.progress = Progress()
-        self._tail: RecordTail | None = None
+        self.monitor: RunMonitor | None = None
+        self._follow_stop = threading.Event()
         self._opened: Path | None = None
+        self._opened_state: str | None = None
+        self._compared: set[Path] = set()
         self._history: list[str] = []
         self._future: list[str] = []
 
@@ -103,14 +117,9 @@ class EzpzApp(App[None]):
                     with TabPane("Launch", id="tab-launch"):
                         yield LaunchForm(id="form")
                     with TabPane("Run", id="tab-run"):
-                        yield RunView(id="run-view")
+                        yield RunPanel(self.clock, id="run-panel")
                     with TabPane("Metrics", id="tab-metrics"):
-                        yield Static(
-                            "Metric plots (any metric of the run's JSONL, per rank or mean with a "
-                            "min/max band, overlays of earlier runs) will appear here with the "
-                            "monitoring views. Today: `ezpz-tui plot RUN --metric loss`.",
-                            id="metrics-placeholder",
-                        )
+                        yield MetricsView(id="metrics")
             with Vertical(id="right", classes="region"):
                 yield RunsPanel(id="runs")
         yield Footer(show_command_palette=False)
@@ -133,6 +142,12 @@ class EzpzApp(App[None]):
         self.set_interval(1.0, self._tick)
         self.set_interval(RUNS_REFRESH_S, self._refresh_runs)
         self.query_one(LaunchForm).focus()
+        if self._attach is not None:
+            self._open_run(self._attach)
+            self.query_one(RankList).focus()
+
+    def on_unmount(self) -> None:
+        self._follow_stop.set()
 
     def on_resize(self, event: events.Resize) -> None:
         self.screen.set_class(event.size.width < NARROW_LEFT, "narrow")
@@ -193,19 +208,94 @@ class EzpzApp(App[None]):
         assert self.session is not None
         runs = self.session.store.list_runs()
         details = read_run_details(self._opened) if self._opened else None
-        new = self._tail.read()[0] if self._tail else []
-        self.call_from_thread(self._runs_ready, runs, details, new)
+        self.call_from_thread(self._runs_ready, runs, details)
 
-    def _runs_ready(self, runs: list[RunSummary], details: RunDetails | None, new: list) -> None:
+    def _runs_ready(self, runs: list[RunSummary], details: RunDetails | None) -> None:
         if not self.is_running:
             return
         assert self.session is not None
         mine = {h.run_dir for h in self.session.supervisor.handles}
         self.query_one(RunsPanel).set_runs(runs, self.clock(), mine)
         if details is not None and details.path == self._opened:
-            self.query_one(RunView).show(details)
-        self.progress.update(new)
+            self._opened_state = details.state.get("state")
+            self.query_one(RunPanel).show_details(details)
         self._update_summary()
+
+    def _follow(self, monitor: RunMonitor, stop: threading.Event) -> None:
+        """Reads the opened run until another is opened or the app ends, one batch every
+        FOLLOW_INTERVAL_S at most; waiting for the UI to take each batch bounds what queues.
+
+        A plain daemon thread, not a Textual worker: it lives as long as the run is open, and
+        "wait for the workers" must keep meaning "wait for the short jobs".
+        """
+        try:
+            sizes = read_run_toml(monitor.run_dir).get("sizes", {})
+        except Exception:  # a foreign run: the ranks appear as their files do
+            sizes = {}
+        world = sizes.get("world_size")
+        try:
+            if isinstance(world, int) and 0 < world <= 1 << 20:
+                self.call_from_thread(self._expect_ranks, monitor, world)
+            follower = RunFollower(monitor.run_dir)
+            for batch in follower.watch(stop, interval_s=FOLLOW_INTERVAL_S):
+                prepared = monitor.prepare(batch)
+                if stop.is_set():
+                    break
+                self.call_from_thread(self._batch_ready, monitor, prepared)
+        except RuntimeError:  # the app closed while a batch was on its way
+            stop.set()
+        except Exception as exc:  # a bug must not take the UI down: say so and stop following
+            message = f"Stopped following {monitor.run_dir.name}: {exc!r}"
+            with contextlib.suppress(RuntimeError):  # the app may be gone too
+                self.call_from_thread(self.notify, message, severity="error", timeout=30)
+
+    def _expect_ranks(self, monitor: RunMonitor, world: int) -> None:
+        if self.is_running and monitor is self.monitor:
+            monitor.expect_ranks(world)
+            self.query_one(RankList).update_rows()
+
+    def _batch_ready(self, monitor: RunMonitor, prepared: Prepared) -> None:
+        if not self.is_running or monitor is not self.monitor:
+            return
+        changes = monitor.apply(prepared, self.clock())
+        self.query_one(RunPanel).apply(changes)
+        batch = prepared.batch
+        if batch.records or batch.metric_restarts:
+            self.query_one(MetricsView).add_records(batch.records, batch.metric_restarts)
+            lowest = min(batch.records, default=None)
+            if lowest is not None:
+                self.progress.update(batch.records[lowest])
+                self._update_summary()
+
+    @on(RankList.Selected)
+    def _rank_selected(self, message: RankList.Selected) -> None:
+        self.query_one(MetricsView).set_selected_rank(message.rank)
+
+    @on(RunsPanel.Compare)
+    def _compare_requested(self, message: RunsPanel.Compare) -> None:
+        if message.path in self._compared:
+            self._compared.discard(message.path)
+            self.query_one(MetricsView).toggle_overlay(message.path.name, None)
+            self.query_one(RunsPanel).mark_compared(set(self._compared))
+        else:
+            self._load_overlay(message.path)
+
+    @work(thread=True, group="overlay")
+    def _load_overlay(self, path: Path) -> None:
+        from ezpz_tui.core.metrics import load_store
+
+        store = load_store(path)
+        self.call_from_thread(self._overlay_ready, path, store)
+
+    def _overlay_ready(self, path: Path, store: object) -> None:
+        if not self.is_running:
+            return
+        if not self.query_one(MetricsView).toggle_overlay(path.name, store):  # type: ignore[arg-type]
+            self.notify(f"{path.name} has no metrics to overlay.", severity="warning")
+            return
+        self._compared.add(path)
+        self.query_one(RunsPanel).mark_compared(set(self._compared))
+        self.notify(f"Overlaid {path.name} on the plots (Metrics tab).", timeout=3)
 
     @work(thread=True, group="launch")
     def _launch_worker(self, plan: LaunchPlan, relaunch: bool) -> None:
@@ -221,8 +311,6 @@ class EzpzApp(App[None]):
         self.call_from_thread(self._launched, handle)
 
     def _launched(self, handle: RunHandle) -> None:
-        self.progress = Progress()
-        self._tail = RecordTail(handle.run_dir / "metrics" / "rank-00000.jsonl", rank=0)
         self._open_run(handle.run_dir)
         self.notify(f"Started {handle.run_dir.name}", timeout=4)
 
@@ -244,6 +332,7 @@ class EzpzApp(App[None]):
 
     def _tick(self) -> None:
         self.query_one(AllocationPanel).tick()
+        self.query_one(RunPanel).tick()
         self._update_summary()
 
     def _refresh_runs(self) -> None:
@@ -264,27 +353,60 @@ class EzpzApp(App[None]):
         else:
             self._preview_worker(message.plan)
 
+    @on(TabbedContent.TabActivated)
+    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        """The grid shows the plan being edited; the Run and Metrics tabs need the height."""
+        self.query_one(TopologyGrid).display = event.pane.id == "tab-launch"
+
     @on(RunsPanel.Open)
     def _open_requested(self, message: RunsPanel.Open) -> None:
+        """Enter in the runs list: read the run. On a narrow screen the list gives its room
+        back to the run (zl shows it again)."""
         self._open_run(message.path)
+        if self.size.width < NARROW:
+            self.query_one("#right").display = False
+        self.query_one(RankList).focus()
 
     def _open_run(self, path: Path) -> None:
+        """Monitor ``path``: its ranks, logs and metrics, followed live until another opens."""
+        path = Path(path)
+        self._follow_stop.set()
+        self._follow_stop = threading.Event()
         self._opened = path
+        self._opened_state = None
+        self.progress = Progress()
+        self.monitor = RunMonitor(path, stall_after=self.stall_after)
+        self.query_one(RunPanel).open(self.monitor, read_only=self._handle_of(path) is None)
+        self.query_one(MetricsView).set_run(path.name)
         self.query_one(TabbedContent).active = "tab-run"
+        threading.Thread(
+            target=self._follow,
+            args=(self.monitor, self._follow_stop),
+            name=f"follow {path.name}",
+            daemon=True,
+        ).start()
         self._refresh_runs()
+        self._update_summary()
+
+    def _handle_of(self, path: Path) -> RunHandle | None:
+        """This process's handle of the run in ``path``; None for a run it did not start."""
+        if self.session is None:
+            return None
+        return next((h for h in self.session.supervisor.handles if h.run_dir == path), None)
 
     def _current(self) -> RunHandle | None:
         return self.session.current if self.session else None
 
     def _update_summary(self) -> None:
-        handle = self._current()
-        state = handle.state.get("state") if handle else None
+        handle = self._handle_of(self._opened) if self._opened else self._current()
+        state = handle.state.get("state") if handle else self._opened_state
         alloc = self.session.alloc if self.session else None
         errors = None
         if self.doctor_checks is not None:
             errors = sum(c.level == "error" for c in self.doctor_checks)
+        name = self._opened.name if self._opened else handle.run_dir.name if handle else None
         self.query_one(SummaryBar).show(
-            run=handle.run_dir.name if handle else None,
+            run=name,
             state=state,
             step=self.progress.step,
             loss=self.progress.loss,
@@ -339,7 +461,14 @@ class EzpzApp(App[None]):
         self.push_screen(ConfirmScreen(question, self.keymap), answered)
 
     def action_stop_run(self) -> None:
-        handle = self._current()
+        if self._opened is not None and self._handle_of(self._opened) is None:
+            self.notify(
+                f"{self._opened.name} was not started by this ezpz-tui: it is shown read-only "
+                "and cannot be stopped from here.",
+                severity="warning",
+            )
+            return
+        handle = self._handle_of(self._opened) if self._opened else self._current()
         if handle is None or handle.wait(0) is not None:
             self.notify("No run of this session is alive.")
             return
@@ -374,6 +503,16 @@ class EzpzApp(App[None]):
 
     def action_show_help(self) -> None:
         self.push_screen(HelpScreen(self.keymap))
+
+    def action_toggle_fullscreen(self) -> None:
+        """The focused view (a log, the plot, a list) alone on the screen, or back."""
+        if self.screen.maximized is not None:
+            self.screen.minimize()
+        elif self.focused is not None:
+            target = self.focused
+            if isinstance(target.parent, MetricsView):
+                target = target.parent
+            self.screen.maximize(target, container=False)
 
     def _step_tab(self, step: int) -> None:
         tabs = self.query_one(TabbedContent)
@@ -501,6 +640,6 @@ class EzpzApp(App[None]):
         yield PaletteCommand.for_action(km, "quit", self.action_quit)
 
 
-def run_app(outputs: Path | None = None) -> int:
-    EzpzApp(outputs=outputs).run()
+def run_app(outputs: Path | None = None, attach: Path | None = None) -> int:
+    EzpzApp(outputs=outputs, attach=attach).run()
     return 0

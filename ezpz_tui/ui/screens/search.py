@@ -1,4 +1,4 @@
-"""The `/` prompt: one line at the bottom, Enter searches, Esc cancels."""
+"""The `/` and `&` prompts: one line at the bottom, Enter submits, Esc cancels."""
 
 from __future__ import annotations
 
@@ -16,11 +16,24 @@ class SearchScreen(ModalScreen[str | None]):
     """
     BINDINGS = bindings_for("dialog", only={"close"})
 
+    def __init__(
+        self,
+        placeholder: str = "search (Enter; then n / N for next / previous)",
+        value: str = "",
+        allow_empty: bool = False,
+    ) -> None:
+        """``allow_empty``: an empty answer means something (clear a filter), not "cancel"."""
+        super().__init__()
+        self._placeholder = placeholder
+        self._value = value
+        self._allow_empty = allow_empty
+
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="search (Enter; then n / N for next / previous)")
+        yield Input(value=self._value, placeholder=self._placeholder)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip() or None)
+        value = event.value.strip()
+        self.dismiss(value if value or self._allow_empty else None)
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -1,0 +1,204 @@
+"""A cursor over rows that renders only the rows on screen: the base of the rank list and logs.
+
+DataTable keeps per-cell state and re-measures on every update, which costs too much when 256
+ranks change several times a second or a log grows by thousands of lines per batch. Here a row is
+drawn from the model only when it is visible (``render_row``), so an update costs the rows on
+screen, whatever the length. The navigation keys of the keymap table (j/k, g/G, zz, ]/[, }/{,
+ctrl+d/ctrl+u, / n N) act the same as in every other list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from rich.segment import Segment
+from rich.text import Text
+from textual.geometry import Size
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from ezpz_tui.ui.palette import APP_NAVIGATION, app_bindings_for, bindings_for
+
+BLOCK = 5
+
+NAVIGATION = bindings_for(
+    "navigation",
+    only={
+        "cursor_down",
+        "cursor_up",
+        "first",
+        "last",
+        "next_heading",
+        "previous_heading",
+        "next_block",
+        "previous_block",
+        "half_page_down",
+        "half_page_up",
+        "next_match",
+        "previous_match",
+    },
+) + app_bindings_for("navigation", APP_NAVIGATION)
+
+
+class LineList(ScrollView, can_focus=True):
+    """Rows ``0..row_count-1`` with a cursor; subclasses say what a row looks like."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"line-list--cursor", "line-list--match"}
+    DEFAULT_CSS = """
+    LineList { background: $surface; }
+    LineList > .line-list--cursor { background: $primary 35%; }
+    LineList:focus > .line-list--cursor { background: $primary 60%; }
+    LineList > .line-list--match { background: $warning 45%; }
+    """
+    BINDINGS = NAVIGATION
+
+    cursor: reactive[int] = reactive(0, always_update=True, repaint=False)
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.search_term = ""
+        self._width = 0
+
+    # --- what subclasses provide ------------------------------------------------------------
+
+    @property
+    def row_count(self) -> int:
+        raise NotImplementedError
+
+    def render_row(self, row: int) -> Text:
+        """The text of ``row`` (not cropped: the list scrolls sideways)."""
+        raise NotImplementedError
+
+    def row_text(self, row: int) -> str:
+        """The plain text searches look in."""
+        return self.render_row(row).plain
+
+    def is_heading(self, row: int) -> bool:
+        """Rows ``]`` / ``[`` stop at."""
+        return False
+
+    # --- size and drawing --------------------------------------------------------------------
+
+    def rows_changed(self, width: int | None = None) -> None:
+        """Call after the rows changed: resizes the scroll area and repaints what is shown."""
+        if width is not None:
+            self._width = max(self._width, width)
+        self.virtual_size = Size(self._width, self.row_count)
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        row = scroll_y + y
+        width = self.scrollable_content_region.width
+        base = self.rich_style
+        if row >= self.row_count:
+            return Strip.blank(width, base)
+        text = self.render_row(row)
+        if self.search_term and self._row_matches(row):
+            match = self.get_component_rich_style("line-list--match", partial=True)
+            text.highlight_words([self.search_term], match, case_sensitive=False)
+        if row == self.cursor:
+            text.stylize(self.get_component_rich_style("line-list--cursor", partial=True))
+            text.pad_right(max(0, scroll_x + width - text.cell_len))
+        segments = list(text.render(self.app.console))
+        strip = Strip([Segment(s.text, base + s.style if s.style else base) for s in segments])
+        return strip.crop_extend(scroll_x, scroll_x + width, base).apply_offsets(scroll_x, row)
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        self._refresh_row(old)
+        self._refresh_row(new)
+
+    def _refresh_row(self, row: int) -> None:
+        y = row - self.scroll_offset.y
+        if 0 <= y < self.size.height:
+            self.refresh_line(y)
+
+    # --- moving -----------------------------------------------------------------------------
+
+    def move_to(self, row: int, scroll: bool = True) -> None:
+        if not self.row_count:
+            return
+        self.cursor = max(0, min(row, self.row_count - 1))
+        if scroll:
+            self.scroll_to_row(self.cursor)
+
+    def scroll_to_row(self, row: int) -> None:
+        """Scroll just enough to show ``row``."""
+        height = self.scrollable_content_region.height
+        top = self.scroll_offset.y
+        if row < top:
+            self.scroll_to(y=row, animate=False, immediate=True, force=True)
+        elif row >= top + height:
+            self.scroll_to(y=row - height + 1, animate=False, immediate=True, force=True)
+
+    def action_cursor_down(self) -> None:
+        self.move_to(self.cursor + 1)
+
+    def action_cursor_up(self) -> None:
+        self.move_to(self.cursor - 1)
+
+    def action_first(self) -> None:
+        self.move_to(0)
+
+    def action_last(self) -> None:
+        self.move_to(self.row_count - 1)
+
+    def action_center(self) -> None:
+        height = self.scrollable_content_region.height
+        self.scroll_to(y=max(0, self.cursor - height // 2), animate=False, force=True)
+
+    def action_next_block(self) -> None:
+        self.move_to(self.cursor + BLOCK)
+
+    def action_previous_block(self) -> None:
+        self.move_to(self.cursor - BLOCK)
+
+    def action_half_page_down(self) -> None:
+        self.move_to(self.cursor + max(1, self.scrollable_content_region.height // 2))
+
+    def action_half_page_up(self) -> None:
+        self.move_to(self.cursor - max(1, self.scrollable_content_region.height // 2))
+
+    def find(self, step: int, match: Callable[[int], bool], start: int | None = None) -> bool:
+        """Move to the next row (``step`` 1) or previous (-1) that ``match`` accepts, wrapping;
+        rings the bell and returns False when none does."""
+        count = self.row_count
+        origin = self.cursor if start is None else start
+        for offset in range(1, count + 1):
+            row = (origin + step * offset) % count
+            if match(row):
+                self.move_to(row)
+                return True
+        self.app.bell()
+        return False
+
+    def action_next_heading(self) -> None:
+        self.find(1, self.is_heading)
+
+    def action_previous_heading(self) -> None:
+        self.find(-1, self.is_heading)
+
+    def _row_matches(self, row: int) -> bool:
+        return bool(self.search_term) and self.search_term.lower() in self.row_text(row).lower()
+
+    def search(self, term: str) -> None:
+        """Go to the first row from the cursor on that contains ``term`` (any case)."""
+        self.search_term = term
+        self.refresh()
+        if self.row_count and not self._row_matches(self.cursor):
+            self.find(1, self._row_matches)
+
+    def action_next_match(self) -> None:
+        if self.row_count:
+            self.find(1, self._row_matches)
+
+    def action_previous_match(self) -> None:
+        if self.row_count:
+            self.find(-1, self._row_matches)
+
+
+def fits(text: str, width: int) -> str:
+    """``text`` cut to ``width`` cells with an ellipsis: for fixed-width columns."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"

@@ -1,0 +1,150 @@
+"""The rank list: every rank with its live state, the first failure marked, its last line."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from rich.text import Text
+from textual import events
+from textual.message import Message
+
+from ezpz_tui.core.followers import strip_ansi
+from ezpz_tui.core.monitor import RunMonitor
+from ezpz_tui.ui.palette import bindings_for
+from ezpz_tui.ui.widgets.linelist import LineList, fits
+
+TYPE_TIMEOUT_S = 1.0  # digits typed within this add up to one rank number
+
+STATE_STYLE = {
+    "running": "green",
+    "waiting": "dim",
+    "stalled": "bold magenta",
+    "idle": "dim",
+    "succeeded": "green",
+    "failed": "bold red",
+}
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 100:
+        return f"{seconds:.0f}s"
+    if seconds < 6000:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.0f}h"
+
+
+class RankList(LineList):
+    """One row per rank, in rank order. The cursor selects the rank whose log is shown; typing a
+    rank's number jumps to it; ``]``/``[`` stop at failed and stalled ranks. Rows end with the
+    rank's last line, cut to the width: no sideways scrolling, a row is read at a glance."""
+
+    DEFAULT_CSS = """
+    RankList { overflow-x: hidden; }
+    """
+
+    class Selected(Message):
+        def __init__(self, rank: int) -> None:
+            super().__init__()
+            self.rank = rank
+
+    class Chosen(Message):
+        """Enter: the user wants to read the selected rank's log."""
+
+    BINDINGS = LineList.BINDINGS + bindings_for("ranks", only={"choose"})
+
+    def action_choose(self) -> None:
+        self.post_message(self.Chosen())
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.time,
+        *,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(id=id, classes=classes)
+        self.clock = clock
+        self.monitor: RunMonitor | None = None
+        self._order: list[int] = []
+        self._typed = ""
+        self._typed_at = 0.0
+        self._host_width = 0
+
+    def set_monitor(self, monitor: RunMonitor | None) -> None:
+        self.monitor = monitor
+        self.cursor = 0
+        self.update_rows()
+
+    def update_rows(self) -> None:
+        """Re-read the monitor (new ranks, states); repaints only the rows on screen."""
+        ranks = self.monitor.ranks if self.monitor else {}
+        if len(ranks) != len(self._order):
+            self._order = sorted(ranks)
+        hosts = (len(info.host.split(".")[0]) for info in ranks.values())
+        self._host_width = min(16, max(hosts, default=0))
+        self.rows_changed()
+
+    @property
+    def row_count(self) -> int:
+        return len(self._order)
+
+    @property
+    def selected(self) -> int | None:
+        return self._order[self.cursor] if self._order else None
+
+    def state(self, row: int) -> str:
+        assert self.monitor is not None
+        return self.monitor.state_of(self._order[row], self.clock())
+
+    def render_row(self, row: int) -> Text:
+        assert self.monitor is not None
+        info = self.monitor.ranks[self._order[row]]
+        state = self.state(row)
+        first = self.monitor.first_failure == info.rank
+        text = Text()
+        text.append("✗" if first else " ", "bold red")
+        text.append(f"{info.rank:>5} ")
+        shown = {"succeeded": "exited 0", "failed": info.outcome}.get(state, state)
+        text.append(f"{fits(shown, 9):<9} ", STATE_STYLE.get(state, ""))
+        if info.last_activity is not None and state in ("running", "stalled"):
+            text.append(f"{_age(self.clock() - info.last_activity):>4} ", "dim")
+        else:
+            text.append("     ")
+        text.append(f"{fits(info.host.split('.')[0], 16):<{self._host_width}} ", "dim")
+        room = self.scrollable_content_region.width - text.cell_len
+        text.append(fits(strip_ansi(info.last_line), max(0, room)), "dim")
+        return text
+
+    def is_heading(self, row: int) -> bool:
+        return self.state(row) in ("failed", "stalled")
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        super().watch_cursor(old, new)
+        if old != new and self._order:
+            self.post_message(self.Selected(self._order[new]))
+
+    def select_rank(self, rank: int) -> bool:
+        """Put the cursor on ``rank``; False when the run has no such rank."""
+        if rank not in self._order:
+            return False
+        self.move_to(self._order.index(rank))
+        return True
+
+    def on_resize(self) -> None:
+        self.refresh()
+
+    def on_key(self, event: events.Key) -> None:
+        """Digits pick a rank by number (the keymap's ``type_rank``): ``1`` ``2`` goes to 12."""
+        if event.character is None or not event.character.isdigit():
+            return
+        event.stop()
+        now = time.monotonic()
+        if now - self._typed_at > TYPE_TIMEOUT_S:
+            self._typed = ""
+        self._typed, self._typed_at = self._typed + event.character, now
+        if not self.select_rank(int(self._typed)):
+            self._typed = event.character
+            if not self.select_rank(int(self._typed)):
+                self.app.bell()

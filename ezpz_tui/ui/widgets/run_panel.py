@@ -1,0 +1,201 @@
+"""The Run tab: the opened run's header, its rank list over the log of the selected rank (or all).
+
+The rank list sits above the log, not beside it: between the sidebars the main column is often
+only 45-55 columns wide, and a log line needs the width more than the list does.
+
+The app owns the follower and hands each batch's :class:`~ezpz_tui.core.monitor.Changes` to
+:meth:`RunPanel.apply`; reading older lines and whole lines from disk runs in workers here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from ezpz_tui.core.monitor import (
+    NO_FILTER,
+    Changes,
+    LogLine,
+    RunMonitor,
+    parse_filter,
+    read_lines_before,
+    read_whole_line,
+)
+from ezpz_tui.ui.palette import bindings_for
+from ezpz_tui.ui.screens.line import LineScreen
+from ezpz_tui.ui.screens.search import SearchScreen
+from ezpz_tui.ui.widgets.logview import LogView, styled
+from ezpz_tui.ui.widgets.ranks import RankList
+from ezpz_tui.ui.widgets.runs import STATE_STYLE, RunDetails
+
+NO_RUN = "No run opened. Launch one (r), or pick one in the runs list and press Enter."
+OLDER_CHUNK = 2000  # lines read back per step when scrolling above the buffer
+
+
+class RunPanel(Vertical):
+    # The view keys act from the rank list too: pick a rank, then `a` or `&` without moving.
+    BINDINGS = bindings_for("log", only={"toggle_all_ranks", "filter"})
+    DEFAULT_CSS = """
+    RunPanel #run-header { height: auto; max-height: 3; padding: 0 1; }
+    RunPanel RankList { height: auto; max-height: 35%; min-height: 2; }
+    RunPanel #log-status { height: 1; padding: 0 1; background: $panel; }
+    RunPanel #log { height: 1fr; }
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.clock = clock
+        self.monitor: RunMonitor | None = None
+        self.read_only = False
+        self._user_moved = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(NO_RUN, id="run-header")
+        yield RankList(self.clock, id="ranks")
+        yield Static("", id="log-status")
+        yield LogView(id="log")
+
+    @property
+    def log(self) -> LogView:
+        return self.query_one(LogView)
+
+    @property
+    def ranks(self) -> RankList:
+        return self.query_one(RankList)
+
+    def open(self, monitor: RunMonitor, read_only: bool) -> None:
+        """Show ``monitor``'s run (empty until the first batch arrives)."""
+        self.monitor = monitor
+        self.read_only = read_only
+        self._user_moved = False
+        header = Text(monitor.run_dir.name, "bold")
+        header.append("  reading …", "dim")
+        self.query_one("#run-header", Static).update(header)
+        self.ranks.set_monitor(monitor)
+        self.log.filter = NO_FILTER
+        self.log.show([], 0, max(1, len(monitor.ranks)))
+
+    def show_details(self, details: RunDetails) -> None:
+        state = details.state.get("state", "unknown")
+        header = Text(details.path.name, "bold")
+        header.append("  ")
+        header.append(state, STATE_STYLE.get(state, ""))
+        sizes = details.plan.get("sizes", {})
+        if sizes:
+            header.append("  " + " ".join(f"{k}={v}" for k, v in sizes.items()))
+        if self.read_only:
+            header.append("  (read-only: not started here)", "dim")
+        if details.plan.get("parent"):
+            header.append(f"\nparent {details.plan['parent']}", "dim")
+        if details.state.get("reason"):
+            header.append(f"\n{details.state['reason']}", "yellow")
+        self.query_one("#run-header", Static).update(header)
+
+    def apply(self, changes: Changes) -> None:
+        assert self.monitor is not None
+        ranks, log = self.ranks, self.log
+        ranks.update_rows()
+        first = self.monitor.first_failure
+        if not self._user_moved and first is not None and log.rank not in (None, first):
+            ranks.select_rank(first)  # a failed run opens on the rank that failed first
+            return
+        if log.rank is None:
+            log.append(changes.arrived)
+        elif log.rank in changes.restarted:
+            log.show(self.monitor.lines_of(log.rank), log.rank, len(self.monitor.ranks))
+        elif log.rank in changes.by_rank:
+            log.append(changes.by_rank[log.rank])
+
+    def tick(self) -> None:
+        """Once a second: ages and stalls change with time alone."""
+        if self.monitor is not None:
+            self.ranks.update_rows()
+
+    # --- reactions --------------------------------------------------------------------------
+
+    @on(RankList.Selected)
+    def _rank_selected(self, event: RankList.Selected) -> None:
+        if self.monitor is None:
+            return
+        if self.ranks.has_focus:
+            self._user_moved = True
+        self.log.show(self.monitor.lines_of(event.rank), event.rank, len(self.monitor.ranks))
+
+    @on(LogView.StatusChanged)
+    def _status_changed(self) -> None:
+        self.query_one("#log-status", Static).update(self.log.status_text())
+
+    @on(RankList.Chosen)
+    def _rank_chosen(self) -> None:
+        self.log.focus()
+
+    def action_toggle_all_ranks(self) -> None:
+        if self.monitor is None:
+            return
+        log, count = self.log, len(self.monitor.ranks)
+        if log.rank is None:
+            rank = self.ranks.selected or 0
+            log.show(self.monitor.lines_of(rank), rank, count)
+        else:
+            log.show(self.monitor.all_lines, None, count)
+
+    def action_filter(self) -> None:
+        log = self.log
+        current = " ".join(
+            ([f"@{','.join(map(str, sorted(log.filter.ranks)))}"] if log.filter.ranks else [])
+            + ([log.filter.text] if log.filter.text else [])
+        )
+
+        def answered(spec: str | None) -> None:
+            if spec is None or self.monitor is None:
+                return
+            line_filter, problem = parse_filter(spec)
+            if problem:
+                self.notify(problem, severity="warning")
+            source = self.monitor.all_lines if log.rank is None else self.monitor.lines_of(log.rank)
+            log.set_filter(line_filter, source)
+
+        prompt = "filter: @0,3-5 for ranks, then text; empty clears (Enter)"
+        self.app.push_screen(SearchScreen(prompt, current, allow_empty=True), answered)
+
+    @on(LogView.WantOlder)
+    def _want_older(self, event: LogView.WantOlder) -> None:
+        if self.monitor is not None:
+            self._read_older(self.monitor.log_path(event.rank), event.rank, event.offset)
+
+    @work(thread=True, group="older")
+    def _read_older(self, path: Path, rank: int, offset: int) -> None:
+        older = read_lines_before(path, rank, offset, OLDER_CHUNK)
+        self.app.call_from_thread(self._older_ready, rank, offset, older)
+
+    def _older_ready(self, rank: int, offset: int, older: list[LogLine]) -> None:
+        log = self.log
+        if log.rank == rank and log.lines and log.lines[0].offset == offset:
+            log.prepend(older)
+        else:
+            log.older_pending = False
+
+    @on(LogView.ShowLine)
+    def _show_line(self, event: LogView.ShowLine) -> None:
+        line = event.line
+        if self.monitor is None or line.offset < 0 or not line.cut:
+            self._line_ready(line, line.text)
+        else:
+            self._read_whole(self.monitor.log_path(line.rank), line)
+
+    @work(thread=True, group="whole-line")
+    def _read_whole(self, path: Path, line: LogLine) -> None:
+        self.app.call_from_thread(self._line_ready, line, read_whole_line(path, line))
+
+    def _line_ready(self, line: LogLine, text: str) -> None:
+        title = f"rank {line.rank}, byte {line.offset}, {line.length} bytes"
+        shown = styled(text)
+        shown.no_wrap = False
+        self.app.push_screen(LineScreen(title, shown))
