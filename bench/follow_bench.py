@@ -3,10 +3,12 @@
 - logs: MB/s of rank log text through ``RunFollower.poll()`` (decode, line split, ``\\r``/cap
   handling, global sequence numbers) against a bare ``f.read()`` + ``bytes.split(b"\\n")`` of the
   same files. Target: at least 200 MB/s.
-- metrics: JSONL records/s through ``RunFollower.poll()`` (``runtime.records`` parsing into
-  ``Record`` objects) against two bare parses of each line of the same files, results discarded:
-  ``json.loads`` (the stdlib; what the reader used before orjson) and ``orjson.loads`` (the
-  parser the reader now uses, so the floor of its cost; skipped when orjson is not installed).
+- metrics: JSONL records/s through ``RunFollower.poll()`` (``runtime.records.parse_columns``:
+  one column per field and metric for each rank, no object per record) against the same files
+  read whole and parsed three other ways: ``records.parse_chunk`` (one ``Record`` per line, what
+  the follower delivered before the columns), and two bare parses of each line with the results
+  discarded, ``json.loads`` (the stdlib; what the reader used before orjson) and ``orjson.loads``
+  (the parser the reader uses, so the floor of its cost; skipped when orjson is not installed).
   Target: at least 500k records/s.
 
 Files are pre-written to a temporary directory (page cache warm, so this measures the follower,
@@ -35,6 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # this checkout's code, whatever is installed
 
 from ezpz_tui.core.followers import RunFollower  # noqa: E402
+from runtime import records  # noqa: E402
 
 LOG_TARGET_MBS = 200.0
 RECORD_TARGET = 500_000.0
@@ -121,8 +124,20 @@ def _loads_per_line(loads: Callable[[bytes], Any]) -> Callable[[Path], tuple[int
     return baseline
 
 
+def baseline_record_objects(run: Path) -> tuple[int, int]:
+    """The reader before the columns: one ``Record`` per line (whole files, no follower)."""
+    n = 0
+    for path in sorted((run / "metrics").iterdir()):
+        with open(path, "rb") as fh:
+            n += len(records.parse_chunk(fh.read()).records)
+    return 0, n
+
+
 def metric_baselines() -> list[tuple[str, Callable[[Path], tuple[int, int]]]]:
-    out = [("json.loads per line", _loads_per_line(json.loads))]
+    out = [
+        ("parse_chunk (Records)", baseline_record_objects),
+        ("json.loads per line", _loads_per_line(json.loads)),
+    ]
     try:
         import orjson
     except ImportError:
@@ -179,36 +194,43 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mb-per-rank", type=float, default=16.0)
     parser.add_argument("--records-per-rank", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--only", choices=("logs", "metrics"))
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args(argv)
     print("rerun:", shlex.join([sys.executable, "bench/follow_bench.py", *sys.argv[1:]]))
     with tempfile.TemporaryDirectory() as tmp:
         logs_run, metrics_run = Path(tmp, "logs-run"), Path(tmp, "metrics-run")
-        total_bytes = write_logs(logs_run, args.ranks, args.mb_per_rank)
-        total_records = write_metrics(metrics_run, args.ranks, args.records_per_rank)
-        print(f"logs: {args.ranks} ranks, {total_bytes / 1e6:.1f} MB")
-        compare(
-            "logs",
-            logs_run,
-            [("read + split", baseline_logs)],
-            total_bytes / 1e6,
-            "MB/s",
-            LOG_TARGET_MBS,
-            args.repeats,
-        )
-        print(f"metrics: {args.ranks} ranks, {total_records:,} records")
-        compare(
-            "metrics",
-            metrics_run,
-            metric_baselines(),
-            total_records,
-            "records/s",
-            RECORD_TARGET,
-            args.repeats,
-        )
+        if args.only != "metrics":
+            total_bytes = write_logs(logs_run, args.ranks, args.mb_per_rank)
+        if args.only != "logs":
+            total_records = write_metrics(metrics_run, args.ranks, args.records_per_rank)
+        if args.only != "metrics":
+            print(f"logs: {args.ranks} ranks, {total_bytes / 1e6:.1f} MB")
+            compare(
+                "logs",
+                logs_run,
+                [("read + split", baseline_logs)],
+                total_bytes / 1e6,
+                "MB/s",
+                LOG_TARGET_MBS,
+                args.repeats,
+            )
+        if args.only != "logs":
+            print(f"metrics: {args.ranks} ranks, {total_records:,} records")
+            compare(
+                "metrics",
+                metrics_run,
+                metric_baselines(),
+                total_records,
+                "records/s",
+                RECORD_TARGET,
+                args.repeats,
+            )
         if args.profile:
-            profile(logs_run)
-            profile(metrics_run)
+            if args.only != "metrics":
+                profile(logs_run)
+            if args.only != "logs":
+                profile(metrics_run)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from textual_plotext.plot import Plot  # noqa: E402
 
 from ezpz_tui.core.metrics import MetricStore, PlotSettings, prepare_plot  # noqa: E402
 from ezpz_tui.ui.widgets.metrics import MARKER, PlotColours, canvas_text, paint  # noqa: E402
-from runtime.records import Record  # noqa: E402
+from runtime.records import Record, RecordColumns  # noqa: E402
 
 TARGET_MS = 20.0
 COLOURS = PlotColours(
@@ -60,16 +60,20 @@ def loss_curve(rank: int, n: int) -> list[float]:
 
 
 def build_store(ranks: int, points: int) -> tuple[MetricStore, float]:
-    """A store filled through ``add`` in follower-sized batches; returns it and records/s."""
+    """A store filled through ``add`` in follower-sized batches of columns (what the follower
+    delivers); returns it and records/s."""
     store = MetricStore()
     took = 0.0
     for rank in range(ranks):
         values = loss_curve(rank, points)
         for begin in range(0, points, 50_000):
-            batch = [
-                Record(rank, s, 1.7e9 + 0.1 * s, {"loss": values[s], "lr": 1e-3})
-                for s in range(begin, min(points, begin + 50_000))
-            ]
+            steps = list(range(begin, min(points, begin + 50_000)))
+            batch = RecordColumns(
+                rank,
+                steps,
+                [1.7e9 + 0.1 * s for s in steps],
+                {"loss": values[begin : begin + len(steps)], "lr": [1e-3] * len(steps)},
+            )
             t0 = time.perf_counter()
             store.add(rank, batch)
             took += time.perf_counter() - t0

@@ -13,8 +13,10 @@ each rank its PMI connection as an inherited fd (PMI_FD).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -137,7 +139,25 @@ def run(run_dir: Path, command: list[str]) -> int:
     if received:
         status["signals_received"] = [signal.Signals(s).name for s in received]
     write_json_atomic(spath, status)
+    if code < 0 and -code not in received:
+        _die_of(-code)
     return exit_code
+
+
+def _die_of(signum: int) -> None:
+    """End this wrapper by the signal that killed its child (a crash, the OOM killer).
+
+    Launchers tell a crash from an exit: MPICH's Hydra tears the whole job down when a rank
+    dies of a signal but lets the others run on after a non-zero exit, so a wrapper that only
+    exited 128+N would leave the healthy ranks waiting for a dead peer. No core file: the child
+    has written its own.
+    """
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+    with contextlib.suppress(ValueError, OSError):  # SIGKILL has no handler to reset
+        signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+    os.kill(os.getpid(), signum)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -265,18 +265,35 @@ def test_newcomer_flow(tmux: Tmux, tmp_path: Path) -> None:
 
 
 def test_watch_a_live_two_rank_run(tmux: Tmux, tmp_path: Path) -> None:
-    """Launch the demo, then read it as the issue's newcomer does: move between ranks, read a
-    rank's log with vim keys, search it, see the all-ranks view follow, watch the loss plot."""
+    """A live 2-rank demo, launched headless, watched with ``ezpz-tui attach`` as the issue's
+    newcomer does: move between ranks, read a rank's log with vim keys, search it, see the
+    all-ranks view follow, watch the loss curve grow; quitting leaves the run alone."""
     python = str(EZPZ_TUI.parent / "python")
-    tmux.start([str(EZPZ_TUI)])
-    tmux.wait_for("the prefilled plan", lambda s: _has(s, "runtime.examples.train", "$ "), 60)
-    tmux.keys("J", *["Tab"] * 8)
-    tmux.keys("C-e", "C-u")
-    tmux.type(" ".join([python, *DEMO_ARGS]))
-    tmux.keys("Escape", pause=1.0)
-    tmux.wait_for("the new command", lambda s: "--steps 100000" in s, timeout=20)
-    tmux.keys("r")
-    # The Run tab opens on the new run: both ranks listed as running, rank 0's log following.
+    launch = subprocess.Popen(
+        [str(EZPZ_TUI), "launch", "--ppn", "2", "--quiet", "--", python, *DEMO_ARGS],
+        env=tmux.env,
+        cwd=tmux.cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        _watch(tmux, tmp_path)
+        assert launch.poll() is None, "quitting an attached TUI leaves the run running"
+    finally:
+        launch.send_signal(signal.SIGINT)
+        launch.wait(timeout=60)
+    assert not processes_of(*run_dirs(tmp_path))
+
+
+def _watch(tmux: Tmux, tmp_path: Path) -> None:
+    deadline = time.monotonic() + 60
+    while not (runs := run_dirs(tmp_path)) or not (runs[0] / "metrics").is_dir():
+        assert time.monotonic() < deadline, "the launch made no run directory"
+        time.sleep(0.2)
+    tmux.start([str(EZPZ_TUI), "attach", str(runs[0])])
+    # The Run tab: both ranks running, rank 0's log following, the rank list focused.
     tmux.wait_for(
         "two running ranks and rank 0's log following",
         lambda s: (
@@ -287,8 +304,8 @@ def test_watch_a_live_two_rank_run(tmux: Tmux, tmp_path: Path) -> None:
         timeout=60,
     )
     # j in the rank list shows rank 1's log; its lines name rank 1.
-    tmux.keys("J", "j")
-    tmux.wait_for("rank 1's log", lambda s: _has(s, "rank 1 · ") and "[rank 1]" in s, timeout=20)
+    tmux.keys("j")
+    tmux.wait_for("rank 1's log", lambda s: _has(s, "rank 1 · ", "[rank 1]"), timeout=20)
     # Enter moves to the log; k pauses following and new lines are counted.
     tmux.keys("Enter", "k")
     tmux.wait_for(
@@ -300,7 +317,7 @@ def test_watch_a_live_two_rank_run(tmux: Tmux, tmp_path: Path) -> None:
     tmux.keys("/")
     tmux.type("loss")
     tmux.keys("Enter", "G")
-    tmux.wait_for("following again", lambda s: "rank 1 · " in s and "following" in s, 20)
+    tmux.wait_for("following again", lambda s: _has(s, "rank 1 · ", "following"), timeout=20)
     # a: all ranks interleaved with a rank column, still following as steps arrive.
     tmux.keys("a")
     first = tmux.wait_for(
@@ -312,22 +329,31 @@ def test_watch_a_live_two_rank_run(tmux: Tmux, tmp_path: Path) -> None:
         ),
         timeout=20,
     )
-    count = int(re.search(r"all ranks · (\d+) lines", first).group(1))  # type: ignore[union-attr]
+
+    def count(screen: str, pattern: str) -> int:
+        found = re.search(pattern, screen)
+        return int(found.group(1).replace(",", "")) if found else -1
+
+    lines = count(first, r"all ranks · (\d+) lines")
     tmux.wait_for(
         "the all-ranks view growing",
-        lambda s: (
-            (m := re.search(r"all ranks · (\d+) lines", s)) is not None and int(m.group(1)) > count
-        ),
+        lambda s: count(s, r"all ranks · (\d+) lines") > lines,
         timeout=20,
     )
-    # t: the Metrics tab plots the loss and the step count grows.
-    tmux.keys("t")
-    tmux.wait_for("the loss plot", lambda s: "loss" in s and "step" in s, timeout=30)
-    tmux.keys("q")
-    tmux.wait_for("the quit question", lambda s: "still running" in s, timeout=20)
-    tmux.keys("y")
-    deadline = time.monotonic() + 40
+    # t: the Metrics tab plots the loss; F gives it the whole screen; the curve grows.
+    tmux.keys("t", "F")
+    shown = tmux.wait_for(
+        "the loss plot",
+        lambda s: re.search(r"loss \(\d+/\d+\) .*· [\d,]+ pts", s) is not None,
+        timeout=30,
+    )
+    points = count(shown, r"([\d,]+) pts")
+    tmux.wait_for(
+        "the loss curve growing", lambda s: count(s, r"([\d,]+) pts") > points, timeout=20
+    )
+    # q: an attached TUI quits at once; it started nothing, so it asks nothing.
+    tmux.keys("F", "q")
+    deadline = time.monotonic() + 20
     while tmux.exit_status() is None:
         assert time.monotonic() < deadline, f"the TUI did not exit:\n{tmux.screen()}"
         time.sleep(0.2)
-    assert not processes_of(*run_dirs(tmp_path))

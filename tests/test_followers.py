@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ezpz_tui.core.followers import Batch, Line, LineTail, RunFollower, strip_ansi
+from ezpz_tui.core.followers import Batch, Line, LineTail, Progress, RunFollower, strip_ansi
+from runtime import records
 
 # A writer in its own process, driven over stdin, acknowledging each command once it is done.
 _WRITER = r"""
@@ -361,3 +362,81 @@ def test_any_split_gives_the_same_lines(
         uncut = [(x.text, r) for x, r in zip(whole, raw, strict=True) if not x.truncated]
         assert all(t == r.decode("utf-8", "replace") for t, r in uncut)
         assert all(len(r) > max_line for x, r in zip(whole, raw, strict=True) if x.truncated)
+
+
+def test_a_backlog_starts_existing_logs_at_their_last_lines(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    old = logs / "rank-00000.log"
+    old.write_text("".join(f"line {i:04d}\n" for i in range(1000)))  # 10 bytes a line
+    follower = RunFollower(tmp_path, log_backlog=95)
+    (first,) = follower.poll().logs
+    assert first.lines.texts == [f"line {i:04d}" for i in range(991, 1000)]
+    assert first.lines[0].offset == 9910, "offsets stay true for reading back"
+    later = logs / "rank-00001.log"
+    later.write_text("a\nb\n")
+    with open(old, "a") as fh:
+        fh.write("line 1000\n")
+    follower.rescan()
+    batch = follower.poll()
+    assert {r.rank: r.lines.texts for r in batch.logs} == {0: ["line 1000"], 1: ["a", "b"]}
+
+
+class _RecordProgress:
+    """Progress as it was computed record by record, the reference for the columns."""
+
+    def __init__(self) -> None:
+        self.step: int | None = None
+        self.loss: float | None = None
+        self.steps_per_s: float | None = None
+        self._first: tuple[int, float] | None = None
+
+    def update(self, new: list[records.Record]) -> None:
+        for rec in new:
+            if rec.step is None:
+                continue
+            self.step = rec.step
+            if "loss" in rec.metrics:
+                self.loss = rec.metrics["loss"]
+            if rec.timestamp is None:
+                continue
+            if self._first is None:
+                self._first = (rec.step, rec.timestamp)
+            elif rec.timestamp > self._first[1]:
+                self.steps_per_s = (rec.step - self._first[0]) / (rec.timestamp - self._first[1])
+
+
+progress_records = st.builds(
+    lambda step, stamp, loss: records.Record(0, step, stamp, {"x": 1.0, **loss}),
+    st.none() | st.integers(min_value=-5, max_value=50),
+    st.none() | st.floats(allow_infinity=False, min_value=-10, max_value=100),
+    st.fixed_dictionaries({}, optional={"loss": st.floats()}),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(progress_records, max_size=6), max_size=5))
+def test_progress_from_columns_matches_the_record_by_record_reading(
+    batches: list[list[records.Record]],
+) -> None:
+    columnar, reference = Progress(), _RecordProgress()
+    for batch in batches:
+        columnar.update(records.RecordColumns.from_records(batch, 0))
+        reference.update(batch)
+        got = (columnar.step, columnar.loss, columnar.steps_per_s)
+        want = (reference.step, reference.loss, reference.steps_per_s)
+        assert repr(got) == repr(want)
+
+
+def test_records_arrive_as_columns_by_their_rank(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    lines = [records.encode(2, s, {"loss": 1.0 / (s + 1), "tok": s}, 10.0 + s) for s in range(3000)]
+    (run / "metrics").mkdir(parents=True, exist_ok=True)
+    (run / "metrics" / "rank-00002.jsonl").write_bytes(b"".join(lines))
+    batch = RunFollower(run).poll()
+    columns = batch.records[2]
+    assert isinstance(columns, records.RecordColumns) and len(columns) == 3000
+    assert columns.steps == list(range(3000)) and columns.metrics["tok"][-1] == 2999.0
+    progress = Progress()
+    progress.update(columns)
+    assert (progress.step, progress.loss, progress.steps_per_s) == (2999, 1 / 3000, 1.0)

@@ -11,8 +11,11 @@ from hypothesis import strategies as st
 
 from ezpz_tui.core.followers import RunFollower
 from ezpz_tui.core.monitor import (
+    CUT,
+    LENGTH,
     NO_FILTER,
-    LogLine,
+    OFFSET,
+    TEXT,
     RunMonitor,
     is_error_line,
     parse_filter,
@@ -48,9 +51,9 @@ def test_segfaulting_rank_is_failed_with_its_signal_and_first(tmp_path: Path) ->
     assert monitor.ranks[2].outcome == "SIGSEGV"
     assert monitor.ranks[0].outcome == "SIGTERM"
     assert "Segmentation fault" in monitor.ranks[2].last_line or any(
-        "Segmentation fault" in line.text for line in monitor.lines_of(2)
+        "Segmentation fault" in line[TEXT] for line in monitor.lines_of(2)
     )
-    marks = [line.text for line in monitor.all_lines if line.offset < 0]
+    marks = [line[TEXT] for line in monitor.all_lines if line[OFFSET] < 0]
     assert marks[0] == "✗ rank 2 SIGSEGV", "the rank that died first is marked first"
     assert sorted(marks[1:]) == [f"✗ rank {r} SIGTERM" for r in (0, 1, 3)]
     assert all(monitor.state_of(r, 1_763_800_100.0) == "failed" for r in range(4))
@@ -125,22 +128,22 @@ def test_buffers_are_bounded_and_older_lines_read_back_exactly(tmp_path: Path) -
     kept = list(monitor.lines_of(0))
     assert len(kept) == 100 and len(changes.by_rank[0]) == 100
     assert monitor.ranks[0].lines == 5000 and monitor.total_lines == 5000
-    assert [line.text for line in kept] == lines[-100:]
-    older = read_lines_before(log, 0, kept[0].offset, 50, chunk=4096)
-    assert [line.text for line in older] == lines[-150:-100]
-    everything = read_lines_before(log, 0, kept[0].offset, 10_000, max_line=1000, chunk=4096)
+    assert [line[TEXT] for line in kept] == lines[-100:]
+    older = read_lines_before(log, 0, kept[0][OFFSET], 50, chunk=4096)
+    assert [line[TEXT] for line in older] == lines[-150:-100]
+    everything = read_lines_before(log, 0, kept[0][OFFSET], 10_000, max_line=1000, chunk=4096)
     assert len(everything) == 4900
-    assert everything[10].text == "progress 100%"
-    assert everything[20].cut > 0 and everything[20].length == 300_000
+    assert everything[10][TEXT] == "progress 100%"
+    assert everything[20][CUT] > 0 and everything[20][LENGTH] == 300_000
     assert read_whole_line(log, everything[20]) == "x" * 300_000
-    assert [line.text for i, line in enumerate(everything) if i not in (10, 20)] == [
+    assert [line[TEXT] for i, line in enumerate(everything) if i not in (10, 20)] == [
         text for i, text in enumerate(lines[:4900]) if i not in (10, 20)
     ]
 
 
 def test_read_back_of_a_missing_file_is_empty(tmp_path: Path) -> None:
     assert read_lines_before(tmp_path / "gone.log", 0, 100, 10) == []
-    line = LogLine(0, "shown", 5, 10, 3)
+    line = (0, "shown", 5, 10, 3)
     assert read_whole_line(tmp_path / "gone.log", line) == "shown"
 
 
@@ -165,9 +168,9 @@ def test_filter_by_ranks_and_text() -> None:
     line_filter, problem = parse_filter("@0,3-5 Loss")
     assert problem == ""
     assert line_filter.ranks == frozenset({0, 3, 4, 5}) and line_filter.text == "Loss"
-    assert line_filter.keeps(LogLine(4, "step 3 \x1b[1mloss\x1b[0m=2", 0, 1, 0))
-    assert not line_filter.keeps(LogLine(1, "loss=2", 0, 1, 0))
-    assert not line_filter.keeps(LogLine(0, "lr=3", 0, 1, 0))
+    assert line_filter.keeps((4, "step 3 \x1b[1mloss\x1b[0m=2", 0, 1, 0))
+    assert not line_filter.keeps((1, "loss=2", 0, 1, 0))
+    assert not line_filter.keeps((0, "lr=3", 0, 1, 0))
     bad, problem = parse_filter("@x,2 @5-3 nan")
     assert bad.ranks == frozenset({2}) and bad.text == "nan"
     assert "'x'" in problem and "'5-3'" in problem
@@ -197,7 +200,7 @@ def test_restart_clears_a_rank(tmp_path: Path) -> None:
     log.write_text("new\n")
     _, changes = _follow(tmp_path, monitor, 1.0, follower)
     assert changes.restarted == {0}
-    assert [line.text for line in monitor.lines_of(0)] == ["new"]
+    assert [line[TEXT] for line in monitor.lines_of(0)] == ["new"]
 
 
 def test_the_line_budget_is_shared_among_many_ranks(tmp_path: Path) -> None:

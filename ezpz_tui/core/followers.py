@@ -8,17 +8,19 @@ decoded with replacement, torn lines wait for their end, garbage JSONL lines are
 
 Log lines are returned columnar (:class:`Lines`, texts plus byte lengths) rather than as one
 object per line: building a Python object per line costs about half the ingest rate, and the UI
-writes lines to its widgets in batches anyway. :class:`Line` objects are built on demand.
+writes lines to its widgets in batches anyway. :class:`Line` objects are built on demand. Metric
+records are columnar for the same reason (:class:`runtime.records.RecordColumns`, one per rank).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
@@ -177,6 +179,10 @@ class _ByteTail:
         self._ino: int | None = None
         self._gone = False
 
+    def start_at(self, ino: int, offset: int) -> None:
+        """Continue file ``ino`` from ``offset`` instead of its start."""
+        self._ino, self.offset = ino, offset
+
     def read(self, max_bytes: int, st: os.stat_result | None = None) -> tuple[bytes, int, bool]:
         """``(chunk, file offset of chunk, restarted)``; an empty chunk when nothing is new.
 
@@ -221,6 +227,25 @@ class LineTail:
         self.max_line = max_line
         self._src = _ByteTail(self.path)
         self._partial: _Segment | None = None
+
+    def skip_to_tail(self, backlog: int) -> None:
+        """Start at the first line that begins within ``backlog`` bytes of the file's end.
+
+        Opening a long run, the view wants its last lines, not gigabytes of history read and
+        dropped: earlier lines stay on disk for the viewer to read back on demand.
+        """
+        try:
+            with open(self.path, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                if st.st_size <= backlog:
+                    return
+                fh.seek(st.st_size - backlog - 1)
+                head = fh.read(backlog + 1)
+        except OSError:
+            return
+        newline = head.find(b"\n")
+        if newline >= 0:
+            self._src.start_at(st.st_ino, st.st_size - backlog - 1 + newline + 1)
 
     @property
     def offset(self) -> int:
@@ -295,7 +320,8 @@ class LineTail:
 
 
 class RecordTail:
-    """New metric records of one JSONL file; an oversized line is skipped, not buffered."""
+    """New metric records of one JSONL file, as columns by rank (the records name their rank;
+    ``rank``, the file's, is the default); an oversized line is skipped, not buffered."""
 
     __slots__ = ("_pending", "_skipping", "_src", "rank")
 
@@ -307,26 +333,26 @@ class RecordTail:
 
     def read(
         self, max_bytes: int = DEFAULT_READ, st: os.stat_result | None = None
-    ) -> tuple[list[records.Record], int, bool]:
-        """``(records, garbage lines, restarted)``."""
+    ) -> tuple[dict[int, records.RecordColumns], int, bool]:
+        """``(records by rank, garbage lines, restarted)``."""
         chunk, _, restarted = self._src.read(max_bytes, st)
         if restarted:
             self._pending, self._skipping = b"", False
         if not chunk:
-            return [], 0, restarted
+            return {}, 0, restarted
         data = self._pending + chunk if self._pending else chunk
         if self._skipping:
             nl = data.find(b"\n")
             if nl < 0:
-                return [], 0, restarted
+                return {}, 0, restarted
             data, self._skipping = data[nl + 1 :], False
-        result = records.parse_chunk(data, self.rank)
+        result = records.parse_columns(data, self.rank)
         self._pending = data[result.consumed :]
         garbage = result.garbage
         if len(self._pending) > MAX_RECORD:
             self._pending, self._skipping = b"", True
             garbage += 1
-        return result.records, garbage, restarted
+        return result.columns, garbage, restarted
 
 
 @dataclass
@@ -338,19 +364,42 @@ class Progress:
     steps_per_s: float | None = None
     _first: tuple[int, float] | None = None
 
-    def update(self, new: list[records.Record]) -> None:
-        for rec in new:
-            if rec.step is None:
+    def update(self, new: records.RecordColumns | Sequence[records.Record]) -> None:
+        """Take in the next records of one rank, in file order: the latest step, the loss of the
+        latest record with a step that has one, and the rate from the first record with a step
+        and a timestamp to the latest later one. Records without a step are passed over.
+
+        Columns are read from the end and the scan stops once everything is found, so a batch
+        of 100k records costs a few lookups, not a loop over them all."""
+        if not isinstance(new, records.RecordColumns):
+            new = records.RecordColumns.from_records(new)
+        steps, stamps = new.steps, new.timestamps
+        begin = 0  # records from here on may give the rate
+        if self._first is None:
+            for i, (step, stamp) in enumerate(zip(steps, stamps, strict=True)):
+                if step is not None and stamp is not None:
+                    self._first, begin = (step, stamp), i + 1
+                    break
+        losses = new.metrics.get("loss", [])
+        step0, time0 = self._first or (0, math.inf)
+        want_step, want_loss, want_rate = True, bool(losses), self._first is not None
+        for i in range(len(steps) - 1, -1, -1):
+            step = steps[i]
+            if step is None:
                 continue
-            self.step = rec.step
-            if "loss" in rec.metrics:
-                self.loss = rec.metrics["loss"]
-            if rec.timestamp is None:
-                continue
-            if self._first is None:
-                self._first = (rec.step, rec.timestamp)
-            elif rec.timestamp > self._first[1]:
-                self.steps_per_s = (rec.step - self._first[0]) / (rec.timestamp - self._first[1])
+            if want_step:
+                self.step, want_step = step, False
+            if want_loss and not records.is_missing(losses[i]):
+                self.loss, want_loss = losses[i], False
+            if want_rate:
+                stamp = stamps[i]
+                if i < begin:
+                    want_rate = False
+                elif stamp is not None and stamp > time0:
+                    self.steps_per_s = (step - step0) / (stamp - time0)
+                    want_rate = False
+            if not (want_loss or want_rate):
+                break
 
 
 class RankLines(NamedTuple):
@@ -371,7 +420,7 @@ class Batch:
     """
 
     logs: list[RankLines] = field(default_factory=list)
-    records: dict[int, list[records.Record]] = field(default_factory=dict)
+    records: dict[int, records.RecordColumns] = field(default_factory=dict)  # by record rank
     garbage: dict[int, int] = field(default_factory=dict)  # by the file's rank
     status: dict[int, dict[str, Any]] = field(default_factory=dict)  # re-read status files
     log_restarts: set[int] = field(default_factory=set)  # drop what was shown for these ranks
@@ -402,11 +451,15 @@ class RunFollower:
         max_line: int = DEFAULT_MAX_LINE,
         read_bytes: int = DEFAULT_READ,
         rescan_s: float = 1.0,
+        log_backlog: int | None = None,
     ) -> None:
+        """``log_backlog``: start each log found by the first scan at its last lines (within
+        that many bytes) rather than at its beginning; logs that appear later start at 0."""
         self.run_dir = Path(run_dir)
         self.max_line = max_line
         self.read_bytes = read_bytes
         self.rescan_s = rescan_s
+        self.log_backlog = log_backlog
         self._logs: dict[Path, tuple[int, LineTail]] = {}
         self._metrics: dict[Path, RecordTail] = {}
         self._status: dict[Path, tuple[int, tuple[int, int, int] | None]] = {}
@@ -415,10 +468,14 @@ class RunFollower:
 
     def rescan(self) -> None:
         """Start following files that appeared since the last scan."""
+        first = self._scanned_at == -float("inf")
         self._scanned_at = time.monotonic()
         for path, rank in _numbered(self.run_dir / "logs", _LOG_FILE):
             if path not in self._logs:
-                self._logs[path] = (rank, LineTail(path, self.max_line))
+                tail = LineTail(path, self.max_line)
+                if first and self.log_backlog is not None:
+                    tail.skip_to_tail(self.log_backlog)
+                self._logs[path] = (rank, tail)
         for path, rank in metric_files(self.run_dir):
             if path not in self._metrics:
                 self._metrics[path] = RecordTail(path, rank)
@@ -448,8 +505,7 @@ class RunFollower:
                 batch.metric_restarts.add(tail.rank)
             if garbage:
                 batch.garbage[tail.rank] = batch.garbage.get(tail.rank, 0) + garbage
-            for record in new:
-                batch.records.setdefault(record.rank, []).append(record)
+            records.merge_columns(batch.records, new)
         for path, (rank, seen) in self._status.items():
             st = _stat(path)
             sig = (st.st_ino, st.st_size, st.st_mtime_ns) if st else None

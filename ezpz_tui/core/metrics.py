@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -31,7 +31,7 @@ import numpy as np
 
 from ezpz_tui.core.followers import DEFAULT_READ, MAX_RECORD
 from runtime.history import metric_files
-from runtime.records import Record, parse_chunk
+from runtime.records import MISSING, Record, RecordColumns, parse_columns
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -43,9 +43,9 @@ XAxis = Literal["step", "time"]
 Mode = Literal["rank", "all", "band"]
 """One rank; every rank as its own line; the mean across ranks with the min/max band."""
 
-_MISSING_BITS = 0x7FF8_0000_00BA_DF00
-MISSING = float(np.array([_MISSING_BITS], dtype=np.int64).view(np.float64)[0])
-"""The NaN stored where a record lacks a metric: a quiet NaN with a payload that no arithmetic
+_MISSING_BITS = int(np.array([MISSING]).view(np.int64)[0])
+"""The bits of :data:`runtime.records.MISSING`, the NaN stored where a record lacks a metric
+(the follower's columns already hold it there): a quiet NaN with a payload that no arithmetic
 and no JSON reader produces, so :meth:`MetricStore.series` can drop gaps without dropping a
 real NaN."""
 
@@ -151,49 +151,40 @@ class MetricStore:
 
     # --- writing ----------------------------------------------------------------------------
 
-    def add(self, rank: int, records: list[Record]) -> None:
-        """Append ``records`` (all of ``rank``, in file order).
+    def add(self, rank: int, records: RecordColumns | Sequence[Record]) -> None:
+        """Append ``records`` (all of ``rank``, in file order): the follower's columns, or
+        :class:`Record` objects (turned into columns first).
 
         A record without a step gets the rank's running record number, as
         :func:`runtime.records.number_steps` numbers ezpz's step-less records.
         """
-        if not records:
+        columns = (
+            records
+            if isinstance(records, RecordColumns)
+            else RecordColumns.from_records(records, rank)
+        )
+        m = len(columns)
+        if not m:
             return
         data = self._ranks.get(rank)
         if data is None:
             data = self._ranks[rank] = _Rank()
-        n0, m = data.n, len(records)
-        steps = np.array(
-            [
-                r.step if r.step is not None and -_STEP_LIMIT < r.step < _STEP_LIMIT else n0 + i
-                for i, r in enumerate(records)
-            ],
-            dtype=np.int64,
-        )
-        times = np.array(
-            [math.nan if r.timestamp is None else r.timestamp for r in records], dtype=np.float64
-        )
-        # One (positions, values) pair per metric name: a pass over the records in Python is
-        # unavoidable (they are Python objects); everything after it is numpy.
-        found: dict[str, tuple[list[int], list[float]]] = {}
-        for i, record in enumerate(records):
-            for name, value in record.metrics.items():
-                entry = found.get(name)
-                if entry is None:
-                    entry = found[name] = ([], [])
-                entry[0].append(i)
-                entry[1].append(value)
-        for name, (positions, values) in found.items():
+        n0 = data.n
+        steps = _steps(columns.steps, n0)
+        times = np.array(columns.timestamps, dtype=np.float64)  # None reads as NaN
+        found = set()
+        for name, values in columns.metrics.items():
+            chunk = np.array(values, dtype=np.float64)  # keeps MISSING's payload
+            missing = _is_missing(chunk)
+            gaps = int(np.count_nonzero(missing))
+            if gaps == m:  # a slice of columns may hold a name none of its records has
+                continue
+            found.add(name)
             series = data.series.get(name)
             if series is None:
                 series = data.series[name] = _Series(_Column(np.float64, MISSING, n0), n0)
-            chunk = np.array(values, dtype=np.float64)
-            self._note_nonfinite(series, chunk, positions, steps, times)
-            if len(positions) < m:
-                full = np.full(m, MISSING)
-                full[positions] = chunk
-                chunk = full
-                series.missing += m - len(positions)
+            self._note_nonfinite(series, chunk, missing, steps, times)
+            series.missing += gaps
             series.column.extend(chunk)
         gap = np.full(m, MISSING)
         for name, series in data.series.items():
@@ -214,18 +205,20 @@ class MetricStore:
 
     @staticmethod
     def _note_nonfinite(
-        series: _Series, chunk: FloatArray, positions: list[int], steps: Array, times: FloatArray
+        series: _Series, chunk: FloatArray, missing: Array, steps: Array, times: FloatArray
     ) -> None:
         bad = ~np.isfinite(chunk)
         if not bad.any():
             return
+        bad &= ~missing
         count = int(bad.sum())
+        if not count:
+            return
         if series.bad is not None:
             series.bad = series.bad._replace(count=series.bad.count + count)
             return
-        first = int(np.argmax(bad))
-        i = positions[first]
-        series.bad = NonFinite(count, int(steps[i]), float(times[i]), float(chunk[first]))
+        i = int(np.argmax(bad))
+        series.bad = NonFinite(count, int(steps[i]), float(times[i]), float(chunk[i]))
 
     def reset(self, rank: int) -> None:
         """Forget ``rank``'s data: its file was truncated or replaced and is read again."""
@@ -349,6 +342,25 @@ class MetricStore:
         return xr.DataArray(
             values, dims=("rank", "step"), coords={"rank": ranks, "step": grid}, name=metric
         )
+
+
+def _steps(steps: list[int | None], n0: int) -> Array:
+    """The int64 steps of records ``n0``, ``n0 + 1``...: a record without a step, or with one
+    too large for int64 arrays, gets its record number."""
+    try:
+        out = np.array(steps, dtype=np.int64)
+    except (TypeError, OverflowError, ValueError):  # None, or past 64 bits
+        pass
+    else:
+        if not len(out) or (out.min() > -_STEP_LIMIT and out.max() < _STEP_LIMIT):
+            return out
+    return np.array(
+        [
+            s if s is not None and -_STEP_LIMIT < s < _STEP_LIMIT else n0 + i
+            for i, s in enumerate(steps)
+        ],
+        dtype=np.int64,
+    )
 
 
 def _span(ranks: list[_Rank]) -> int:
@@ -808,10 +820,10 @@ def _nothing_drawn(
 # --- earlier runs -----------------------------------------------------------------------------
 
 
-def _file_records(path: Path, rank: int) -> Iterator[list[Record]]:
-    """The records of one JSONL file, a chunk at a time so a large file never sits in memory
-    whole. A line longer than MAX_RECORD is skipped (garbage, as the followers treat it); a
-    last line without its newline is parsed if it is complete JSON (a finished file). An
+def _file_columns(path: Path, rank: int) -> Iterator[dict[int, RecordColumns]]:
+    """The records of one JSONL file by rank, a chunk at a time so a large file never sits in
+    memory whole. A line longer than MAX_RECORD is skipped (garbage, as the followers treat
+    it); a last line without its newline is parsed if it is complete JSON (a finished file). An
     unreadable file ends the records early instead of raising."""
     pending = b""
     skipping = False
@@ -822,16 +834,16 @@ def _file_records(path: Path, rank: int) -> Iterator[list[Record]]:
                 if skipping:
                     newline = data.find(b"\n")
                     data, skipping = (b"", True) if newline < 0 else (data[newline + 1 :], False)
-                result = parse_chunk(data, rank)
+                result = parse_columns(data, rank)
                 pending = data[result.consumed :]
                 if len(pending) > MAX_RECORD:
                     pending, skipping = b"", True
-                if result.records:
-                    yield result.records
+                if result.columns:
+                    yield result.columns
     except OSError:
         return
     if pending.strip() and not skipping:
-        yield parse_chunk(pending + b"\n", rank).records
+        yield parse_columns(pending + b"\n", rank).columns
 
 
 def load_store(run_dir: str | os.PathLike[str]) -> MetricStore:
@@ -840,10 +852,7 @@ def load_store(run_dir: str | os.PathLike[str]) -> MetricStore:
     Unreadable files and garbage lines are skipped."""
     store = MetricStore()
     for path, rank in metric_files(run_dir):
-        for chunk in _file_records(path, rank):
-            by_rank: dict[int, list[Record]] = {}
-            for record in chunk:
-                by_rank.setdefault(record.rank, []).append(record)
-            for record_rank, recs in by_rank.items():
-                store.add(record_rank, recs)
+        for by_rank in _file_columns(path, rank):
+            for record_rank, columns in by_rank.items():
+                store.add(record_rank, columns)
     return store

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass
+from itertools import accumulate, count, repeat
+from operator import add
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -37,15 +39,17 @@ def is_error_line(text: str) -> bool:
     return _ERROR.search(strip_ansi(text)) is not None
 
 
-class LogLine(NamedTuple):
-    """One shown line; ``offset``/``length`` locate its bytes in the rank's log, ``cut`` says how
-    many bytes the display dropped (0 when whole)."""
+LogLine = tuple[int, str, int, int, int]
+"""One shown line: ``(rank, text, offset, length, cut)``; ``offset``/``length`` locate its bytes
+in the rank's log (a negative offset marks a line the monitor made), ``cut`` says how many bytes
+the display dropped (0 when whole).
 
-    rank: int
-    text: str
-    offset: int
-    length: int
-    cut: int
+A plain tuple on purpose, indexed with the constants below: CPython's garbage collector stops
+tracking an exact tuple of strings and ints, but keeps scanning tuple subclasses (NamedTuple).
+With 256 ranks' buffers (~600k lines) every full collection of NamedTuples stopped the UI for
+~340 ms (bench/monitor_bench.py).
+"""
+RANK, TEXT, OFFSET, LENGTH, CUT = range(5)
 
 
 @dataclass
@@ -147,10 +151,15 @@ class RunMonitor:
         for rank, _seq, lines in batch.logs:
             texts, lengths, cuts = lines.texts, lines.lengths, lines.cuts
             first = max(0, len(texts) - self.keep_per_rank)
-            new = [
-                LogLine(rank, texts[i], lines.offset(i), lengths[i], cuts.get(i, 0))
-                for i in range(first, len(texts))
-            ]
+            # offset of line first+k = offset(first) + its k predecessors' lengths + k newlines,
+            # all in C: a batch can hold a few hundred thousand lines.
+            sums = accumulate(lengths[first:], initial=lines.offset(first))
+            offsets = map(add, sums, count())
+            new = list(zip(repeat(rank), texts[first:], offsets, lengths[first:], repeat(0)))
+            for i, cut in cuts.items():  # rare: lines over the display cap
+                if i >= first:
+                    line = new[i - first]
+                    new[i - first] = (rank, line[TEXT], line[OFFSET], line[LENGTH], cut)
             by_rank.setdefault(rank, []).extend(new)
             arrived.extend(new)
             counts[rank] = counts.get(rank, 0) + len(texts)
@@ -186,7 +195,7 @@ class RunMonitor:
             if info.status == "failed" and was != "failed":
                 # Where in the interleaved stream the rank died: the all-ranks view shows it.
                 self._marks += 1
-                mark = LogLine(rank, f"✗ rank {rank} {info.outcome}", -self._marks, 0, 0)
+                mark = (rank, f"✗ rank {rank} {info.outcome}", -self._marks, 0, 0)
                 self.all_lines.append(mark)
                 changes.arrived.append(mark)
         return changes
@@ -300,11 +309,11 @@ def read_lines_before(
 
 def _shape(rank: int, raw: bytes, offset: int, max_line: int) -> LogLine:
     if len(raw) <= max_line:
-        return LogLine(rank, _collapse(raw.decode("utf-8", "replace")), offset, len(raw), 0)
+        return (rank, _collapse(raw.decode("utf-8", "replace")), offset, len(raw), 0)
     segment = _Segment(offset, max_line)
     segment.feed(raw)
     text, cut = segment.render()
-    return LogLine(rank, text, offset, len(raw), cut)
+    return (rank, text, offset, len(raw), cut)
 
 
 def read_whole_line(path: Path, line: LogLine, limit: int = 4 << 20) -> str:
@@ -312,13 +321,13 @@ def read_whole_line(path: Path, line: LogLine, limit: int = 4 << 20) -> str:
     base64 is not worth more); the text as shown when the file can no longer be read."""
     try:
         with open(path, "rb") as fh:
-            fh.seek(line.offset)
-            raw = fh.read(min(line.length, limit))
+            fh.seek(line[OFFSET])
+            raw = fh.read(min(line[LENGTH], limit))
     except OSError:
-        return line.text
+        return line[TEXT]
     text = _collapse(raw.decode("utf-8", "replace"))
-    if line.length > limit:
-        text += f" … [{line.length - limit} more bytes]"
+    if line[LENGTH] > limit:
+        text += f" … [{line[LENGTH] - limit} more bytes]"
     return text
 
 
@@ -329,9 +338,9 @@ class LineFilter(NamedTuple):
     text: str
 
     def keeps(self, line: LogLine) -> bool:
-        if self.ranks is not None and line.rank not in self.ranks:
+        if self.ranks is not None and line[RANK] not in self.ranks:
             return False
-        return not self.text or self.text.lower() in strip_ansi(line.text).lower()
+        return not self.text or self.text.lower() in strip_ansi(line[TEXT]).lower()
 
     def describe(self) -> str:
         parts = []

@@ -52,6 +52,8 @@ RUNS_REFRESH_S = 2.0
 NARROW = 110  # below this width the right sidebar starts hidden
 NARROW_LEFT = 100  # below this width the left sidebar and the grid shrink
 FOLLOW_INTERVAL_S = 0.1  # how often the follower hands a batch to the UI (DESIGN: 50-250 ms)
+READ_BYTES = 1 << 20  # per file and poll
+BACKLOG_BYTES_PER_LINE = 200  # a generous training log line, to start a log near its end
 
 
 class RunStateChanged(Message):
@@ -141,10 +143,12 @@ class EzpzApp(App[None]):
             self._detect_allocation()
         self.set_interval(1.0, self._tick)
         self.set_interval(RUNS_REFRESH_S, self._refresh_runs)
-        self.query_one(LaunchForm).focus()
         if self._attach is not None:
             self._open_run(self._attach)
-            self.query_one(RankList).focus()
+            # After the tab switch has settled: it would otherwise pass the focus on again.
+            self.call_after_refresh(self.query_one(RankList).focus)
+        else:
+            self.query_one(LaunchForm).focus()
 
     def on_unmount(self) -> None:
         self._follow_stop.set()
@@ -236,7 +240,14 @@ class EzpzApp(App[None]):
         try:
             if isinstance(world, int) and 0 < world <= 1 << 20:
                 self.call_from_thread(self._expect_ranks, monitor, world)
-            follower = RunFollower(monitor.run_dir)
+            # Existing logs start near their ends (older lines are read back on demand) and
+            # one poll reads at most READ_BYTES of a file: opening a 256-rank run with hours
+            # of logs must not read gigabytes before the first frame.
+            follower = RunFollower(
+                monitor.run_dir,
+                read_bytes=READ_BYTES,
+                log_backlog=monitor.keep_per_rank * BACKLOG_BYTES_PER_LINE,
+            )
             for batch in follower.watch(stop, interval_s=FOLLOW_INTERVAL_S):
                 prepared = monitor.prepare(batch)
                 if stop.is_set():
@@ -331,6 +342,8 @@ class EzpzApp(App[None]):
     # --- reactions ---------------------------------------------------------------------------
 
     def _tick(self) -> None:
+        if not self.is_running:  # a timer that fires while the app closes
+            return
         self.query_one(AllocationPanel).tick()
         self.query_one(RunPanel).tick()
         self._update_summary()

@@ -18,7 +18,15 @@ from textual.cache import LRUCache
 from textual.message import Message
 
 from ezpz_tui.core.followers import strip_ansi
-from ezpz_tui.core.monitor import NO_FILTER, LineFilter, LogLine, is_error_line
+from ezpz_tui.core.monitor import (
+    NO_FILTER,
+    OFFSET,
+    RANK,
+    TEXT,
+    LineFilter,
+    LogLine,
+    is_error_line,
+)
 from ezpz_tui.ui.palette import bindings_for
 from ezpz_tui.ui.widgets.linelist import LineList
 from ezpz_tui.ui.widgets.topology import group_palette
@@ -41,9 +49,8 @@ class LogView(LineList):
     class WantOlder(Message):
         """The cursor reached the first line held and the file has earlier ones."""
 
-        def __init__(self, view: LogView, rank: int, offset: int) -> None:
+        def __init__(self, rank: int, offset: int) -> None:
             super().__init__()
-            self.view = view
             self.rank = rank
             self.offset = offset
 
@@ -135,7 +142,7 @@ class LogView(LineList):
     def _after_change(self, new: Sequence[LogLine]) -> None:
         # Raw length bounds the cell width from above (escapes count, wide glyphs rarely
         # matter): good enough for the horizontal scroll range, and O(1) per line.
-        width = max(map(len, (line.text for line in new)), default=0)
+        width = max(map(len, (line[TEXT] for line in new)), default=0)
         if self.show_rank:
             width += self._rank_width + 3
         self.rows_changed(min(width, 4096))
@@ -148,7 +155,9 @@ class LogView(LineList):
     # --- drawing ----------------------------------------------------------------------------
 
     def on_mount(self) -> None:
-        self.watch(self.app, "theme", self._theme_changed, init=True)
+        # The signal, not a watch of app.theme: it comes after the theme's variables are set.
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._theme_changed())
+        self._theme_changed()
 
     def _theme_changed(self) -> None:
         palette = group_palette(self.app.theme_variables)
@@ -162,23 +171,23 @@ class LogView(LineList):
 
     def render_row(self, row: int) -> Text:
         line = self.lines[row]
-        key = (line.rank, line.offset)
+        key = (line[RANK], line[OFFSET])
         text = self._cache.get(key)
         if text is None:
-            text = styled(line.text)
-            if line.offset < 0:  # a marker the monitor put in: where a rank died
+            text = styled(line[TEXT])
+            if line[OFFSET] < 0:  # a marker the monitor put in: where a rank died
                 text.stylize("bold reverse")
             if self.show_rank:
-                prefix = Text(f"{line.rank:>{self._rank_width}} │ ", self.rank_style(line.rank))
+                prefix = Text(f"{line[RANK]:>{self._rank_width}} │ ", self.rank_style(line[RANK]))
                 text = Text.assemble(prefix, text, no_wrap=True, end="")
             self._cache[key] = text
         return text.copy()
 
     def row_text(self, row: int) -> str:
-        return strip_ansi(self.lines[row].text)
+        return strip_ansi(self.lines[row][TEXT])
 
     def is_heading(self, row: int) -> bool:
-        return is_error_line(self.lines[row].text)
+        return is_error_line(self.lines[row][TEXT])
 
     # --- follow mode ------------------------------------------------------------------------
 
@@ -205,14 +214,14 @@ class LogView(LineList):
     def action_toggle_follow(self) -> None:
         self._set_follow(not self.follow)
 
-    def _on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
         self._set_follow(False)
 
     def _want_older(self) -> None:
         first = self.lines[0]
-        if self.rank is not None and first.offset > 0 and not self.older_pending:
+        if self.rank is not None and first[OFFSET] > 0 and not self.older_pending:
             self.older_pending = True
-            self.post_message(self.WantOlder(self, self.rank, first.offset))
+            self.post_message(self.WantOlder(self.rank, first[OFFSET]))
 
     def action_show_line(self) -> None:
         if self.lines:

@@ -4,7 +4,7 @@ earlier runs overlaid. One status line says what is shown and warns when the met
 or infinite values.
 
 The numbers live in :mod:`ezpz_tui.core.metrics` (UI-free): a columnar store the app appends
-the follower's records to, and :func:`~ezpz_tui.core.metrics.prepare_plot`, which reduces a
+the follower's record columns to, and :func:`~ezpz_tui.core.metrics.prepare_plot`, which reduces a
 million points per rank to about two per cell before plotext sees them (plotext's cost grows
 with the points it is given: ~180 ms at 10k, DESIGN.md section 6). That module imports numpy,
 so it is imported here only when the first metrics arrive: the TUI starts without numpy.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 from typing import TYPE_CHECKING
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from textual_plotext.plot import Plot
 
     from ezpz_tui.core.metrics import Drawing, MetricStore, Mode, PlotSettings, XAxis
-    from runtime.records import Record
+    from runtime.records import Record, RecordColumns
 
 REDRAW_S = 0.5
 """Least time between two redraws caused by arriving data."""
@@ -274,9 +274,12 @@ class MetricsView(Widget, can_focus=True):
         self.store = None
         self.redraw()
 
-    def add_records(self, records: dict[int, list[Record]], restarts: set[int]) -> None:
-        """New records from the follower (by rank); ``restarts``: ranks whose file began again.
-        Cheap: the records are appended; the plot follows within ``REDRAW_S``."""
+    def add_records(
+        self, records: Mapping[int, RecordColumns | Sequence[Record]], restarts: set[int]
+    ) -> None:
+        """New records from the follower (``Batch.records``: columns by rank; lists of
+        :class:`Record` work too); ``restarts``: ranks whose file began again. Cheap: the
+        columns are appended; the plot follows within ``REDRAW_S``."""
         if not records and not restarts:
             return
         if self.store is None:

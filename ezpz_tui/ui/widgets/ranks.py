@@ -13,6 +13,7 @@ from ezpz_tui.core.followers import strip_ansi
 from ezpz_tui.core.monitor import RunMonitor
 from ezpz_tui.ui.palette import bindings_for
 from ezpz_tui.ui.widgets.linelist import LineList, fits
+from ezpz_tui.ui.widgets.runs import age
 
 TYPE_TIMEOUT_S = 1.0  # digits typed within this add up to one rank number
 
@@ -24,15 +25,6 @@ STATE_STYLE = {
     "succeeded": "green",
     "failed": "bold red",
 }
-
-
-def _age(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 100:
-        return f"{seconds:.0f}s"
-    if seconds < 6000:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.0f}h"
 
 
 class RankList(LineList):
@@ -109,7 +101,7 @@ class RankList(LineList):
         shown = {"succeeded": "exited 0", "failed": info.outcome}.get(state, state)
         text.append(f"{fits(shown, 9):<9} ", STATE_STYLE.get(state, ""))
         if info.last_activity is not None and state in ("running", "stalled"):
-            text.append(f"{_age(self.clock() - info.last_activity):>4} ", "dim")
+            text.append(f"{age(self.clock() - info.last_activity):>4} ", "dim")
         else:
             text.append("     ")
         text.append(f"{fits(info.host.split('.')[0], 16):<{self._host_width}} ", "dim")

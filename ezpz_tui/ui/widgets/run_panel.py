@@ -20,7 +20,12 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from ezpz_tui.core.monitor import (
+    CUT,
+    LENGTH,
     NO_FILTER,
+    OFFSET,
+    RANK,
+    TEXT,
     Changes,
     LogLine,
     RunMonitor,
@@ -177,7 +182,7 @@ class RunPanel(Vertical):
 
     def _older_ready(self, rank: int, offset: int, older: list[LogLine]) -> None:
         log = self.log
-        if log.rank == rank and log.lines and log.lines[0].offset == offset:
+        if log.rank == rank and log.lines and log.lines[0][OFFSET] == offset:
             log.prepend(older)
         else:
             log.older_pending = False
@@ -185,17 +190,17 @@ class RunPanel(Vertical):
     @on(LogView.ShowLine)
     def _show_line(self, event: LogView.ShowLine) -> None:
         line = event.line
-        if self.monitor is None or line.offset < 0 or not line.cut:
-            self._line_ready(line, line.text)
+        if self.monitor is None or line[OFFSET] < 0 or not line[CUT]:
+            self._line_ready(line, line[TEXT])
         else:
-            self._read_whole(self.monitor.log_path(line.rank), line)
+            self._read_whole(self.monitor.log_path(line[RANK]), line)
 
     @work(thread=True, group="whole-line")
     def _read_whole(self, path: Path, line: LogLine) -> None:
         self.app.call_from_thread(self._line_ready, line, read_whole_line(path, line))
 
     def _line_ready(self, line: LogLine, text: str) -> None:
-        title = f"rank {line.rank}, byte {line.offset}, {line.length} bytes"
+        title = f"rank {line[RANK]}, byte {line[OFFSET]}, {line[LENGTH]} bytes"
         shown = styled(text)
         shown.no_wrap = False
         self.app.push_screen(LineScreen(title, shown))

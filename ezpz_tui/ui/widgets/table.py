@@ -11,29 +11,11 @@ from collections.abc import Callable
 
 from textual.widgets import DataTable
 
-from ezpz_tui.ui.palette import APP_NAVIGATION, app_bindings_for, bindings_for
-
-BLOCK = 5
+from ezpz_tui.ui.widgets.linelist import BLOCK, NAVIGATION
 
 
 class VimTable(DataTable[object]):
-    BINDINGS = bindings_for(
-        "navigation",
-        only={
-            "cursor_down",
-            "cursor_up",
-            "first",
-            "last",
-            "next_heading",
-            "previous_heading",
-            "next_block",
-            "previous_block",
-            "half_page_down",
-            "half_page_up",
-            "next_match",
-            "previous_match",
-        },
-    ) + app_bindings_for("navigation", APP_NAVIGATION)
+    BINDINGS = NAVIGATION
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=False)
