@@ -146,9 +146,13 @@ class EzpzApp(App[None]):
         if self._attach is not None:
             self._open_run(self._attach)
             # After the tab switch has settled: it would otherwise pass the focus on again.
-            self.call_after_refresh(self.query_one(RankList).focus)
+            self.call_after_refresh(self._focus_rank_list)
         else:
             self.query_one(LaunchForm).focus()
+
+    def _focus_rank_list(self) -> None:
+        if self.is_running:
+            self.query_one(RankList).focus()
 
     def on_unmount(self) -> None:
         self._follow_stop.set()
@@ -434,6 +438,8 @@ class EzpzApp(App[None]):
         await super().on_event(event)
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        if not self.is_running:  # a late focus while the app closes: its regions are gone
+            return
         region = self._region_of(event.widget)
         if region and (not self._history or self._history[-1] != region):
             self._history.append(region)
