@@ -60,13 +60,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-PY = sys.executable
-EZPZ_TUI = Path(PY).parent / "ezpz-tui"
+from _tmux import EZPZ_TUI, PY, Tmux, clean_env, ms, percentile, versions
+
 POLL_S = 0.01  # between captures while a press is timed: the resolution, plus one capture
 TARGET_P95_S = 0.100
 TARGET_RSS_MB = 400.0
@@ -229,102 +227,7 @@ def writer(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- the terminal --------------------------------------------------------------------------------
-
-
-class Tmux:
-    """A private tmux server (``-L ezpz-monitor-<pid>``, no user config)."""
-
-    def __init__(self, root: Path, env: dict[str, str], width: int, height: int) -> None:
-        self.socket = f"ezpz-monitor-{os.getpid()}"
-        self.conf = root / "tmux.conf"
-        self.conf.write_text("set -g exit-empty off\nset -g default-terminal xterm-256color\n")
-        self.env = env
-        self.cwd = root
-        self.width, self.height = width, height
-        self.poll_s: list[float] = []
-        self.tmux("start-server")
-
-    def tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["tmux", "-L", self.socket, "-f", str(self.conf), *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            check=check,
-            timeout=30,
-        )
-
-    def new(self, name: str, argv: list[str]) -> int:
-        """Start ``argv`` in a new session; the pid of the process in its pane."""
-        size = ["-x", str(self.width), "-y", str(self.height)]
-        self.tmux("new-session", "-d", "-s", name, *size, "-c", str(self.cwd), *argv)
-        return int(self.tmux("display-message", "-p", "-t", name, "#{pane_pid}").stdout)
-
-    def alive(self, name: str) -> bool:
-        return self.tmux("has-session", "-t", name, check=False).returncode == 0
-
-    def key(self, name: str, key: str) -> None:
-        self.tmux("send-keys", "-t", name, key)
-
-    def screen(self, name: str) -> str:
-        start = time.perf_counter()
-        done = self.tmux("capture-pane", "-p", "-t", name, check=False)
-        self.poll_s.append(time.perf_counter() - start)
-        return done.stdout if done.returncode == 0 else ""
-
-    def wait(
-        self, name: str, ok: Callable[[str], bool], what: str, timeout: float, interval: float
-    ) -> str:
-        deadline = time.perf_counter() + timeout
-        while True:
-            screen = self.screen(name)
-            if ok(screen):
-                return screen
-            if time.perf_counter() > deadline:
-                raise RuntimeError(f"timed out waiting for {what} in {name}:\n{screen}")
-            time.sleep(interval)
-
-    def close(self, name: str, timeout: float = 20) -> None:
-        self.key(name, "q")
-        deadline = time.perf_counter() + timeout
-        while self.alive(name) and time.perf_counter() < deadline:
-            time.sleep(0.1)
-            with contextlib.suppress(ValueError, OSError):  # tmux/tmux#311, as in tui_bench.py
-                pid = self.tmux("display-message", "-p", "#{pid}", check=False).stdout
-                os.kill(int(pid), signal.SIGCHLD)
-        if self.alive(name):
-            print(f"  ! {name} did not quit within {timeout:.0f}s; killing its session")
-            self.tmux("kill-session", "-t", name, check=False)
-
-
-def clean_env(root: Path) -> dict[str, str]:
-    """No job, no stray rank variables, config in a scratch directory."""
-    drop = ("EZPZ_RUN_DIR", "EZPZ_ACCELERATORS_PER_HOST", "CUDA_VISIBLE_DEVICES")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in drop and not k.startswith(("PBS_", "SLURM_", "TMUX"))
-    }
-    env.update(
-        TERM="xterm-256color",
-        EZPZ_TUI_CONFIG_DIR=str(root / "config"),
-        PATH=os.pathsep.join([str(Path(PY).parent), env.get("PATH", "")]),
-        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p),
-    )
-    return env
-
-
 # --- measuring -----------------------------------------------------------------------------------
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:6.0f} ms"
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def rss_mb(pid: int) -> float:
@@ -428,7 +331,8 @@ def writer_argv(run: Path, progress: Path, seconds: float, args: argparse.Namesp
 def attach(tmux: Tmux, name: str, run: Path, timeout: float = 120) -> tuple[Subject, float]:
     """Start ``ezpz-tui attach run``; the subject and the seconds until rank 0's log shows."""
     start = time.perf_counter()
-    pid = tmux.new(name, [str(EZPZ_TUI), "attach", str(run)])
+    tmux.new(name, [str(EZPZ_TUI), "attach", str(run)])
+    pid = tmux.pane_pid(name)
 
     def ready(screen: str) -> bool:  # the status line's count is not a test: see STATUS_LINE
         return shown_rank(screen) == 0 and STAMP.search(screen) is not None
@@ -556,7 +460,8 @@ def press_stats(label: str, subject: Subject) -> tuple[float, float]:
     t = subject.times
     p50, p95 = percentile(t, 0.5), percentile(t, 0.95)
     late = f"  ({subject.timeouts} timed out)" if subject.timeouts else ""
-    print(f"    {label:<34} p50 {ms(p50)}  p95 {ms(p95)}  max {ms(max(t))}  n={len(t)}{late}")
+    cells = f"p50 {ms(p50, 6)}  p95 {ms(p95, 6)}  max {ms(max(t), 6)}"
+    print(f"    {label:<34} {cells}  n={len(t)}{late}")
     return p50, p95
 
 
@@ -630,7 +535,7 @@ def bench(tmux: Tmux, root: Path, args: argparse.Namespace, seconds: float, hold
             f"{POLL_S * 1000:.0f} ms while a press is timed"
         )
         for subject in (live, idle):
-            tmux.close(subject.name)
+            tmux.close(subject.name, timeout=20, pause=0)
     finally:
         writer.send_signal(signal.SIGTERM)
         try:
@@ -756,15 +661,11 @@ def main(argv: list[str] | None = None) -> int:
         if value != default:
             rerun += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
     print("rerun: " + shlex.join(rerun))
-    if shutil.which("tmux") is None or not EZPZ_TUI.exists():
-        print(f"needs tmux on PATH and {EZPZ_TUI} (pip install -e .)")
+    header = versions()
+    if header is None:
         return 2
-    import textual
-
-    version = subprocess.run(["tmux", "-V"], capture_output=True, text=True).stdout.strip()
     print(
-        f"python {sys.version.split()[0]}, textual {textual.__version__}, {version}, "
-        f"{os.cpu_count()} CPUs, panes {width}x{height}; {args.ranks} ranks x "
+        f"{header}, panes {width}x{height}; {args.ranks} ranks x "
         f"{args.lines_per_s} lines/s + {args.records_per_s} records/s, flushed every "
         f"{args.flush_ms:g} ms, for {seconds:.0f} s"
     )
@@ -774,12 +675,11 @@ def main(argv: list[str] | None = None) -> int:
     load = (busy1 - busy0) / max(1, total1 - total0) * (os.cpu_count() or 1)
     print(f"box load before starting: {load:.0%} (100% = one core)")
     root = Path(tempfile.mkdtemp(prefix="ezpz-monitor-bench-"))
-    tmux = Tmux(root, clean_env(root), int(width), int(height))
+    tmux = Tmux(root, clean_env(root), int(width), int(height), prefix="ezpz-monitor")
     try:
         return bench(tmux, root, args, seconds, hold)
     finally:
-        tmux.tmux("kill-server", check=False)
-        Path(f"/tmp/tmux-{os.getuid()}/{tmux.socket}").unlink(missing_ok=True)
+        tmux.kill_server()
         if args.keep:
             print(f"scratch kept in {root}")
         else:

@@ -37,16 +37,14 @@ import shlex
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-PY = sys.executable
-EZPZ_TUI = Path(PY).parent / "ezpz-tui"
+from _tmux import EZPZ_TUI, PY, Tmux, clean_env, ms, percentile, versions
+
 WIDTH, HEIGHT = 120, 40
 DEMO_ARGS = "--sleep 0.05 --steps 100000"
 START_POLL_S = 0.005  # between polls in (a): seconds-long waits need no busy poll
@@ -76,113 +74,6 @@ PLAN_SHOWN = re.compile(r"(^|\s)\$ \S")  # the launcher argv preview: "$ /path/t
 DOCTOR_DONE = re.compile(r"Doctor: \d+ ok")
 FIRST_FRAME = "r launch"  # the footer: Textual has painted the layout
 STEP_SHOWN = re.compile(r"● running\s+step \d+")
-
-
-class Tmux:
-    """A private tmux server (``-L ezpz-bench-<pid>``, no user config) kept alive between
-    sessions, so its start-up is not timed."""
-
-    def __init__(self, root: Path, env: dict[str, str]) -> None:
-        self.socket = f"ezpz-bench-{os.getpid()}"
-        self.conf = root / "tmux.conf"
-        self.conf.write_text("set -g exit-empty off\nset -g default-terminal xterm-256color\n")
-        self.env = env
-        self.cwd = root
-        self.poll_s: list[float] = []
-        self.tmux("start-server")
-
-    def tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["tmux", "-L", self.socket, "-f", str(self.conf), *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            check=check,
-            timeout=30,
-        )
-
-    def new(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
-        extra = [f"-e{k}={v}" for k, v in (env or {}).items()]
-        size = ["-x", str(WIDTH), "-y", str(HEIGHT)]
-        self.tmux("new-session", "-d", "-s", name, *size, "-c", str(self.cwd), *extra, *argv)
-
-    def alive(self, name: str) -> bool:
-        return self.tmux("has-session", "-t", name, check=False).returncode == 0
-
-    def keys(self, name: str, *keys: str, pause: float = 0.25) -> None:
-        for key in keys:
-            self.tmux("send-keys", "-t", name, key)
-            time.sleep(pause)
-
-    def type(self, name: str, text: str) -> None:
-        self.tmux("send-keys", "-t", name, "-l", text)
-        time.sleep(0.25)
-
-    def screen(self, name: str) -> str:
-        start = time.perf_counter()
-        done = self.tmux("capture-pane", "-p", "-t", name, check=False)
-        self.poll_s.append(time.perf_counter() - start)
-        return done.stdout if done.returncode == 0 else ""
-
-    def wait(
-        self,
-        name: str,
-        ok: Callable[[str], bool],
-        what: str,
-        timeout: float = 60,
-        interval: float = 0.1,
-    ) -> str:
-        """Poll until ``ok(screen)``; ``interval=0`` polls as fast as tmux answers (timed parts
-        only: a busy poll takes a core from the app on a small machine)."""
-        deadline = time.perf_counter() + timeout
-        while True:
-            screen = self.screen(name)
-            if ok(screen):
-                return screen
-            if time.perf_counter() > deadline:
-                raise RuntimeError(f"timed out waiting for {what} in {name}:\n{screen}")
-            time.sleep(interval)
-
-    def close(self, name: str, keys: tuple[str, ...] = ("q",), timeout: float = 40) -> None:
-        """Quit the app with ``keys`` and wait until its session is gone (kill it after)."""
-        self.keys(name, *keys, pause=0.5)
-        deadline = time.perf_counter() + timeout
-        while self.alive(name) and time.perf_counter() < deadline:
-            time.sleep(0.1)
-            # A tmux built with libutempter can miss the SIGCHLD of an exited app and keep the
-            # pane (tmux/tmux#311); another SIGCHLD to this server makes it reap again.
-            with contextlib.suppress(ValueError, OSError):
-                pid = self.tmux("display-message", "-p", "#{pid}", check=False).stdout
-                os.kill(int(pid), signal.SIGCHLD)
-        if self.alive(name):
-            print(f"  ! {name} did not quit within {timeout:.0f}s; killing its session")
-            self.tmux("kill-session", "-t", name, check=False)
-
-
-def clean_env(root: Path) -> dict[str, str]:
-    """No job, no stray rank variables, outputs and config in a scratch directory."""
-    drop = ("EZPZ_RUN_DIR", "EZPZ_ACCELERATORS_PER_HOST", "CUDA_VISIBLE_DEVICES")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in drop and not k.startswith(("PBS_", "SLURM_", "TMUX"))
-    }
-    env.update(
-        TERM="xterm-256color",
-        EZPZ_TUI_CONFIG_DIR=str(root / "config"),
-        PATH=os.pathsep.join([str(Path(PY).parent), env.get("PATH", "")]),
-        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p),
-    )
-    return env
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:7.0f} ms"
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 # --- (a) start-up ------------------------------------------------------------------------------
@@ -374,20 +265,14 @@ def main(argv: list[str] | None = None) -> int:
     rerun = ["python", "bench/tui_bench.py", "--start-reps", str(args.start_reps)]
     rerun += ["--key-reps", str(args.key_reps)] + (["--only", args.only] if args.only else [])
     print("rerun: " + shlex.join(rerun))
-    if shutil.which("tmux") is None or not EZPZ_TUI.exists():
-        print(f"needs tmux on PATH and {EZPZ_TUI} (pip install -e .)")
+    header = versions()
+    if header is None:
         return 2
-    import textual
-
-    version = subprocess.run(["tmux", "-V"], capture_output=True, text=True).stdout.strip()
-    print(
-        f"python {sys.version.split()[0]}, textual {textual.__version__}, {version}, "
-        f"{os.cpu_count()} CPUs, panes {WIDTH}x{HEIGHT}"
-    )
+    print(f"{header}, panes {WIDTH}x{HEIGHT}")
     root = Path(tempfile.mkdtemp(prefix="ezpz-tui-bench-"))
     script = root / "minimal_app.py"
     script.write_text(MINIMAL_APP)
-    tmux = Tmux(root, clean_env(root))
+    tmux = Tmux(root, clean_env(root), WIDTH, HEIGHT)
     try:
         if args.only in (None, "start"):
             print(
@@ -402,9 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             bench_keys(tmux, args.key_reps, root, script)
     finally:
-        tmux.tmux("kill-server", check=False)
-        # tmux leaves its socket file behind; TMUX_TMPDIR is not passed on, so it is in /tmp.
-        Path(f"/tmp/tmux-{os.getuid()}/{tmux.socket}").unlink(missing_ok=True)
+        tmux.kill_server()
         for pid in leftover_ranks(root):
             print(f"  ! rank process {pid} outlived the TUI; killing it")
             with contextlib.suppress(ProcessLookupError):

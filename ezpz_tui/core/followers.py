@@ -123,7 +123,7 @@ def _trim_utf8(data: bytes) -> bytes:
     return data
 
 
-class _Segment:
+class LineSegment:
     """A line being assembled: ``\\r`` rewrites keep only the last non-empty segment and the
     segment's first ``cap`` bytes are kept, so a progress bar that never ends its line or a
     10 MB line costs at most ``cap`` bytes."""
@@ -163,7 +163,7 @@ class _Segment:
         return f"{shown.decode('utf-8', 'replace')} … [{cut} bytes cut]", cut
 
 
-def _collapse(text: str) -> str:
+def collapse_cr(text: str) -> str:
     """The last non-empty ``\\r`` segment: what a terminal shows after a progress-bar rewrite."""
     return text.rstrip("\r").rpartition("\r")[2]
 
@@ -226,7 +226,7 @@ class LineTail:
         self.path = Path(path)
         self.max_line = max_line
         self._src = _ByteTail(self.path)
-        self._partial: _Segment | None = None
+        self._partial: LineSegment | None = None
 
     def skip_to_tail(self, backlog: int) -> None:
         """Start at the first line that begins within ``backlog`` bytes of the file's end.
@@ -283,7 +283,7 @@ class LineTail:
 
     def _feed_partial(self, data: bytes, pos: int) -> None:
         if self._partial is None:
-            self._partial = _Segment(pos, self.max_line)
+            self._partial = LineSegment(pos, self.max_line)
         self._partial.feed(data)
 
     def _bulk(self, body: bytes, out: Lines) -> None:
@@ -300,7 +300,7 @@ class LineTail:
         line, counted = 0, 0
         while cr >= 0:  # visit only the lines holding a \r: progress bars are a few percent
             line += body.count(b"\n", counted, cr)
-            texts[line] = _collapse(texts[line])
+            texts[line] = collapse_cr(texts[line])
             counted = body.find(b"\n", cr)
             if counted < 0:
                 break
@@ -309,7 +309,7 @@ class LineTail:
             pos = 0
             for i, n in enumerate(lengths):
                 if n > self.max_line:
-                    seg = _Segment(0, self.max_line)
+                    seg = LineSegment(0, self.max_line)
                     seg.feed(body[pos : pos + n])
                     texts[i], cut = seg.render()
                     if cut:

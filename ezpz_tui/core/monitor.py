@@ -18,7 +18,7 @@ from operator import add
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ezpz_tui.core.followers import DEFAULT_MAX_LINE, Batch, _collapse, _Segment, strip_ansi
+from ezpz_tui.core.followers import DEFAULT_MAX_LINE, Batch, LineSegment, collapse_cr, strip_ansi
 
 KEEP_PER_RANK = 2000
 KEEP_TOTAL = 256_000  # lines held over all ranks: 2000 each up to 128 ranks, fewer beyond
@@ -309,8 +309,8 @@ def read_lines_before(
 
 def _shape(rank: int, raw: bytes, offset: int, max_line: int) -> LogLine:
     if len(raw) <= max_line:
-        return (rank, _collapse(raw.decode("utf-8", "replace")), offset, len(raw), 0)
-    segment = _Segment(offset, max_line)
+        return (rank, collapse_cr(raw.decode("utf-8", "replace")), offset, len(raw), 0)
+    segment = LineSegment(offset, max_line)
     segment.feed(raw)
     text, cut = segment.render()
     return (rank, text, offset, len(raw), cut)
@@ -325,7 +325,7 @@ def read_whole_line(path: Path, line: LogLine, limit: int = 4 << 20) -> str:
             raw = fh.read(min(line[LENGTH], limit))
     except OSError:
         return line[TEXT]
-    text = _collapse(raw.decode("utf-8", "replace"))
+    text = collapse_cr(raw.decode("utf-8", "replace"))
     if line[LENGTH] > limit:
         text += f" … [{line[LENGTH] - limit} more bytes]"
     return text
