@@ -240,6 +240,7 @@ class MetricsView(Widget, can_focus=True):
         self.store: MetricStore | None = None
         self._pending: dict[int, RecordColumns | Sequence[Record]] = {}
         self._pending_restarts: set[int] = set()
+        self._stale = False
         self.overlays: dict[str, MetricStore] = {}
         self.metric: str | None = None  # the user's choice; kept when another run opens
         self.mode: Mode = "rank"
@@ -258,6 +259,10 @@ class MetricsView(Widget, can_focus=True):
     def compose(self) -> ComposeResult:
         yield MetricPlot(self)
         yield Static(id="metrics-status")
+
+    def on_show(self) -> None:
+        if self._stale:
+            self.redraw()
 
     def on_mount(self) -> None:
         # The signal, not a watch of app.theme: it comes after the theme's variables are set.
@@ -433,12 +438,23 @@ class MetricsView(Widget, can_focus=True):
         return "no metrics yet — launch a run, or open one from the runs list"
 
     def redraw(self) -> None:
-        """Redraw now (the plot at its next repaint, the status line at once)."""
-        self._take_pending()
+        """Redraw now (the plot at its next repaint, the status line at once); while the view
+        is not on screen (another tab), only remember to when it shows again.
+
+        Picking a rank in the Run tab calls :meth:`set_selected_rank`: drawing the hidden plot
+        then (a store update and a band over 256 ranks) sat between that key and its repaint.
+        """
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
+        # Pending records go into the store either way: as Python lists they take four times
+        # the memory of the store's arrays.
+        self._take_pending()
         self._drawn_at = time.monotonic()
+        if self.is_mounted and not self.region.area:
+            self._stale = True
+            return
+        self._stale = False
         self._frame += 1
         if not self.is_mounted:
             return
