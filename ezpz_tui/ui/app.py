@@ -284,10 +284,14 @@ class EzpzApp(App[None]):
 
     @on(RankList.Selected)
     def _rank_selected(self, message: RankList.Selected) -> None:
+        if not self.is_running:  # a message that arrives while the app closes
+            return
         self.query_one(MetricsView).set_selected_rank(message.rank)
 
     @on(RunsPanel.Compare)
     def _compare_requested(self, message: RunsPanel.Compare) -> None:
+        if not self.is_running:  # a message that arrives while the app closes
+            return
         if message.path in self._compared:
             self._compared.discard(message.path)
             self.query_one(MetricsView).toggle_overlay(message.path.name, None)
@@ -362,6 +366,8 @@ class EzpzApp(App[None]):
 
     @on(LaunchForm.Changed)
     def _plan_changed(self, message: LaunchForm.Changed) -> None:
+        if not self.is_running:  # a message that arrives while the app closes
+            return
         form = self.query_one(LaunchForm)
         if form.plan is not None and form.alloc is not None:
             self.query_one(TopologyGrid).update_plan(form.plan, form.alloc)
@@ -373,12 +379,16 @@ class EzpzApp(App[None]):
     @on(TabbedContent.TabActivated)
     def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
         """The grid shows the plan being edited; the Run and Metrics tabs need the height."""
+        if not self.is_running:  # a message that arrives while the app closes
+            return
         self.query_one(TopologyGrid).display = event.pane.id == "tab-launch"
 
     @on(RunsPanel.Open)
     def _open_requested(self, message: RunsPanel.Open) -> None:
         """Enter in the runs list: read the run. On a narrow screen the list gives its room
         back to the run (zl shows it again)."""
+        if not self.is_running:  # a message that arrives while the app closes
+            return
         self._open_run(message.path)
         if self.size.width < NARROW:
             self.query_one("#right").display = False
