@@ -59,7 +59,6 @@ class RankInfo:
 
     rank: int
     host: str = ""
-    pid: int | None = None
     status: str = "waiting"
     exit_code: int | None = None
     signal_name: str | None = None
@@ -97,13 +96,9 @@ class Prepared:
 class Changes:
     """What one :meth:`RunMonitor.apply` changed, so views redraw only what they must."""
 
-    ranks: set[int]  # ranks whose lines, status or activity changed
     by_rank: dict[int, list[LogLine]]
     arrived: list[LogLine]
     restarted: set[int]  # ranks whose log was truncated or replaced: reload their view
-
-    def __bool__(self) -> bool:
-        return bool(self.ranks or self.arrived or self.restarted)
 
 
 class RunMonitor:
@@ -170,7 +165,7 @@ class RunMonitor:
         """Fold in a prepared batch (on the thread that reads the monitor); ``now`` is the wall
         clock at which it was read."""
         batch = prepared.batch
-        changes = Changes(set(prepared.by_rank), prepared.by_rank, list(prepared.arrived), set())
+        changes = Changes(prepared.by_rank, list(prepared.arrived), set())
         for rank in batch.log_restarts:
             self._rank(rank)
             self._lines[rank].clear()
@@ -185,13 +180,11 @@ class RunMonitor:
         self.total_lines += sum(prepared.counts.values())
         for rank in batch.records:
             self._rank(rank).last_activity = now
-            changes.ranks.add(rank)
         # In the order the ranks ended, so the all-ranks view marks the first death first.
         for rank, status in sorted(batch.status.items(), key=_end_then_rank):
             info = self._rank(rank)
             was = info.status
             self._apply_status(info, status)
-            changes.ranks.add(rank)
             if info.status == "failed" and was != "failed":
                 # Where in the interleaved stream the rank died: the all-ranks view shows it.
                 self._marks += 1
@@ -204,8 +197,6 @@ class RunMonitor:
     def _apply_status(info: RankInfo, status: dict[str, Any]) -> None:
         info.status = str(status.get("state") or "running")
         info.host = str(status.get("host") or info.host)
-        pid = status.get("pid")
-        info.pid = pid if isinstance(pid, int) else info.pid
         code = status.get("exit_code")
         info.exit_code = code if isinstance(code, int) else None
         name = status.get("signal_name")

@@ -9,6 +9,7 @@ probe runs in a thread worker and reports back; the UI thread only renders model
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -56,6 +57,21 @@ READ_BYTES = 1 << 20  # per file and poll
 BACKLOG_BYTES_PER_LINE = 200  # a generous training log line, to start a log near its end
 
 
+def unless_closing(handler: Callable[..., None]) -> Callable[..., None]:
+    """Skip ``handler`` once the app is closing.
+
+    Worker callbacks, timers, late focus changes and messages still arrive while the app quits;
+    they would query widgets that are gone and fail the exit.
+    """
+
+    @functools.wraps(handler)
+    def guarded(self: App[None], *args: Any, **kwargs: Any) -> None:
+        if self.is_running:
+            handler(self, *args, **kwargs)
+
+    return guarded
+
+
 class RunStateChanged(Message):
     """Posted from the supervisor's watcher thread whenever a run records a state."""
 
@@ -101,7 +117,6 @@ class EzpzApp(App[None]):
         self._follow_stop = threading.Event()
         self._opened: Path | None = None
         self._opened_state: str | None = None
-        self._compared: set[Path] = set()
         self._history: list[str] = []
         self._future: list[str] = []
 
@@ -150,9 +165,9 @@ class EzpzApp(App[None]):
         else:
             self.query_one(LaunchForm).focus()
 
+    @unless_closing
     def _focus_rank_list(self) -> None:
-        if self.is_running:
-            self.query_one(RankList).focus()
+        self.query_one(RankList).focus()
 
     def on_unmount(self) -> None:
         self._follow_stop.set()
@@ -167,12 +182,8 @@ class EzpzApp(App[None]):
         alloc = detect_allocation()
         self.call_from_thread(self._allocation_ready, alloc)
 
-    # Callbacks from workers return early once the app is closing: a worker that finishes while
-    # the app quits would otherwise query widgets that are gone and fail the exit.
-
+    @unless_closing
     def _allocation_ready(self, alloc: Allocation) -> None:
-        if not self.is_running:
-            return
         self.session = Session(alloc, self.outputs)
         self.session.supervisor.add_listener(
             lambda handle, state: self.post_message(RunStateChanged(handle, state))
@@ -190,9 +201,8 @@ class EzpzApp(App[None]):
         checks = run_checks(alloc, plan, outputs=self.outputs)
         self.call_from_thread(self._doctor_done, checks)
 
+    @unless_closing
     def _doctor_done(self, checks: list[Check]) -> None:
-        if not self.is_running:
-            return
         self.doctor_checks = checks
         self.query_one(DoctorPanel).set_checks(checks)
         self._update_summary()
@@ -207,9 +217,9 @@ class EzpzApp(App[None]):
             preview = None
         self.call_from_thread(self._preview_ready, preview)
 
+    @unless_closing
     def _preview_ready(self, preview: Preview | None) -> None:
-        if self.is_running:
-            self.query_one(LaunchForm).set_preview(preview)
+        self.query_one(LaunchForm).set_preview(preview)
 
     @work(thread=True, exclusive=True, group="runs")
     def _runs_worker(self) -> None:
@@ -218,9 +228,8 @@ class EzpzApp(App[None]):
         details = read_run_details(self._opened) if self._opened else None
         self.call_from_thread(self._runs_ready, runs, details)
 
+    @unless_closing
     def _runs_ready(self, runs: list[RunSummary], details: RunDetails | None) -> None:
-        if not self.is_running:
-            return
         assert self.session is not None
         mine = {h.run_dir for h in self.session.supervisor.handles}
         self.query_one(RunsPanel).set_runs(runs, self.clock(), mine)
@@ -264,13 +273,15 @@ class EzpzApp(App[None]):
             with contextlib.suppress(RuntimeError):  # the app may be gone too
                 self.call_from_thread(self.notify, message, severity="error", timeout=30)
 
+    @unless_closing
     def _expect_ranks(self, monitor: RunMonitor, world: int) -> None:
-        if self.is_running and monitor is self.monitor:
+        if monitor is self.monitor:
             monitor.expect_ranks(world)
             self.query_one(RankList).update_rows()
 
+    @unless_closing
     def _batch_ready(self, monitor: RunMonitor, prepared: Prepared) -> None:
-        if not self.is_running or monitor is not self.monitor:
+        if monitor is not self.monitor:
             return
         changes = monitor.apply(prepared, self.clock())
         self.query_one(RunPanel).apply(changes)
@@ -283,19 +294,17 @@ class EzpzApp(App[None]):
                 self._update_summary()
 
     @on(RankList.Selected)
+    @unless_closing
     def _rank_selected(self, message: RankList.Selected) -> None:
-        if not self.is_running:  # a message that arrives while the app closes
-            return
         self.query_one(MetricsView).set_selected_rank(message.rank)
 
     @on(RunsPanel.Compare)
+    @unless_closing
     def _compare_requested(self, message: RunsPanel.Compare) -> None:
-        if not self.is_running:  # a message that arrives while the app closes
-            return
-        if message.path in self._compared:
-            self._compared.discard(message.path)
+        runs = self.query_one(RunsPanel)
+        if message.path in runs.compared:
             self.query_one(MetricsView).toggle_overlay(message.path.name, None)
-            self.query_one(RunsPanel).mark_compared(set(self._compared))
+            runs.mark_compared(runs.compared - {message.path})
         else:
             self._load_overlay(message.path)
 
@@ -306,14 +315,13 @@ class EzpzApp(App[None]):
         store = load_store(path)
         self.call_from_thread(self._overlay_ready, path, store)
 
+    @unless_closing
     def _overlay_ready(self, path: Path, store: object) -> None:
-        if not self.is_running:
-            return
         if not self.query_one(MetricsView).toggle_overlay(path.name, store):  # type: ignore[arg-type]
             self.notify(f"{path.name} has no metrics to overlay.", severity="warning")
             return
-        self._compared.add(path)
-        self.query_one(RunsPanel).mark_compared(set(self._compared))
+        runs = self.query_one(RunsPanel)
+        runs.mark_compared(runs.compared | {path})
         self.notify(f"Overlaid {path.name} on the plots (Metrics tab).", timeout=3)
 
     @work(thread=True, group="launch")
@@ -349,9 +357,8 @@ class EzpzApp(App[None]):
 
     # --- reactions ---------------------------------------------------------------------------
 
+    @unless_closing
     def _tick(self) -> None:
-        if not self.is_running:  # a timer that fires while the app closes
-            return
         self.query_one(AllocationPanel).tick()
         self.query_one(RunPanel).tick()
         self._update_summary()
@@ -365,9 +372,8 @@ class EzpzApp(App[None]):
         self._refresh_runs()
 
     @on(LaunchForm.Changed)
+    @unless_closing
     def _plan_changed(self, message: LaunchForm.Changed) -> None:
-        if not self.is_running:  # a message that arrives while the app closes
-            return
         form = self.query_one(LaunchForm)
         if form.plan is not None and form.alloc is not None:
             self.query_one(TopologyGrid).update_plan(form.plan, form.alloc)
@@ -377,18 +383,16 @@ class EzpzApp(App[None]):
             self._preview_worker(message.plan)
 
     @on(TabbedContent.TabActivated)
+    @unless_closing
     def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
         """The grid shows the plan being edited; the Run and Metrics tabs need the height."""
-        if not self.is_running:  # a message that arrives while the app closes
-            return
         self.query_one(TopologyGrid).display = event.pane.id == "tab-launch"
 
     @on(RunsPanel.Open)
+    @unless_closing
     def _open_requested(self, message: RunsPanel.Open) -> None:
         """Enter in the runs list: read the run. On a narrow screen the list gives its room
         back to the run (zl shows it again)."""
-        if not self.is_running:  # a message that arrives while the app closes
-            return
         self._open_run(message.path)
         if self.size.width < NARROW:
             self.query_one("#right").display = False
@@ -447,9 +451,8 @@ class EzpzApp(App[None]):
             return
         await super().on_event(event)
 
+    @unless_closing
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
-        if not self.is_running:  # a late focus while the app closes: its regions are gone
-            return
         region = self._region_of(event.widget)
         if region and (not self._history or self._history[-1] != region):
             self._history.append(region)

@@ -13,17 +13,17 @@ from ezpz_tui.core.followers import strip_ansi
 from ezpz_tui.core.monitor import RunMonitor
 from ezpz_tui.ui.palette import bindings_for
 from ezpz_tui.ui.widgets.linelist import LineList, fits
+from ezpz_tui.ui.widgets.runs import STATE_STYLE as RUN_STATE_STYLE
 from ezpz_tui.ui.widgets.runs import age
 
 TYPE_TIMEOUT_S = 1.0  # digits typed within this add up to one rank number
 
 STATE_STYLE = {
+    **RUN_STATE_STYLE,
     "running": "green",
     "waiting": "dim",
     "stalled": "bold magenta",
     "idle": "dim",
-    "succeeded": "green",
-    "failed": "bold red",
 }
 
 
@@ -63,6 +63,7 @@ class RankList(LineList):
         self._typed = ""
         self._typed_at = 0.0
         self._host_width = 0
+        self._first_failure: int | None = None
 
     def set_monitor(self, monitor: RunMonitor | None) -> None:
         self.monitor = monitor
@@ -74,6 +75,7 @@ class RankList(LineList):
         ranks = self.monitor.ranks if self.monitor else {}
         if len(ranks) != len(self._order):
             self._order = sorted(ranks)
+        self._first_failure = self.monitor.first_failure if self.monitor else None
         hosts = (len(info.host.split(".")[0]) for info in ranks.values())
         self._host_width = min(16, max(hosts, default=0))
         self.rows_changed()
@@ -94,7 +96,7 @@ class RankList(LineList):
         assert self.monitor is not None
         info = self.monitor.ranks[self._order[row]]
         state = self.state(row)
-        first = self.monitor.first_failure == info.rank
+        first = self._first_failure == info.rank
         text = Text()
         text.append("✗" if first else " ", "bold red")
         text.append(f"{info.rank:>5} ")
