@@ -36,7 +36,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # this checkout's code, whatever is installed
 
-from ezpz_tui.core.followers import RunFollower  # noqa: E402
+from ezpz_tui.core.watching.followers import RunFollower  # noqa: E402
 from runtime import records  # noqa: E402
 
 LOG_TARGET_MBS = 200.0

@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))  # this checkout's code, whatever is installed
 from rich.text import Text  # noqa: E402
 from textual_plotext.plot import Plot  # noqa: E402
 
-from ezpz_tui.core.metrics import MetricStore, PlotSettings, prepare_plot  # noqa: E402
+from ezpz_tui.core.watching.metrics import MetricStore, PlotSettings, prepare_plot  # noqa: E402
 from ezpz_tui.ui.widgets.metrics import MARKER, PlotColours, canvas_text, paint  # noqa: E402
 from runtime.records import Record, RecordColumns  # noqa: E402
 

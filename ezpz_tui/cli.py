@@ -120,7 +120,7 @@ def _outputs(args: argparse.Namespace) -> Path:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from ezpz_tui.core.allocation import detect_allocation, format_duration
+    from ezpz_tui.core.launching.allocation import detect_allocation, format_duration
 
     alloc = detect_allocation()
     data = asdict(alloc)
@@ -152,8 +152,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from ezpz_tui.core.allocation import detect_allocation
-    from ezpz_tui.core.doctor import run_checks, worst_level
+    from ezpz_tui.core.checking.doctor import run_checks, worst_level
+    from ezpz_tui.core.launching.allocation import detect_allocation
 
     alloc = detect_allocation()
     checks = run_checks(alloc, outputs=_outputs(args))
@@ -169,7 +169,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _plan_from_args(args: argparse.Namespace) -> Any:
-    from ezpz_tui.core.plan import LaunchPlan, demo_command
+    from ezpz_tui.core.launching.plan import LaunchPlan, demo_command
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     env = []
@@ -192,7 +192,7 @@ def _plan_from_args(args: argparse.Namespace) -> Any:
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
-    from ezpz_tui.core.allocation import detect_allocation
+    from ezpz_tui.core.launching.allocation import detect_allocation
     from ezpz_tui.core.session import LaunchRefused, Session
 
     try:
@@ -313,7 +313,7 @@ def _tail(path: Path, lines: int) -> str:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from ezpz_tui.core.runstore import RunStore
+    from ezpz_tui.core.launching.runstore import RunStore
 
     runs = RunStore(_outputs(args)).list_runs()
     if args.json:
@@ -343,7 +343,7 @@ def _cell(value: Any) -> str:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from ezpz_tui.core.runstore import RunStore, RunStoreError
+    from ezpz_tui.core.launching.runstore import RunStore, RunStoreError
     from runtime.history import load_run_metrics
 
     try:
@@ -378,7 +378,7 @@ def cmd_tui(args: argparse.Namespace) -> int:
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    from ezpz_tui.core.runstore import RunStore, RunStoreError
+    from ezpz_tui.core.launching.runstore import RunStore, RunStoreError
     from ezpz_tui.ui.app import run_app
 
     try:

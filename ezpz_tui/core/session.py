@@ -14,11 +14,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ezpz_tui.core.allocation import Allocation
-from ezpz_tui.core.launcher import LaunchCommand, build_launch
-from ezpz_tui.core.plan import LaunchPlan, Problem, validate
-from ezpz_tui.core.runstore import RunStore
-from ezpz_tui.core.supervisor import DEFAULT_GRACE_S, RunHandle, StopResult, Supervisor
+from ezpz_tui.core.launching.allocation import Allocation
+from ezpz_tui.core.launching.launcher import LaunchCommand, build_launch
+from ezpz_tui.core.launching.plan import LaunchPlan, Problem, validate
+from ezpz_tui.core.launching.runstore import RunStore
+from ezpz_tui.core.launching.supervisor import DEFAULT_GRACE_S, RunHandle, StopResult, Supervisor
 
 OUTPUTS_VAR = "EZPZ_OUTPUTS"
 

@@ -26,14 +26,14 @@ from textual.widget import Widget
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from ezpz_tui import config
-from ezpz_tui.core.allocation import Allocation, detect_allocation
-from ezpz_tui.core.doctor import Check, run_checks
-from ezpz_tui.core.followers import Progress, RunFollower
-from ezpz_tui.core.monitor import Prepared, RunMonitor
-from ezpz_tui.core.plan import LaunchPlan, default_plan
-from ezpz_tui.core.runstore import RunSummary, read_run_toml
+from ezpz_tui.core.checking.doctor import Check, run_checks
+from ezpz_tui.core.launching.allocation import Allocation, detect_allocation
+from ezpz_tui.core.launching.plan import LaunchPlan, default_plan
+from ezpz_tui.core.launching.runstore import RunSummary, read_run_toml
+from ezpz_tui.core.launching.supervisor import RunHandle
 from ezpz_tui.core.session import LaunchRefused, Preview, Session, default_outputs
-from ezpz_tui.core.supervisor import RunHandle
+from ezpz_tui.core.watching.followers import Progress, RunFollower
+from ezpz_tui.core.watching.monitor import Prepared, RunMonitor
 from ezpz_tui.keymap import DEFAULT_KEYMAP, apply_overrides
 from ezpz_tui.ui.palette import ActionsProvider, ChordKeys, PaletteCommand, bindings_for
 from ezpz_tui.ui.screens.confirm import ConfirmScreen
@@ -310,7 +310,7 @@ class EzpzApp(App[None]):
 
     @work(thread=True, group="overlay")
     def _load_overlay(self, path: Path) -> None:
-        from ezpz_tui.core.metrics import load_store
+        from ezpz_tui.core.watching.metrics import load_store
 
         store = load_store(path)
         self.call_from_thread(self._overlay_ready, path, store)

@@ -18,9 +18,9 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Label, Select, Static
 
-from ezpz_tui.core.allocation import Allocation
-from ezpz_tui.core.launcher import format_argv
-from ezpz_tui.core.plan import LAUNCHERS, LaunchPlan, Problem, validate
+from ezpz_tui.core.launching.allocation import Allocation
+from ezpz_tui.core.launching.launcher import format_argv
+from ezpz_tui.core.launching.plan import LAUNCHERS, LaunchPlan, Problem, validate
 from ezpz_tui.core.session import Preview
 from ezpz_tui.ui.palette import bindings_for
 

@@ -17,8 +17,8 @@ from textual import events
 from textual.cache import LRUCache
 from textual.message import Message
 
-from ezpz_tui.core.followers import strip_ansi
-from ezpz_tui.core.monitor import (
+from ezpz_tui.core.watching.followers import strip_ansi
+from ezpz_tui.core.watching.monitor import (
     NO_FILTER,
     OFFSET,
     RANK,

@@ -3,8 +3,8 @@ ranks with its min/max band; EMA smoothing, log10, step or time on x, and the sa
 earlier runs overlaid. One status line says what is shown and warns when the metric holds NaN
 or infinite values.
 
-The numbers live in :mod:`ezpz_tui.core.metrics` (UI-free): a columnar store the app appends
-the follower's record columns to, and :func:`~ezpz_tui.core.metrics.prepare_plot`, which reduces a
+The numbers live in :mod:`ezpz_tui.core.watching.metrics` (UI-free): a columnar store the app appends
+the follower's record columns to, and :func:`~ezpz_tui.core.watching.metrics.prepare_plot`, which reduces a
 million points per rank to about two per cell before plotext sees them (plotext's cost grows
 with the points it is given: ~180 ms at 10k, DESIGN.md section 6). That module imports numpy,
 so it is imported here only when the first metrics arrive: the TUI starts without numpy.
@@ -41,7 +41,7 @@ from runtime.records import Record, RecordColumns
 if TYPE_CHECKING:
     from textual_plotext.plot import Plot
 
-    from ezpz_tui.core.metrics import Drawing, MetricStore, Mode, PlotSettings, XAxis
+    from ezpz_tui.core.watching.metrics import Drawing, MetricStore, Mode, PlotSettings, XAxis
 
 REDRAW_S = 0.5
 """Least time between two redraws caused by arriving data."""
@@ -322,7 +322,7 @@ class MetricsView(Widget, can_focus=True):
         if not self._pending and not self._pending_restarts:
             return
         if self.store is None:
-            from ezpz_tui.core.metrics import MetricStore
+            from ezpz_tui.core.watching.metrics import MetricStore
 
             self.store = MetricStore()
         for rank in self._pending_restarts:
@@ -407,7 +407,7 @@ class MetricsView(Widget, can_focus=True):
         metric = self.current_metric()
         if metric is None:
             return None
-        from ezpz_tui.core.metrics import PlotSettings
+        from ezpz_tui.core.watching.metrics import PlotSettings
 
         return PlotSettings(
             metric=metric,
@@ -426,7 +426,7 @@ class MetricsView(Widget, can_focus=True):
             return None
         key = (self._frame, self._overlay_generation, settings, width)
         if key != self._drawing_key or self._drawing is None:
-            from ezpz_tui.core.metrics import prepare_plot
+            from ezpz_tui.core.watching.metrics import prepare_plot
 
             self._drawing = prepare_plot(self.store, self.overlays, settings, width)
             self._drawing_key = key
@@ -503,7 +503,7 @@ class MetricsView(Widget, can_focus=True):
         """``⚠ NaN on rank 3 from step 20 (+2 ranks)`` for the metric's first non-finite value."""
         if self.store is None:
             return ""
-        from ezpz_tui.core.metrics import nonfinite_word
+        from ezpz_tui.core.watching.metrics import nonfinite_word
 
         bad = self.store.nonfinite(metric)
         if not bad:

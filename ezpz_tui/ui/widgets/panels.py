@@ -9,9 +9,9 @@ from rich.text import Text
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from ezpz_tui.core.allocation import Allocation, format_duration
-from ezpz_tui.core.doctor import Check
-from ezpz_tui.core.plan import short_host
+from ezpz_tui.core.checking.doctor import Check
+from ezpz_tui.core.launching.allocation import Allocation, format_duration
+from ezpz_tui.core.launching.plan import short_host
 from ezpz_tui.ui.widgets.table import VimTable
 
 Clock = Callable[[], float]

@@ -9,8 +9,8 @@ from rich.text import Text
 from textual import events
 from textual.message import Message
 
-from ezpz_tui.core.followers import strip_ansi
-from ezpz_tui.core.monitor import RunMonitor
+from ezpz_tui.core.watching.followers import strip_ansi
+from ezpz_tui.core.watching.monitor import RunMonitor
 from ezpz_tui.ui.palette import bindings_for
 from ezpz_tui.ui.widgets.linelist import LineList, fits
 from ezpz_tui.ui.widgets.runs import STATE_STYLE as RUN_STATE_STYLE

@@ -3,7 +3,7 @@
 The rank list sits above the log, not beside it: between the sidebars the main column is often
 only 45-55 columns wide, and a log line needs the width more than the list does.
 
-The app owns the follower and hands each batch's :class:`~ezpz_tui.core.monitor.Changes` to
+The app owns the follower and hands each batch's :class:`~ezpz_tui.core.watching.monitor.Changes` to
 :meth:`RunPanel.apply`; reading older lines and whole lines from disk runs in workers here.
 """
 
@@ -19,7 +19,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from ezpz_tui.core.monitor import (
+from ezpz_tui.core.watching.monitor import (
     CUT,
     LENGTH,
     NO_FILTER,

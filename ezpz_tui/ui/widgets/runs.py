@@ -11,7 +11,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Static
 
-from ezpz_tui.core.runstore import RunSummary, read_run_toml, read_state
+from ezpz_tui.core.launching.runstore import RunSummary, read_run_toml, read_state
 from ezpz_tui.ui.palette import bindings_for
 from ezpz_tui.ui.widgets.table import VimTable
 

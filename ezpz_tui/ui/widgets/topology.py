@@ -1,6 +1,6 @@
 """The topology grid: host x accelerator cells with rank numbers, coloured by one kind of group.
 
-It paints what :mod:`ezpz_tui.core.topology` lays out, so every decision about what to show (which
+It paints what :mod:`ezpz_tui.core.launching.topology` lays out, so every decision about what to show (which
 hosts to fold into a summary line, how to shorten names) is made, and tested, without a terminal.
 This widget only adds colour and keys:
 
@@ -29,9 +29,9 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ezpz_tui.core.allocation import Allocation
-from ezpz_tui.core.plan import LaunchPlan
-from ezpz_tui.core.topology import (
+from ezpz_tui.core.launching.allocation import Allocation
+from ezpz_tui.core.launching.plan import LaunchPlan
+from ezpz_tui.core.launching.topology import (
     Cell,
     Line,
     Span,

@@ -1,0 +1,312 @@
+"""The launch plan: which hosts, how many ranks, which parallel sizes, what to run.
+
+One frozen object holds every choice (the way torchtitan's ``ParallelDims`` does), so the form,
+the command preview, ``run.toml`` and a relaunch all describe the same thing. The plan may be
+invalid while someone is editing it; :func:`validate` says everything that is wrong at once, in
+sentences, instead of raising at the first problem.
+
+Ranks are laid out on a (pp, dp, cp, tp) mesh with TP innermost, the order
+:mod:`runtime.dist` builds, so neighbouring ranks on one host share a tensor-parallel group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from ezpz_tui.core.launching.allocation import Allocation
+from runtime.env import RANK_VARS, RUN_DIR_VAR, SIZE_VARS
+
+LAUNCHERS = ("auto", "mpiexec", "srun", "mpirun", "torchrun")
+DEMO_MODULE = "runtime.examples.train"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LAUNCHER_OWNED = frozenset((*RANK_VARS, RUN_DIR_VAR))
+
+
+def demo_command() -> tuple[str, ...]:
+    """The built-in demo, run by the Python that runs ezpz-tui so its venv comes along."""
+    return (sys.executable, "-m", DEMO_MODULE)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a plan.
+
+    ``field`` names the plan field to highlight; ``sizes`` means tp, pp and cp together.
+    """
+
+    level: str  # "error" | "warning"
+    field: str
+    message: str
+
+
+class RankPlace(NamedTuple):
+    """Where one rank runs and its coordinate on each mesh dimension."""
+
+    host: str
+    local_rank: int
+    tp_rank: int
+    pp_rank: int
+    cp_rank: int
+    dp_rank: int
+
+
+def short_host(host: str) -> str:
+    """``x3005c0s13b0n0.hsn.cm.polaris.alcf.anl.gov`` -> ``x3005c0s13b0n0``: hostfiles and
+    scheduler lists mix short and full names for the same node."""
+    return host.split(".")[0]
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Every launch choice; ``None`` for nodes means all usable, for ppn one per accelerator."""
+
+    nodes: int | None = None
+    exclude: tuple[str, ...] = ()
+    ppn: int | None = None
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    launcher: str = "auto"
+    command: tuple[str, ...] = field(default_factory=demo_command)
+    env: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        # Accept lists and dicts from callers and TOML, store tuples so the plan stays hashable.
+        if isinstance(self.command, str) or isinstance(self.exclude, str):
+            raise TypeError("command and exclude are lists of strings, never one shell string")
+        env = self.env.items() if isinstance(self.env, Mapping) else self.env
+        object.__setattr__(self, "exclude", tuple(self.exclude))
+        object.__setattr__(self, "command", tuple(self.command))
+        object.__setattr__(self, "env", tuple((str(k), str(v)) for k, v in env))
+
+    def ranks_per_node(self, alloc: Allocation) -> int:
+        return alloc.accelerators_per_host if self.ppn is None else self.ppn
+
+    def usable_hosts(self, alloc: Allocation) -> tuple[str, ...]:
+        """Allocated hosts minus the excluded ones; a short name excludes its FQDN too."""
+        excluded = {short_host(x) for x in self.exclude}
+        return tuple(h for h in alloc.hosts if short_host(h) not in excluded)
+
+    def hosts_used(self, alloc: Allocation) -> tuple[str, ...]:
+        """The first ``nodes`` usable hosts in allocation order (the head node first)."""
+        usable = self.usable_hosts(alloc)
+        return usable if self.nodes is None else usable[: max(self.nodes, 0)]
+
+    def world_size(self, alloc: Allocation) -> int:
+        return len(self.hosts_used(alloc)) * max(self.ranks_per_node(alloc), 0)
+
+    def dp(self, alloc: Allocation) -> int:
+        """Data-parallel size; rounded down when the sizes do not divide (validate says so)."""
+        model = self.tp * self.pp * self.cp
+        return self.world_size(alloc) // model if model > 0 else 0
+
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+    def with_changes(self, **changes: Any) -> LaunchPlan:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """TOML-ready: unset optional fields are left out, since TOML has no null."""
+        out: dict[str, Any] = {}
+        if self.nodes is not None:
+            out["nodes"] = self.nodes
+        if self.exclude:
+            out["exclude"] = list(self.exclude)
+        if self.ppn is not None:
+            out["ppn"] = self.ppn
+        out.update(tp=self.tp, pp=self.pp, cp=self.cp, launcher=self.launcher)
+        out["command"] = list(self.command)
+        if self.env:
+            out["env"] = dict(self.env)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LaunchPlan:
+        """Read :meth:`to_dict` output (a run.toml table); ``ValueError`` says what is wrong."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(
+                f"Unknown launch plan key(s): {', '.join(unknown)}. "
+                f"Known keys: {', '.join(sorted(known))}."
+            )
+        kw: dict[str, Any] = {}
+        for name in ("nodes", "ppn", "tp", "pp", "cp"):
+            if name in data:
+                kw[name] = _whole_number(name, data[name])
+        if "exclude" in data:
+            kw["exclude"] = _strings("exclude", data["exclude"])
+        if "command" in data:
+            kw["command"] = _strings("command", data["command"])
+        if "launcher" in data:
+            if not isinstance(data["launcher"], str):
+                raise ValueError(f"'launcher' must be one of {', '.join(LAUNCHERS)}.")
+            kw["launcher"] = data["launcher"]
+        if "env" in data:
+            kw["env"] = _env_table(data["env"])
+        return cls(**kw)
+
+
+def _whole_number(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"'{name}' must be a whole number, not {value!r}.")
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"'{name}' must be a whole number, not {value!r}.") from None
+
+
+def _strings(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise ValueError(f'\'{name}\' must be a list of strings, e.g. ["python", "train.py"].')
+    if not all(isinstance(item, str) for item in value):
+        raise ValueError(f"Every item of '{name}' must be a string.")
+    return tuple(value)
+
+
+def _env_table(value: Any) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, Mapping):
+        raise ValueError("'env' must be a table of NAME = value pairs.")
+    pairs = []
+    for key, item in value.items():
+        if isinstance(item, bool) or not isinstance(item, str | int | float):
+            raise ValueError(f"env value of {key} must be a string or a number, not {item!r}.")
+        pairs.append((str(key), str(item)))
+    return tuple(pairs)
+
+
+def default_plan(alloc: Allocation) -> LaunchPlan:
+    """All nodes, one rank per accelerator, no model parallelism, the demo."""
+    return LaunchPlan(ppn=alloc.accelerators_per_host)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def validate(plan: LaunchPlan, alloc: Allocation) -> list[Problem]:
+    """Every problem with ``plan`` on ``alloc``, errors and warnings, in form order."""
+    problems: list[Problem] = []
+
+    def error(name: str, message: str) -> None:
+        problems.append(Problem("error", name, message))
+
+    def warning(name: str, message: str) -> None:
+        problems.append(Problem("warning", name, message))
+
+    if plan.nodes is not None and plan.nodes < 1:
+        error("nodes", f"Nodes must be at least 1, not {plan.nodes}.")
+    allocated = {short_host(h) for h in alloc.hosts}
+    missing = [x for x in plan.exclude if short_host(x) not in allocated]
+    for host in missing:
+        error("exclude", f"Excluded host {host} is not in the allocation ({_hosts_text(alloc)}).")
+    usable = plan.usable_hosts(alloc)
+    if not usable:
+        error("exclude", "Every allocated host is excluded, so there is nothing left to run on.")
+    elif plan.nodes is not None and plan.nodes > len(usable):
+        present = [x for x in plan.exclude if x not in missing]
+        after = f" (after excluding {', '.join(present)})" if present else ""
+        verb = "is" if len(usable) == 1 else "are"
+        error(
+            "nodes",
+            f"{_plural(plan.nodes, 'node')} asked for but only {len(usable)} {verb} "
+            f"allocated{after}.",
+        )
+
+    ppn = plan.ranks_per_node(alloc)
+    if ppn < 1:
+        error("ppn", f"Ranks per node must be at least 1, not {ppn}.")
+    elif alloc.accelerator_kind != "cpu" and ppn > alloc.accelerators_per_host:
+        error(
+            "ppn",
+            f"{ppn} ranks per node but the hosts have "
+            f"{_plural(alloc.accelerators_per_host, 'accelerator')}.",
+        )
+    elif alloc.accelerator_kind == "cpu" and ppn > alloc.cpus_per_host:
+        warning(
+            "ppn",
+            f"{ppn} ranks per node but the hosts have {_plural(alloc.cpus_per_host, 'CPU')}, "
+            "so ranks will share cores.",
+        )
+
+    sizes = {"tp": plan.tp, "pp": plan.pp, "cp": plan.cp}
+    for name, value in sizes.items():
+        if value < 1:
+            error(name, f"{name.upper()} must be at least 1, not {value}.")
+    hosts = plan.hosts_used(alloc)
+    if min(sizes.values()) >= 1 and ppn >= 1 and hosts:
+        world, model = len(hosts) * ppn, plan.tp * plan.pp * plan.cp
+        if world % model:
+            error("sizes", f"World size {world} is not divisible by tp*pp*cp = {model}.")
+        if ppn % plan.tp and len(hosts) > 1:
+            if plan.tp > ppn:
+                why = f"TP={plan.tp} is larger than {ppn} ranks per node"
+            else:
+                why = f"TP={plan.tp} does not divide {ppn} ranks per node"
+            warning(
+                "tp",
+                f"{why}, so tensor-parallel groups span nodes and their all-reduces cross the "
+                "network.",
+            )
+
+    if plan.launcher not in LAUNCHERS:
+        error("launcher", f"Launcher {plan.launcher!r} is not one of {', '.join(LAUNCHERS)}.")
+    elif plan.launcher == "srun" and alloc.scheduler != "SLURM":
+        where = "there is no scheduler job here" if alloc.scheduler == "none" else "this is PBS"
+        error("launcher", f"srun needs a Slurm allocation, but {where}.")
+
+    if not plan.command:
+        error("command", "The command is empty: give the program to run, e.g. python train.py.")
+    elif not plan.command[0].strip():
+        error("command", "The command's first item (the program to run) is empty.")
+
+    by_size_var = {var: name for name, var in SIZE_VARS.items()}
+    for key, _value in plan.env:
+        if not _ENV_NAME.fullmatch(key):
+            error("env", f"{key!r} is not a valid environment variable name.")
+        elif key in by_size_var:
+            name = by_size_var[key]
+            error("env", f"{key} comes from the {name.upper()} size; set {name.upper()} instead.")
+        elif key in _LAUNCHER_OWNED:
+            error("env", f"{key} is set for each rank by the launcher and cannot be overridden.")
+    return problems
+
+
+def _hosts_text(alloc: Allocation, limit: int = 4) -> str:
+    names = [short_host(h) for h in alloc.hosts[:limit]]
+    more = len(alloc.hosts) - limit
+    return ", ".join(names) + (f" and {more} more" if more > 0 else "")
+
+
+def rank_layout(plan: LaunchPlan, alloc: Allocation) -> list[RankPlace]:
+    """Each rank's host and mesh coordinates, index = global rank; empty if sizes don't fit.
+
+    Block placement (ranks 0..ppn-1 on the first host), as mpiexec --ppn and srun do by default.
+    """
+    hosts = plan.hosts_used(alloc)
+    ppn = plan.ranks_per_node(alloc)
+    tp, pp, cp = plan.tp, plan.pp, plan.cp
+    if not hosts or min(ppn, tp, pp, cp) < 1:
+        return []
+    world = len(hosts) * ppn
+    if world % (tp * pp * cp):
+        return []
+    dp = world // (tp * pp * cp)
+    inner = tp * cp * dp
+    return [
+        RankPlace(
+            host=hosts[rank // ppn],
+            local_rank=rank % ppn,
+            tp_rank=rank % tp,
+            pp_rank=rank // inner,
+            cp_rank=(rank // tp) % cp,
+            dp_rank=(rank // (tp * cp)) % dp,
+        )
+        for rank in range(world)
+    ]

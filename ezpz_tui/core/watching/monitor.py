@@ -1,0 +1,381 @@
+"""What the monitoring views show of a live or finished run, kept up to date from follower batches.
+
+UI-free: :class:`RunMonitor` takes the :class:`~ezpz_tui.core.watching.followers.Batch` objects a
+:class:`~ezpz_tui.core.watching.followers.RunFollower` delivers and keeps, per rank, its state (from
+``status/``), when it last showed a sign of life, and the newest lines of its log; plus every
+rank's lines interleaved in arrival order for the all-ranks view. Buffers are bounded: older
+lines stay on disk and :func:`read_lines_before` reads them back when the user scrolls up (as
+toolong does), so a long run costs the same memory as a short one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass
+from itertools import accumulate, count, repeat
+from operator import add
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ezpz_tui.core.watching.followers import (
+    DEFAULT_MAX_LINE,
+    Batch,
+    LineSegment,
+    collapse_cr,
+    strip_ansi,
+)
+
+KEEP_PER_RANK = 2000
+KEEP_TOTAL = 256_000  # lines held over all ranks: 2000 each up to 128 ranks, fewer beyond
+KEEP_AT_LEAST = 200
+KEEP_ALL = 20000
+STALL_AFTER_S = 60.0
+
+# What marks a line worth jumping to with ]/[: the start of a traceback, an error, a crash.
+_ERROR = re.compile(
+    r"Traceback \(most recent call last\)|\b\w*(Error|Exception)\b|\bFATAL\b|\bfatal error\b"
+    r"|Segmentation fault|\bSIG(SEGV|ABRT|BUS|KILL|FPE|ILL)\b|core dumped|terminate called"
+    r"|\bAborted\b|\bKilled\b|CUDA error|NCCL (error|WARN)|\berror:",
+)
+
+
+def is_error_line(text: str) -> bool:
+    """Whether ``text`` (ANSI allowed) starts a traceback or reports an error or a crash."""
+    return _ERROR.search(strip_ansi(text)) is not None
+
+
+LogLine = tuple[int, str, int, int, int]
+"""One shown line: ``(rank, text, offset, length, cut)``; ``offset``/``length`` locate its bytes
+in the rank's log (a negative offset marks a line the monitor made), ``cut`` says how many bytes
+the display dropped (0 when whole).
+
+A plain tuple on purpose, indexed with the constants below: CPython's garbage collector stops
+tracking an exact tuple of strings and ints, but keeps scanning tuple subclasses (NamedTuple).
+With 256 ranks' buffers (~600k lines) every full collection of NamedTuples stopped the UI for
+~340 ms (bench/monitor_bench.py).
+"""
+RANK, TEXT, OFFSET, LENGTH, CUT = range(5)
+
+
+@dataclass
+class RankInfo:
+    """One rank as the rank list shows it. ``status`` is the ``status/`` file's state, or
+    ``waiting`` before the file exists; ``stalled`` is decided by :meth:`RunMonitor.state_of`."""
+
+    rank: int
+    host: str = ""
+    status: str = "waiting"
+    exit_code: int | None = None
+    signal_name: str | None = None
+    ended: float | None = None
+    last_activity: float | None = None
+    lines: int = 0
+    last_line: str = ""
+
+    @property
+    def outcome(self) -> str:
+        """How the rank ended, in the words of the rank list: ``exited 0``, ``failed 3``,
+        ``SIGSEGV``; empty while it runs."""
+        if self.signal_name:
+            return self.signal_name
+        if self.status == "succeeded":
+            return "exited 0"
+        if self.status == "failed":
+            return f"failed {self.exit_code}" if self.exit_code is not None else "failed"
+        return ""
+
+
+@dataclass
+class Prepared:
+    """A batch turned into display lines, off the UI thread: only the newest ``keep`` lines of
+    each rank become objects, since older ones would drop out of the buffers at once."""
+
+    by_rank: dict[int, list[LogLine]]
+    arrived: list[LogLine]  # every rank's new lines, in arrival order
+    counts: dict[int, int]  # lines read per rank, kept or not
+    last: dict[int, str]
+    batch: Batch
+
+
+@dataclass
+class Changes:
+    """What one :meth:`RunMonitor.apply` changed, so views redraw only what they must."""
+
+    by_rank: dict[int, list[LogLine]]
+    arrived: list[LogLine]
+    restarted: set[int]  # ranks whose log was truncated or replaced: reload their view
+
+
+class RunMonitor:
+    """Per-rank state and bounded line buffers of one run, fed batch by batch."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        stall_after: float = STALL_AFTER_S,
+        keep_per_rank: int = KEEP_PER_RANK,
+        keep_all: int = KEEP_ALL,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.stall_after = stall_after
+        self.keep_per_rank = keep_per_rank
+        self.keep_all = keep_all
+        self.ranks: dict[int, RankInfo] = {}
+        self._lines: dict[int, deque[LogLine]] = {}
+        self.all_lines: deque[LogLine] = deque(maxlen=keep_all)
+        self.total_lines = 0
+        self._marks = 0
+
+    def _rank(self, rank: int) -> RankInfo:
+        info = self.ranks.get(rank)
+        if info is None:
+            info = self.ranks[rank] = RankInfo(rank)
+            self._lines[rank] = deque(maxlen=self.keep_per_rank)
+        return info
+
+    def expect_ranks(self, world: int) -> None:
+        """List ranks ``0..world-1`` before any of them wrote (the plan says how many), and
+        share the line budget among them so 1024 ranks cost what 128 do."""
+        if not self.ranks:
+            share = max(KEEP_AT_LEAST, KEEP_TOTAL // max(1, world))
+            self.keep_per_rank = min(self.keep_per_rank, share)
+        for rank in range(world):
+            self._rank(rank)
+
+    def prepare(self, batch: Batch) -> Prepared:
+        """The display lines of ``batch``; safe to call from the follower's thread."""
+        by_rank: dict[int, list[LogLine]] = {}
+        arrived: list[LogLine] = []
+        counts: dict[int, int] = {}
+        last: dict[int, str] = {}
+        for rank, _seq, lines in batch.logs:
+            texts, lengths, cuts = lines.texts, lines.lengths, lines.cuts
+            first = max(0, len(texts) - self.keep_per_rank)
+            # offset of line first+k = offset(first) + its k predecessors' lengths + k newlines,
+            # all in C: a batch can hold a few hundred thousand lines.
+            sums = accumulate(lengths[first:], initial=lines.offset(first))
+            offsets = map(add, sums, count())
+            new = list(zip(repeat(rank), texts[first:], offsets, lengths[first:], repeat(0)))
+            for i, cut in cuts.items():  # rare: lines over the display cap
+                if i >= first:
+                    line = new[i - first]
+                    new[i - first] = (rank, line[TEXT], line[OFFSET], line[LENGTH], cut)
+            by_rank.setdefault(rank, []).extend(new)
+            arrived.extend(new)
+            counts[rank] = counts.get(rank, 0) + len(texts)
+            last[rank] = texts[-1]
+        return Prepared(by_rank, arrived[-self.keep_all :], counts, last, batch)
+
+    def apply(self, prepared: Prepared, now: float) -> Changes:
+        """Fold in a prepared batch (on the thread that reads the monitor); ``now`` is the wall
+        clock at which it was read."""
+        batch = prepared.batch
+        changes = Changes(prepared.by_rank, list(prepared.arrived), set())
+        for rank in batch.log_restarts:
+            self._rank(rank)
+            self._lines[rank].clear()
+            changes.restarted.add(rank)
+        for rank, new in prepared.by_rank.items():
+            info = self._rank(rank)
+            self._lines[rank].extend(new)
+            info.lines += prepared.counts[rank]
+            info.last_line = prepared.last[rank]
+            info.last_activity = now
+        self.all_lines.extend(prepared.arrived)
+        self.total_lines += sum(prepared.counts.values())
+        for rank in batch.records:
+            self._rank(rank).last_activity = now
+        # In the order the ranks ended, so the all-ranks view marks the first death first.
+        for rank, status in sorted(batch.status.items(), key=_end_then_rank):
+            info = self._rank(rank)
+            was = info.status
+            self._apply_status(info, status)
+            if info.status == "failed" and was != "failed":
+                # Where in the interleaved stream the rank died: the all-ranks view shows it.
+                self._marks += 1
+                mark = (rank, f"✗ rank {rank} {info.outcome}", -self._marks, 0, 0)
+                self.all_lines.append(mark)
+                changes.arrived.append(mark)
+        return changes
+
+    @staticmethod
+    def _apply_status(info: RankInfo, status: dict[str, Any]) -> None:
+        info.status = str(status.get("state") or "running")
+        info.host = str(status.get("host") or info.host)
+        code = status.get("exit_code")
+        info.exit_code = code if isinstance(code, int) else None
+        name = status.get("signal_name")
+        info.signal_name = name if isinstance(name, str) else None
+        end = status.get("end")
+        info.ended = float(end) if isinstance(end, (int, float)) else None
+
+    def lines_of(self, rank: int) -> deque[LogLine]:
+        """The newest lines of ``rank`` (older ones: :func:`read_lines_before`)."""
+        self._rank(rank)
+        return self._lines[rank]
+
+    def state_of(self, rank: int, now: float) -> str:
+        """``waiting``, ``running``, ``stalled``, ``idle``, ``succeeded`` or ``failed``.
+
+        Stalled: a running rank silent (no line, no metric) for ``stall_after`` seconds while
+        some other rank showed life within that time. When every rank is silent together the
+        run is waiting on something shared (a checkpoint, a collective), not one rank. A rank
+        with output but no status file (a run ezpz made, without our wrapper) is running
+        while it writes and ``idle`` once it has been silent for ``stall_after``.
+        """
+        info = self._rank(rank)
+        if info.status in ("succeeded", "failed"):
+            return info.status
+        if info.last_activity is None:
+            return info.status
+        if now - info.last_activity < self.stall_after:
+            return "running"
+        others = (
+            o.last_activity
+            for o in self.ranks.values()
+            if o.rank != rank and o.last_activity is not None
+        )
+        if any(now - seen < self.stall_after for seen in others):
+            return "stalled"
+        return "running" if info.status == "running" else "idle"
+
+    @property
+    def first_failure(self) -> int | None:
+        """The rank that failed first: its peers' failures usually follow from it.
+
+        Ranks that died of a signal or of their own error end before the peers that lose
+        them; ties (same end time, or no time recorded) go to the lowest rank.
+        """
+        failed = [i for i in self.ranks.values() if i.status == "failed"]
+        if not failed:
+            return None
+        return min(failed, key=lambda i: (i.ended is None, i.ended or 0.0, i.rank)).rank
+
+    def log_path(self, rank: int) -> Path:
+        return self.run_dir / "logs" / f"rank-{rank:05d}.log"
+
+
+def _end_then_rank(item: tuple[int, dict[str, Any]]) -> tuple[float, int]:
+    end = item[1].get("end")
+    return (float(end) if isinstance(end, (int, float)) else float("inf"), item[0])
+
+
+def read_lines_before(
+    path: Path,
+    rank: int,
+    offset: int,
+    count: int,
+    max_line: int = DEFAULT_MAX_LINE,
+    chunk: int = 1 << 20,
+) -> list[LogLine]:
+    """Up to ``count`` complete lines that end before byte ``offset`` of ``path``, oldest first.
+
+    Reads backwards a chunk at a time so scrolling up in a multi-GB log touches only what is
+    shown. Lines are shaped as the follower shapes them (``\\r`` collapsed, capped). Never raises:
+    an unreadable file gives no lines.
+    """
+    found: list[LogLine] = []
+    end = offset
+    try:
+        with open(path, "rb") as fh:
+            while end > 0 and len(found) < count:
+                start = max(0, end - chunk)
+                fh.seek(start)
+                data = fh.read(end - start)
+                if start > 0:
+                    cut = data.find(b"\n")
+                    if cut < 0 or cut == len(data) - 1:  # a line longer than the window
+                        chunk *= 2
+                        continue
+                    start += cut + 1
+                    data = data[cut + 1 :]
+                # data ends just before ``end``, a line start: drop the newline it ends with
+                body = data[:-1] if data.endswith(b"\n") else data
+                lines = []
+                pos = start
+                for piece in body.split(b"\n"):
+                    lines.append(_shape(rank, piece, pos, max_line))
+                    pos += len(piece) + 1
+                found[:0] = lines
+                end = start
+    except OSError:
+        return []
+    return found[-count:]
+
+
+def _shape(rank: int, raw: bytes, offset: int, max_line: int) -> LogLine:
+    if len(raw) <= max_line:
+        return (rank, collapse_cr(raw.decode("utf-8", "replace")), offset, len(raw), 0)
+    segment = LineSegment(offset, max_line)
+    segment.feed(raw)
+    text, cut = segment.render()
+    return (rank, text, offset, len(raw), cut)
+
+
+def read_whole_line(path: Path, line: LogLine, limit: int = 4 << 20) -> str:
+    """The full text of a line the view shows cut, up to ``limit`` bytes (a 100 MB line of
+    base64 is not worth more); the text as shown when the file can no longer be read."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(line[OFFSET])
+            raw = fh.read(min(line[LENGTH], limit))
+    except OSError:
+        return line[TEXT]
+    text = collapse_cr(raw.decode("utf-8", "replace"))
+    if line[LENGTH] > limit:
+        text += f" … [{line[LENGTH] - limit} more bytes]"
+    return text
+
+
+class LineFilter(NamedTuple):
+    """Which lines the all-ranks view keeps: ranks (None: all) and a text (empty: any)."""
+
+    ranks: frozenset[int] | None
+    text: str
+
+    def keeps(self, line: LogLine) -> bool:
+        if self.ranks is not None and line[RANK] not in self.ranks:
+            return False
+        return not self.text or self.text.lower() in strip_ansi(line[TEXT]).lower()
+
+    def describe(self) -> str:
+        parts = []
+        if self.ranks is not None:
+            parts.append("ranks " + ",".join(map(str, sorted(self.ranks))))
+        if self.text:
+            parts.append(repr(self.text))
+        return " ".join(parts) or "none"
+
+
+NO_FILTER = LineFilter(None, "")
+
+
+def parse_filter(spec: str) -> tuple[LineFilter, str]:
+    """``"@0,3-5 loss"`` -> ranks {0,3,4,5} and text ``loss``; a problem sentence or ``""``.
+
+    Words starting with ``@`` choose ranks (lists and ranges); the rest, joined by single
+    spaces, is the text to match. A bad rank word is reported and ignored, never raised.
+    """
+    ranks: set[int] = set()
+    chose = False
+    words = []
+    problems = []
+    for word in spec.split():
+        if not word.startswith("@"):
+            words.append(word)
+            continue
+        chose = True
+        for part in filter(None, word[1:].split(",")):
+            low, dash, high = part.partition("-")
+            try:
+                first, last = int(low), int(high) if dash else int(low)
+            except ValueError:
+                problems.append(f"{part!r} is not a rank or a range such as 3-5")
+                continue
+            if last < first or last - first > 1_000_000:
+                problems.append(f"{part!r} is not a range of ranks")
+                continue
+            ranks.update(range(first, last + 1))
+    problem = ("Filter: " + "; ".join(problems) + ".") if problems else ""
+    return LineFilter(frozenset(ranks) if chose and ranks else None, " ".join(words)), problem

@@ -1,0 +1,359 @@
+"""The newcomer's flow in a real terminal: ``ezpz-tui`` under tmux, driven by keys only.
+
+Start the TUI with no arguments in a 120x40 tmux pane and wait for the allocation, the doctor's
+result and the prefilled plan; make the demo run long (command field); launch with ``r``; once a
+step shows, change TP from 1 to 2 in the form; relaunch with ``R`` and confirm with ``y``; check
+the screen (a tp2 run running, the first one stopped) and the run directories on disk; quit with
+``q`` and ``y`` and check that the TUI exited and left no rank behind.
+
+Keys, with the form's focus order (nodes, per node, TP, PP, CP, exclude, launcher, command, env):
+
+    J                          focus the launch form (the main region's Launch tab)
+    Tab x8, ctrl+e ctrl+u, text, Esc   replace the command, leave the field
+    r                          launch
+    T                          the launch opened the Run tab: back to the Launch tab (and its
+                               form)
+    Tab x3, ctrl+e ctrl+u, 2, Esc      TP = 2
+    R, y                       relaunch, confirmed
+    q, y                       quit, stopping the live run, confirmed
+
+The tmux server has a private socket (``-L ezpz-test-<pid>``) and no user config; it is killed
+in teardown, and any process left with one of the test's run directories is killed too.
+The last screen is printed in teardown, so a failure shows what the terminal showed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ezpz_tui.core.launching.runstore import read_run_toml
+from tests.envs import without_job
+from tests.procs import processes_of
+
+TMUX = shutil.which("tmux")
+EZPZ_TUI = Path(sys.executable).parent / "ezpz-tui"
+REPO = Path(__file__).resolve().parents[2]
+WIDTH, HEIGHT = 120, 40
+# Slow enough that the run outlives the TP edit, fast enough to show steps within seconds.
+DEMO_ARGS = ("-m", "runtime.examples.train", "--sleep", "0.2", "--steps", "100000")
+
+pytestmark = [
+    pytest.mark.skipif(
+        TMUX is None, reason="tmux is not installed: this test drives ezpz-tui in a real terminal"
+    ),
+    pytest.mark.skipif(not EZPZ_TUI.exists(), reason=f"no {EZPZ_TUI}: pip install -e ."),
+    pytest.mark.mpi,
+    pytest.mark.timeout(240),
+]
+
+
+class Tmux:
+    """One tmux server on a private socket holding one 120x40 session."""
+
+    def __init__(self, socket: str, cwd: Path, env: dict[str, str], conf: Path) -> None:
+        self.socket = socket
+        self.cwd = cwd
+        self.env = env
+        self.conf = conf
+        self.target = "ezpz"
+        self.last_screen = ""
+
+    def tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        assert TMUX is not None
+        return subprocess.run(
+            [TMUX, "-L", self.socket, "-f", str(self.conf), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=30,
+        )
+
+    def start(self, argv: list[str]) -> None:
+        self.tmux(
+            "new-session", "-d", "-s", self.target, "-x", str(WIDTH), "-y", str(HEIGHT),
+            "-c", str(self.cwd), *argv,
+        )  # fmt: skip
+
+    def keys(self, *keys: str, pause: float = 0.25) -> None:
+        """Send each key (tmux key names: J, Tab, BTab, Left, C-u, Escape) and let it land."""
+        for key in keys:
+            self.tmux("send-keys", "-t", self.target, key)
+            time.sleep(pause)
+
+    def type(self, text: str) -> None:
+        self.tmux("send-keys", "-t", self.target, "-l", text)
+        time.sleep(0.25)
+
+    def screen(self) -> str:
+        done = self.tmux("capture-pane", "-p", "-t", self.target, check=False)
+        if done.returncode == 0:
+            self.last_screen = done.stdout
+        return self.last_screen
+
+    def exit_status(self) -> str | None:
+        """``status=N signal=`` (or ``status= signal=NAME``) once the TUI's process has exited
+        and tmux has reaped it (remain-on-exit keeps the pane); None while it runs.
+
+        tmux marks the pane dead when the terminal closes, which can come before the child's exit
+        status, so a dead pane without a status is still "not yet"."""
+        fmt = "#{pane_dead} status=#{pane_dead_status} signal=#{pane_dead_signal}"
+        done = self.tmux("display-message", "-p", "-t", self.target, fmt, check=False)
+        if done.returncode != 0:
+            return f"no pane: {done.stderr.strip()}"
+        dead, _, status = done.stdout.strip().partition(" ")
+        if dead == "1" and status == "status= signal=":
+            # A tmux built with libutempter can miss the SIGCHLD and keep the TUI a zombie
+            # (tmux/tmux#311); another SIGCHLD to this server makes it reap (waitpid) again.
+            os.kill(self.server_pid(), signal.SIGCHLD)
+            return None
+        return status if dead == "1" else None
+
+    def server_pid(self) -> int:
+        return int(self.tmux("display-message", "-p", "#{pid}").stdout)
+
+    def wait_for(self, what: str, ok: Callable[[str], bool], timeout: float = 40.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if ok(screen):
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"timed out after {timeout:.0f}s waiting for {what}:\n{screen}"
+                )
+            time.sleep(0.2)
+
+
+def run_dirs(tmp_path: Path) -> list[Path]:
+    """The run directories the TUI made, oldest first (run ids start with the time)."""
+    outputs = tmp_path / "outputs"
+    return sorted(p for p in outputs.iterdir() if p.is_dir()) if outputs.is_dir() else []
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[Tmux]:
+    home = tmp_path / "work"
+    home.mkdir()
+    conf = tmp_path / "tmux.conf"
+    # remain-on-exit keeps the pane after the TUI exits, so its exit status can be read.
+    conf.write_text("set -g remain-on-exit on\nset -g default-terminal xterm-256color\n")
+    env = without_job()
+    env.update(
+        TERM="xterm-256color",
+        EZPZ_OUTPUTS=str(tmp_path / "outputs"),
+        EZPZ_TUI_CONFIG_DIR=str(tmp_path / "config"),
+        PATH=os.pathsep.join([str(EZPZ_TUI.parent), env.get("PATH", "")]),
+        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p),
+    )
+    server = Tmux(f"ezpz-test-{os.getpid()}", home, env, conf)
+    try:
+        yield server
+    finally:
+        server.screen()
+        print(f"--- last screen ---\n{server.last_screen}--- end ---")
+        server.tmux("kill-server", check=False)
+        # tmux leaves its socket file behind; TMUX_TMPDIR is not passed on, so it is in /tmp.
+        Path(f"/tmp/tmux-{os.getuid()}/{server.socket}").unlink(missing_ok=True)
+        for pid in processes_of(*run_dirs(tmp_path)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _has(screen: str, *parts: str) -> bool:
+    return all(part in screen for part in parts)
+
+
+def _line_with(screen: str, *parts: str) -> str | None:
+    return next((line for line in screen.splitlines() if _has(line, *parts)), None)
+
+
+def test_newcomer_flow(tmux: Tmux, tmp_path: Path) -> None:
+    python = str(EZPZ_TUI.parent / "python")
+    tmux.start([str(EZPZ_TUI)])
+
+    # 1. Allocation, doctor result and the prefilled plan with its launcher preview.
+    tmux.wait_for(
+        "the allocation, the doctor's result and the prefilled plan",
+        lambda s: (
+            _has(s, "scheduler", "TP", "runtime.examples.train", "$ ")
+            and re.search(r"Doctor: \d+ ok", s) is not None
+        ),
+        timeout=60,
+    )
+
+    # 2. A demo that runs long enough: replace the command field (the 8th field from the form).
+    command = " ".join([python, *DEMO_ARGS])
+    tmux.keys("J", *["Tab"] * 8)
+    tmux.keys("C-e", "C-u")
+    tmux.type(command)
+    tmux.keys("Escape", pause=1.0)  # a key within ESCDELAY would read as alt+key
+    tmux.wait_for("the new command in the preview", lambda s: "--steps 100000" in s, timeout=20)
+
+    # 3. Launch; the runs list shows it running and the summary bar shows a step.
+    tmux.keys("r")
+    tmux.wait_for(
+        "a running tp1 run with a step in the summary bar",
+        lambda s: (
+            _line_with(s, "tp1pp1cp1", "running") is not None
+            and re.search(r"● running\s+step \d+", s.splitlines()[0]) is not None
+        ),
+        timeout=60,
+    )
+
+    # 4. TP 1 -> 2. The launch switched the main region to the Run tab: back to Launch first.
+    tmux.keys("T", "Tab", "Tab", "Tab")
+    tmux.keys("C-e", "C-u")
+    tmux.type("2")
+    tmux.keys("Escape", pause=1.0)
+    tmux.wait_for(
+        "TP 2 in the form and the preview",
+        lambda s: _has(s, "TP  2", "EZPZ_TP 2", "tp 2 pp 1 cp 1"),
+        timeout=20,
+    )
+
+    # 5. Relaunch, confirmed.
+    tmux.keys("R")
+    tmux.wait_for("the relaunch question", lambda s: "relaunch with tp=2" in s, timeout=20)
+    tmux.keys("y")
+    tmux.wait_for(
+        "the tp2 run running (runs list and summary bar) and the tp1 run stopped",
+        lambda s: (
+            _line_with(s, "tp2pp1cp1", "running") is not None
+            and _line_with(s, "tp1pp1cp1", "stopped") is not None
+            and _has(s.splitlines()[0], "tp2pp1cp1", "running")
+        ),
+        timeout=60,
+    )
+
+    # 6. On disk: two runs, the second names the first as parent and has tp=2.
+    runs = run_dirs(tmp_path)
+    assert [p.name[-9:] for p in runs] == ["tp1pp1cp1", "tp2pp1cp1"], runs
+    first, second = runs
+    meta = read_run_toml(second)
+    assert meta["parent"] == first.name
+    assert meta["sizes"]["tp"] == 2 and meta["plan"]["tp"] == 2
+    assert meta["plan"]["command"] == [python, *DEMO_ARGS]
+    first_state = json.loads((first / "state.json").read_text())
+    assert first_state["state"] == "stopped", first_state
+    assert not processes_of(first)
+
+    # 7. Quit with a run alive: asked first, then the run is stopped and the TUI exits 0.
+    tmux.keys("q")
+    tmux.wait_for("the quit question", lambda s: "still running" in s, timeout=20)
+    tmux.keys("y")
+    deadline = time.monotonic() + 40
+    while (status := tmux.exit_status()) is None:
+        assert time.monotonic() < deadline, f"the TUI did not exit:\n{tmux.screen()}"
+        time.sleep(0.2)
+    assert status == "status=0 signal=", f"the TUI exited with {status!r}:\n{tmux.screen()}"
+    assert not processes_of(*runs)
+    second_state = json.loads((second / "state.json").read_text())
+    assert second_state["state"] == "stopped", second_state
+
+
+def test_watch_a_live_two_rank_run(tmux: Tmux, tmp_path: Path) -> None:
+    """A live 2-rank demo, launched headless, watched with ``ezpz-tui attach`` as the issue's
+    newcomer does: move between ranks, read a rank's log with vim keys, search it, see the
+    all-ranks view follow, watch the loss curve grow; quitting leaves the run alone."""
+    python = str(EZPZ_TUI.parent / "python")
+    launch = subprocess.Popen(
+        [str(EZPZ_TUI), "launch", "--ppn", "2", "--quiet", "--", python, *DEMO_ARGS],
+        env=tmux.env,
+        cwd=tmux.cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        _watch(tmux, tmp_path)
+        assert launch.poll() is None, "quitting an attached TUI leaves the run running"
+    finally:
+        launch.send_signal(signal.SIGINT)
+        launch.wait(timeout=60)
+    assert not processes_of(*run_dirs(tmp_path))
+
+
+def _watch(tmux: Tmux, tmp_path: Path) -> None:
+    deadline = time.monotonic() + 60
+    while not (runs := run_dirs(tmp_path)) or not (runs[0] / "metrics").is_dir():
+        assert time.monotonic() < deadline, "the launch made no run directory"
+        time.sleep(0.2)
+    tmux.start([str(EZPZ_TUI), "attach", str(runs[0])])
+    # The Run tab: both ranks running, rank 0's log following, the rank list focused.
+    tmux.wait_for(
+        "two running ranks and rank 0's log following",
+        lambda s: (
+            re.search(r"\s0 running", s) is not None
+            and re.search(r"\s1 running", s) is not None
+            and re.search(r"rank 0 · \d+ lines · following", s) is not None
+        ),
+        timeout=60,
+    )
+    # j in the rank list shows rank 1's log; its lines name rank 1.
+    tmux.keys("j")
+    tmux.wait_for("rank 1's log", lambda s: _has(s, "rank 1 · ", "[rank 1]"), timeout=20)
+    # Enter moves to the log; k pauses following and new lines are counted.
+    tmux.keys("Enter", "k")
+    tmux.wait_for(
+        "the paused log counting new lines",
+        lambda s: re.search(r"paused \+\d+ \(G\)", s) is not None,
+        timeout=30,
+    )
+    # / searches the log; G follows again.
+    tmux.keys("/")
+    tmux.type("loss")
+    tmux.keys("Enter", "G")
+    tmux.wait_for("following again", lambda s: _has(s, "rank 1 · ", "following"), timeout=20)
+    # a: all ranks interleaved with a rank column, still following as steps arrive.
+    tmux.keys("a")
+    first = tmux.wait_for(
+        "the all-ranks view",
+        lambda s: (
+            _has(s, "all ranks · ", "following")
+            and re.search(r"\b0 │ ", s) is not None
+            and re.search(r"\b1 │ ", s) is not None
+        ),
+        timeout=20,
+    )
+
+    def count(screen: str, pattern: str) -> int:
+        found = re.search(pattern, screen)
+        return int(found.group(1).replace(",", "")) if found else -1
+
+    lines = count(first, r"all ranks · (\d+) lines")
+    tmux.wait_for(
+        "the all-ranks view growing",
+        lambda s: count(s, r"all ranks · (\d+) lines") > lines,
+        timeout=20,
+    )
+    # t: the Metrics tab plots the loss; F gives it the whole screen; the curve grows.
+    tmux.keys("t", "F")
+    shown = tmux.wait_for(
+        "the loss plot",
+        lambda s: re.search(r"loss \(\d+/\d+\) .*· [\d,]+ pts", s) is not None,
+        timeout=30,
+    )
+    points = count(shown, r"([\d,]+) pts")
+    tmux.wait_for(
+        "the loss curve growing", lambda s: count(s, r"([\d,]+) pts") > points, timeout=20
+    )
+    # q: an attached TUI quits at once; it started nothing, so it asks nothing.
+    tmux.keys("F", "q")
+    deadline = time.monotonic() + 20
+    while tmux.exit_status() is None:
+        assert time.monotonic() < deadline, f"the TUI did not exit:\n{tmux.screen()}"
+        time.sleep(0.2)

@@ -1,0 +1,500 @@
+"""Launcher argv per machine, exactly, plus two real local launches through runtime.capture."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ezpz_tui.core.launching.allocation import Allocation, detect_allocation
+from ezpz_tui.core.launching.launcher import (
+    INTEL_XPU_CPU_BIND,
+    build_launch,
+    detect_launcher_kind,
+    format_argv,
+)
+from ezpz_tui.core.launching.plan import LaunchPlan
+from runtime.env import RANK_VARS
+
+PY = "/venv/bin/python"  # a Python with no launcher beside it, as on a site module system
+CMD = ("python", "train.py", "--lr", "1e-3")
+PALS = "/opt/cray/pals/1.4/bin/mpiexec"
+TOOLS = {"mpiexec": PALS, "mpirun": "/opt/openmpi/bin/mpirun", "srun": "/usr/bin/srun"}
+
+POLARIS = [f"x3006c0s{n}b0n0.hsn.cm.polaris.alcf.anl.gov" for n in (13, 19, 1)]
+AURORA = [f"x4102c5s{n}b0n0.hostmgmt2102.cm.aurora.alcf.anl.gov" for n in (2, 3)]
+SUNSPOT = ["x1921c0s0b0n0.hostmgmt2000.cm.americas.sgi.com", "x1921c0s1b0n0.hostmgmt2000.cm"]
+SOPHIA = ["sophia-gpu-07.lab.alcf.anl.gov", "sophia-gpu-08.lab.alcf.anl.gov"]
+
+
+def which(name: str) -> str | None:
+    return TOOLS.get(name)
+
+
+def capture(run_dir: Path, command: tuple[str, ...] = CMD, python: str = PY) -> list[str]:
+    return [python, "-m", "runtime.capture", "--run-dir", str(run_dir), "--", *command]
+
+
+def pbs(tmp_path: Path, hosts: list[str], job: str, **extra: str) -> Allocation:
+    nodefile = tmp_path / "pbs_nodefile"
+    nodefile.write_text("".join(f"{h}\n" for h in hosts))
+    env = {"PBS_JOBID": job, "PBS_NODEFILE": str(nodefile), **extra}
+    return detect_allocation(env, probe=False, host=hosts[0].split(".")[0])
+
+
+def perlmutter() -> Allocation:
+    env = {
+        "SLURM_JOB_ID": "31337",
+        "SLURM_JOB_NODELIST": "nid[001140-001141,001144]",
+        "NERSC_HOST": "perlmutter",
+        "SLURM_GPUS_ON_NODE": "4",
+        "SLURM_CPUS_ON_NODE": "128",
+    }
+    return detect_allocation(env, probe=False, host="nid001140")
+
+
+def frontier() -> Allocation:
+    env = {
+        "SLURM_JOB_ID": "2718",
+        "SLURM_JOB_NODELIST": "frontier[00001-00002,00010]",
+        "LMOD_SYSTEM_NAME": "frontier",
+        "SLURM_CPUS_ON_NODE": "112",
+    }
+    return detect_allocation(env, probe=False, host="frontier00001")
+
+
+def env_flags(flag: str, env: dict[str, str]) -> list[str]:
+    out: list[str] = []
+    for key, value in env.items():
+        out += [flag, f"{key}={value}"]
+    return out
+
+
+def sizes(tp: int = 1, pp: int = 1, cp: int = 1, omp: int | None = None) -> dict[str, str]:
+    env = {"EZPZ_TP": str(tp), "EZPZ_PP": str(pp), "EZPZ_CP": str(cp)}
+    if omp is not None:
+        env["OMP_NUM_THREADS"] = str(omp)
+    return env
+
+
+# --- PBS: Polaris, Aurora, Sunspot, Sophia ----------------------------------------------------
+
+
+def test_polaris_all_nodes(tmp_path: Path) -> None:
+    alloc = pbs(tmp_path, POLARIS, "1234567.polaris-pbs-01.hsn.cm.polaris.alcf.anl.gov")
+    run_dir = tmp_path / "run"
+    launch = build_launch(LaunchPlan(ppn=4, tp=2, command=CMD), alloc, run_dir, PY, which)
+    env = sizes(tp=2, omp=8)
+    assert launch.argv == [
+        PALS,
+        "--envall",
+        "--line-buffer",
+        "--np=12",
+        "--ppn=4",
+        f"--hostfile={alloc.nodefile}",
+        "--cpu-bind=depth",
+        "--depth=8",
+        *env_flags("--env", env),
+        *capture(run_dir),
+    ]
+    assert launch.env == env
+    assert launch.hostfile == Path(alloc.nodefile or "")
+    assert launch.launcher == "mpiexec"
+    assert not run_dir.exists()  # all nodes: PBS's own nodefile, nothing written
+
+
+def test_polaris_subset_writes_a_filtered_hostfile(tmp_path: Path) -> None:
+    alloc = pbs(tmp_path, POLARIS, "1234567.polaris-pbs-01")
+    run_dir = tmp_path / "run"
+    plan = LaunchPlan(nodes=1, exclude=("x3006c0s13b0n0",), ppn=2, command=CMD)
+    launch = build_launch(plan, alloc, run_dir, PY, which)
+    hostfile = run_dir / "hostfile"
+    assert launch.hostfile == hostfile
+    assert hostfile.read_text() == f"{POLARIS[1]}\n"
+    assert launch.argv[:6] == [
+        PALS,
+        "--envall",
+        "--line-buffer",
+        "--np=2",
+        "--ppn=2",
+        f"--hostfile={hostfile}",
+    ]
+    assert any("1 of 3 allocated hosts" in note for note in launch.notes)
+
+
+def test_polaris_nodes_without_exclusion(tmp_path: Path) -> None:
+    alloc = pbs(tmp_path, POLARIS, "1.polaris-pbs-01")
+    launch = build_launch(LaunchPlan(nodes=2, command=CMD), alloc, tmp_path / "r", PY, which)
+    assert (tmp_path / "r" / "hostfile").read_text().splitlines() == POLARIS[:2]
+    assert "--np=8" in launch.argv
+
+
+@pytest.mark.parametrize(("hosts", "machine"), [(AURORA, "Aurora"), (SUNSPOT, "Sunspot")])
+def test_intel_xpu_machines(tmp_path: Path, hosts: list[str], machine: str) -> None:
+    alloc = pbs(tmp_path, hosts, "8765.pbs-0001")
+    assert alloc.machine == machine
+    run_dir = tmp_path / "run"
+    plan = LaunchPlan(ppn=12, tp=2, pp=2, cp=3, command=CMD)
+    launch = build_launch(plan, alloc, run_dir, PY, which)
+    env = sizes(tp=2, pp=2, cp=3, omp=3)
+    assert launch.argv == [
+        PALS,
+        "--envall",
+        "--line-buffer",
+        "--np=24",
+        "--ppn=12",
+        f"--hostfile={alloc.nodefile}",
+        "--no-vni",
+        f"--cpu-bind=verbose,{INTEL_XPU_CPU_BIND}",
+        *env_flags("--env", env),
+        *capture(run_dir),
+    ]
+    assert launch.env == env
+
+
+def test_aurora_excluding_a_host(tmp_path: Path) -> None:
+    alloc = pbs(tmp_path, AURORA, "8765.aurora-pbs-0001")
+    run_dir = tmp_path / "run"
+    plan = LaunchPlan(exclude=(AURORA[0],), ppn=6, command=CMD)
+    launch = build_launch(plan, alloc, run_dir, PY, which)
+    assert (run_dir / "hostfile").read_text() == f"{AURORA[1]}\n"
+    assert launch.argv[3:6] == ["--np=6", "--ppn=6", f"--hostfile={run_dir / 'hostfile'}"]
+
+
+def test_sophia_uses_open_mpi_mpirun(tmp_path: Path) -> None:
+    alloc = pbs(tmp_path, SOPHIA, "99.sophia-pbs-01.lab.alcf.anl.gov")
+    run_dir = tmp_path / "run"
+    plan = LaunchPlan(ppn=8, env={"NCCL_DEBUG": "INFO"}, command=CMD)
+    launch = build_launch(plan, alloc, run_dir, PY, which)
+    env = {
+        **sizes(),
+        "NCCL_DEBUG": "INFO",
+        "OMP_NUM_THREADS": str(max(1, alloc.cpus_per_host // 8)),
+    }
+    assert launch.launcher == "mpirun"
+    assert launch.argv == [
+        "/opt/openmpi/bin/mpirun",
+        "-n",
+        "16",
+        "-N",
+        "8",
+        "--hostfile",
+        str(alloc.nodefile),
+        "-x",
+        "PATH",
+        "-x",
+        "LD_LIBRARY_PATH",
+        *env_flags("-x", env),
+        *capture(run_dir),
+    ]
+
+
+def test_generic_pbs_cluster_gets_hydra_style(tmp_path: Path) -> None:
+    alloc = pbs(tmp_path, ["node01", "node02"], "5.cluster")
+    plan = LaunchPlan(ppn=2, command=CMD)
+    launch = build_launch(plan, alloc, tmp_path / "r", PY, {"mpiexec": "/usr/bin/mpiexec"}.get)
+    assert launch.argv[:7] == [
+        "/usr/bin/mpiexec",
+        "-f",
+        str(alloc.nodefile),
+        "-n",
+        "4",
+        "-ppn",
+        "2",
+    ]
+    assert launch.argv[7:10] == ["-genv", "EZPZ_TP", "1"]
+
+
+# --- Slurm: Perlmutter, Frontier -------------------------------------------------------------
+
+
+def test_perlmutter_all_nodes(tmp_path: Path) -> None:
+    alloc = perlmutter()
+    run_dir = tmp_path / "run"
+    launch = build_launch(LaunchPlan(ppn=4, tp=4, command=CMD), alloc, run_dir, PY, which)
+    assert launch.launcher == "srun"
+    assert launch.argv == [
+        "/usr/bin/srun",
+        "-u",
+        "--verbose",
+        "-N3",
+        "-n12",
+        "--ntasks-per-node=4",
+        "--nodelist=nid001140,nid001141,nid001144",
+        "--mpi=pmi2",
+        "--disable-status",
+        "--kill-on-bad-exit=1",
+        "--cpus-per-task=32",
+        "--gpus-per-node=4",
+        "--export=ALL,EZPZ_TP=4,EZPZ_PP=1,EZPZ_CP=1,OMP_NUM_THREADS=32",
+        *capture(run_dir),
+    ]
+    assert launch.hostfile is None
+    assert launch.env == sizes(tp=4, omp=32)
+
+
+def test_perlmutter_subset_names_its_nodes(tmp_path: Path) -> None:
+    alloc = perlmutter()
+    plan = LaunchPlan(nodes=1, exclude=("nid001140",), ppn=2, command=CMD)
+    launch = build_launch(plan, alloc, tmp_path / "run", PY, which)
+    assert launch.argv[3:12] == [
+        "-N1",
+        "-n2",
+        "--ntasks-per-node=2",
+        "--nodelist=nid001141",
+        "--mpi=pmi2",
+        "--disable-status",
+        "--kill-on-bad-exit=1",
+        "--cpus-per-task=64",
+        "--gpus-per-node=4",
+    ]
+
+
+def test_frontier(tmp_path: Path) -> None:
+    alloc = frontier()
+    run_dir = tmp_path / "run"
+    plan = LaunchPlan(ppn=8, pp=2, env={"OMP_NUM_THREADS": "7"}, command=CMD)
+    launch = build_launch(plan, alloc, run_dir, PY, which)
+    assert launch.argv == [
+        "/usr/bin/srun",
+        "-u",
+        "--verbose",
+        "-N3",
+        "-n24",
+        "--ntasks-per-node=8",
+        "--nodelist=frontier00001,frontier00002,frontier00010",
+        "--mpi=pmi2",
+        "--disable-status",
+        "--kill-on-bad-exit=1",
+        "--cpus-per-task=14",
+        "--gpus-per-node=8",
+        "--export=ALL,EZPZ_TP=1,EZPZ_PP=2,EZPZ_CP=1,OMP_NUM_THREADS=7",
+        *capture(run_dir),
+    ]
+
+
+def test_srun_reads_a_long_node_list_from_a_file(tmp_path: Path) -> None:
+    env = {
+        "SLURM_JOB_ID": "1",
+        "SLURM_JOB_NODELIST": "nid[000001-000300]",
+        "NERSC_HOST": "perlmutter",
+    }
+    env["SLURM_GPUS_ON_NODE"] = "4"
+    alloc = detect_allocation(env, probe=False)
+    run_dir = tmp_path / "run"
+    launch = build_launch(LaunchPlan(nodes=299, command=CMD), alloc, run_dir, PY, which)
+    hostfile = run_dir / "hostfile"
+    assert f"--nodelist={hostfile}" in launch.argv
+    assert hostfile.read_text().splitlines() == [f"nid{i:06d}" for i in range(1, 300)]
+
+
+def test_srun_values_with_commas_stay_out_of_export(tmp_path: Path) -> None:
+    plan = LaunchPlan(env={"NCCL_SOCKET_IFNAME": "hsn0,hsn1"}, command=CMD)
+    launch = build_launch(plan, perlmutter(), tmp_path / "r", PY, which)
+    export = next(a for a in launch.argv if a.startswith("--export="))
+    assert "NCCL_SOCKET_IFNAME" not in export
+    assert launch.env["NCCL_SOCKET_IFNAME"] == "hsn0,hsn1"
+    assert any("commas" in note for note in launch.notes)
+
+
+# --- torchrun ---------------------------------------------------------------------------------
+
+
+def test_torchrun_on_perlmutter_runs_one_per_node(tmp_path: Path) -> None:
+    run_dir = tmp_path / "20261122-103105-tp1pp1cp1"
+    plan = LaunchPlan(ppn=4, launcher="torchrun", command=CMD)
+    launch = build_launch(plan, perlmutter(), run_dir, PY, which)
+    assert launch.launcher == "torchrun"
+    assert launch.argv == [
+        "/usr/bin/srun",
+        "-u",
+        "--verbose",
+        "-N3",
+        "-n3",
+        "--ntasks-per-node=1",
+        "--nodelist=nid001140,nid001141,nid001144",
+        "--mpi=pmi2",
+        "--disable-status",
+        "--kill-on-bad-exit=1",
+        "--cpus-per-task=128",
+        "--gpus-per-node=4",
+        "--export=ALL,EZPZ_TP=1,EZPZ_PP=1,EZPZ_CP=1,OMP_NUM_THREADS=32",
+        PY,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "3",
+        "--nproc-per-node",
+        "4",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        "nid001140:29500",
+        "--rdzv-id",
+        run_dir.name,
+        *capture(run_dir)[1:],
+    ]
+
+
+def test_torchrun_on_polaris_is_not_cpu_bound(tmp_path: Path) -> None:
+    alloc = pbs(tmp_path, POLARIS, "1.polaris-pbs-01")
+    run_dir = tmp_path / "run"
+    plan = LaunchPlan(nodes=2, ppn=4, launcher="torchrun", command=CMD)
+    launch = build_launch(plan, alloc, run_dir, PY, which, rdzv_port=29600)
+    omp = max(1, alloc.cpus_per_host // 4)
+    assert launch.argv[:7] == [
+        PALS,
+        "--envall",
+        "--line-buffer",
+        "--np=2",
+        "--ppn=1",
+        f"--hostfile={run_dir / 'hostfile'}",
+        "--cpu-bind=none",
+    ]
+    assert launch.argv[7:15] == env_flags("--env", sizes(omp=omp))
+    assert f"{POLARIS[0]}:29600" in launch.argv
+
+
+# --- no scheduler -----------------------------------------------------------------------------
+
+
+def local_alloc() -> Allocation:
+    return detect_allocation({}, probe=False, host="laptop")
+
+
+def test_local_uses_the_venv_mpiexec(tmp_path: Path) -> None:
+    alloc = local_alloc()
+    run_dir = tmp_path / "run"
+    venv_bin = Path(sys.executable).parent
+    assert (venv_bin / "mpiexec.hydra").exists(), "the test venv has the mpich wheel"
+    launch = build_launch(LaunchPlan(ppn=2, command=CMD), alloc, run_dir, sys.executable, which)
+    omp = str(max(1, alloc.cpus_per_host // 2))
+    assert launch.argv == [
+        str(venv_bin / "mpiexec"),
+        "-rmk",
+        "user",
+        "-n",
+        "2",
+        "-ppn",
+        "2",
+        "-genv",
+        "EZPZ_TP",
+        "1",
+        "-genv",
+        "EZPZ_PP",
+        "1",
+        "-genv",
+        "EZPZ_CP",
+        "1",
+        "-genv",
+        "OMP_NUM_THREADS",
+        omp,
+        *capture(run_dir, python=sys.executable),
+    ]
+    assert launch.hostfile is None
+    assert not run_dir.exists()
+
+
+def test_local_mpirun_from_the_mpich_wheel_is_still_hydra(tmp_path: Path) -> None:
+    plan = LaunchPlan(ppn=2, launcher="mpirun", command=CMD)
+    launch = build_launch(plan, local_alloc(), tmp_path, sys.executable, which)
+    assert launch.argv[:3] == [str(Path(sys.executable).parent / "mpirun"), "-rmk", "user"]
+
+
+def test_local_torchrun_is_standalone(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    plan = LaunchPlan(ppn=2, launcher="torchrun", command=CMD)
+    launch = build_launch(plan, local_alloc(), run_dir, PY, which)
+    assert launch.argv == [
+        PY,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        "2",
+        *capture(run_dir)[1:],
+    ]
+
+
+def test_launcher_kind_for_auto() -> None:
+    assert detect_launcher_kind(perlmutter(), which) == "srun"
+    assert detect_launcher_kind(perlmutter(), lambda name: None, PY) == "torchrun"
+    assert detect_launcher_kind(local_alloc(), lambda name: None, sys.executable) == "mpiexec"
+    assert detect_launcher_kind(local_alloc(), lambda name: None, PY) == "torchrun"
+    only_mpirun = {"mpirun": "/usr/bin/mpirun"}.get
+    assert detect_launcher_kind(local_alloc(), only_mpirun, PY) == "mpirun"
+
+
+def test_sophia_auto_is_mpirun(tmp_path: Path) -> None:
+    assert detect_launcher_kind(pbs(tmp_path, SOPHIA, "1.sophia"), which) == "mpirun"
+
+
+def test_invalid_plan_is_refused_with_every_reason(tmp_path: Path) -> None:
+    with pytest.raises(ValueError) as info:
+        build_launch(LaunchPlan(ppn=3, tp=2, command=()), local_alloc(), tmp_path, PY, which)
+    assert str(info.value) == (
+        "The plan cannot be launched: World size 3 is not divisible by tp*pp*cp = 2. "
+        "The command is empty: give the program to run, e.g. python train.py."
+    )
+
+
+def test_missing_launcher_is_noted(tmp_path: Path) -> None:
+    alloc = pbs(tmp_path, POLARIS, "1.polaris-pbs-01")
+    launch = build_launch(
+        LaunchPlan(launcher="mpiexec", command=CMD), alloc, tmp_path, PY, lambda _: None
+    )
+    assert launch.argv[0] == "mpiexec"
+    assert launch.notes == ["mpiexec is not on PATH here; load the module that provides it."]
+
+
+def test_format_argv_quotes_for_a_shell() -> None:
+    assert format_argv(["python", "-c", "print('hi there')"]) == (
+        "python -c 'print('\"'\"'hi there'\"'\"')'"
+    )
+
+
+# --- real launches on this machine -------------------------------------------------------------
+
+
+def _run(argv: list[str], env_extra: dict[str, str], run_dir: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in RANK_VARS}
+    env.update(env_extra)
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    statuses = sorted((run_dir / "status").glob("rank-*.json"))
+    assert [json.loads(p.read_text())["state"] for p in statuses] == ["succeeded"] * 2
+
+
+PRINT_ENV = (
+    sys.executable,
+    "-c",
+    "import os; print(os.environ['EZPZ_TP'], os.environ['EZPZ_CP'], os.environ['OMP_NUM_THREADS'])",
+)
+
+
+@pytest.mark.mpi
+def test_local_mpiexec_really_starts_two_ranks(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    (tmp_path / "stray_nodefile").write_text("elsewhere1\nelsewhere2\n")
+    plan = LaunchPlan(ppn=2, tp=2, cp=1, env={"OMP_NUM_THREADS": "1"}, command=PRINT_ENV)
+    launch = build_launch(plan, local_alloc(), run_dir, sys.executable)
+    # -rmk user keeps the mpich wheel's mpiexec from following a stray PBS_NODEFILE
+    _run(launch.argv, {**launch.env, "PBS_NODEFILE": str(tmp_path / "stray_nodefile")}, run_dir)
+    for rank in (0, 1):
+        assert (run_dir / "logs" / f"rank-{rank:05d}.log").read_text() == "2 1 1\n"
+
+
+def test_local_torchrun_really_starts_two_ranks(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    plan = LaunchPlan(ppn=2, cp=2, launcher="torchrun", command=PRINT_ENV)
+    launch = build_launch(plan, local_alloc(), run_dir, sys.executable)
+    _run(launch.argv, launch.env, run_dir)
+    omp = launch.env["OMP_NUM_THREADS"]
+    for rank in (0, 1):
+        assert (run_dir / "logs" / f"rank-{rank:05d}.log").read_text() == f"1 2 {omp}\n"

@@ -1,0 +1,338 @@
+"""Run directories: unique ids under concurrency, atomic state, tolerant listing and reading."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ezpz_tui import __version__
+from ezpz_tui.core.launching.runstore import (
+    LOST,
+    STALE_AFTER_S,
+    UNKNOWN,
+    RunStore,
+    RunStoreError,
+    owner_identity,
+    read_run_toml,
+    read_state,
+    update_run_meta,
+    write_state,
+)
+
+RUN_ID = re.compile(r"^\d{8}-\d{6}-\d{3}-tp\d+pp\d+cp\d+(-\d+)?$")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> RunStore:
+    return RunStore(tmp_path / "outputs")
+
+
+def test_create_lays_out_a_pending_run(store: RunStore) -> None:
+    plan = {"command": ["python", "train.py"], "tp": 2, "nodes": ["x1"], "excluded": None}
+    run = store.create(
+        plan,
+        {"pp": 2, "world_size": 8},
+        parent="20261122-000000-000-tp1pp1cp1",
+        meta={"scheduler": "PBS", "job_id": "123.pbs", "hosts": ["x1"], "hostfile": Path("/h")},
+    )
+    assert RUN_ID.match(run.name), run.name
+    assert run.parent == store.outputs
+    assert run.name.endswith("-tp2pp2cp1")
+    for sub in ("logs", "status", "metrics"):
+        assert (run / sub).is_dir()
+    record = read_run_toml(run)
+    assert record["run_id"] == run.name
+    assert record["parent"] == "20261122-000000-000-tp1pp1cp1"
+    assert record["version"] == __version__
+    assert record["scheduler"] == "PBS" and record["hostfile"] == "/h"
+    assert record["sizes"] == {"tp": 2, "pp": 2, "cp": 1, "world_size": 8, "dp": 2}
+    assert record["plan"] == {"command": ["python", "train.py"], "tp": 2, "nodes": ["x1"]}
+    assert abs(record["created_epoch"] - time.time()) < 60
+    assert record["created"].startswith(run.name[:4])
+    state = read_state(run)
+    assert state["state"] == "pending"
+    assert state["run_id"] == run.name
+
+
+def test_create_refuses_reserved_meta_and_values_toml_cannot_hold(store: RunStore) -> None:
+    with pytest.raises(ValueError, match="run_id"):
+        store.create({}, meta={"run_id": "mine"})
+    with pytest.raises(ValueError, match=r"plan\.bad"):
+        store.create({"bad": object()})
+    assert store.list_runs() == []  # nothing half made
+
+
+def test_create_in_unusable_outputs_says_why(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(RunStoreError, match="cannot create outputs directory"):
+        RunStore(blocker / "outputs").create({})
+
+
+def test_same_millisecond_creates_get_suffixes_and_sort_newest_first(store: RunStore) -> None:
+    runs = [store.create({"command": ["x", str(i)]}) for i in range(5)]
+    assert len({r.name for r in runs}) == 5
+    listed = store.list_runs()
+    assert [s.path for s in listed] == list(reversed(runs))
+    assert [s.command for s in listed] == [["x", str(i)] for i in reversed(range(5))]
+
+
+_CREATOR = """
+import sys
+from pathlib import Path
+from ezpz_tui.core.launching.runstore import RunStore
+store = RunStore(Path(sys.argv[1]))
+for _ in range(int(sys.argv[2])):
+    print(store.create({"tp": 1}, {"tp": 1}).name, flush=True)
+"""
+
+
+def test_concurrent_creators_in_threads_and_processes_never_share_a_run(store: RunStore) -> None:
+    per_worker, threads, processes = 30, 4, 3
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CREATOR, str(store.outputs), str(per_worker)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(processes)
+    ]
+    names: list[str] = []
+    lock = threading.Lock()
+
+    def create_many() -> None:
+        mine = [store.create({"tp": 1}).name for _ in range(per_worker)]
+        with lock:
+            names.extend(mine)
+
+    workers = [threading.Thread(target=create_many) for _ in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0
+        names.extend(out.split())
+    total = per_worker * (threads + processes)
+    assert len(names) == total
+    assert len(set(names)) == total
+    assert any(re.search(r"-\d+$", n) for n in names)  # collisions did happen and were settled
+    for name in names:
+        assert read_run_toml(store.outputs / name)["run_id"] == name
+    assert len(store.list_runs()) == total
+
+
+def test_state_is_never_torn_for_a_reader(tmp_path: Path) -> None:
+    run = RunStore(tmp_path).create({})
+    stop = threading.Event()
+    writes = 0
+
+    def writer() -> None:
+        nonlocal writes
+        i = 0
+        while not stop.is_set():
+            i += 1
+            write_state(run, "running", step=i, pad="x" * (i % 5000))
+            writes += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    seen = set()
+    try:
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            raw = (run / "state.json").read_bytes()
+            data = json.loads(raw)  # raises on a torn file
+            assert data["state"] in ("pending", "running")
+            seen.add(data.get("step"))
+            assert read_state(run)["state"] in ("pending", "running")
+    finally:
+        stop.set()
+        thread.join()
+    assert writes > 50 and len(seen) > 5
+    assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_write_state_merges_and_rejects_unknown_states(tmp_path: Path) -> None:
+    run = RunStore(tmp_path).create({})
+    write_state(run, "running", launcher_pid=4242, start=1.0)
+    write_state(run, "failed", exit_code=3)
+    data = json.loads((run / "state.json").read_text())
+    assert (data["state"], data["launcher_pid"], data["start"], data["exit_code"]) == (
+        "failed",
+        4242,
+        1.0,
+        3,
+    )
+    with pytest.raises(ValueError, match="state must be one of"):
+        write_state(run, "lost")
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (None, "no state.json"),
+        (b"{not json", "not valid JSON"),
+        (b"\xff\xfe\x00garbage", "not valid JSON"),
+        (b"[1, 2]", "JSON object"),
+        (b'{"state": "exploded"}', "unrecognised state"),
+        (b"", "not valid JSON"),
+    ],
+)
+def test_unreadable_state_is_unknown_with_a_reason(
+    tmp_path: Path, content: bytes | None, reason: str
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    if content is not None:
+        (run / "state.json").write_bytes(content)
+    state = read_state(run)
+    assert state["state"] == UNKNOWN
+    assert reason in state["reason"]
+
+
+def test_state_of_a_missing_directory_is_unknown(tmp_path: Path) -> None:
+    assert read_state(tmp_path / "nowhere")["state"] == UNKNOWN
+
+
+def test_listing_tolerates_garbage(store: RunStore) -> None:
+    good = store.create({"command": ["python", "t.py"]}, {"tp": 2, "world_size": 4})
+    out = store.outputs
+    (out / "notes.txt").write_text("a file, not a run")
+    (out / "empty").mkdir()
+    (out / "random").mkdir()
+    (out / "random" / "picture.png").write_bytes(b"\x89PNG")
+    (out / ".hidden").mkdir()
+    (out / ".hidden" / "state.json").write_text('{"state": "running"}')
+    ezpz = out / "ezpz-2025-01-01"
+    ezpz.mkdir()
+    (ezpz / "metrics.jsonl").write_text('{"loss": 1.0}\n')
+    broken = out / "broken"
+    (broken / "logs").mkdir(parents=True)
+    (broken / "run.toml").write_text("this is = = not toml [")
+    (broken / "state.json").write_bytes(b'{"state": "runn')
+    weird = out / "weird"
+    weird.mkdir()
+    (weird / "run.toml").write_text('sizes = "big"\nplan = 3\ncreated_epoch = "yesterday"\n')
+    (weird / "state.json").write_text('{"state": "failed", "exit_code": "three"}')
+    runs = {r.run_id: r for r in store.list_runs()}
+    assert set(runs) == {good.name, "ezpz-2025-01-01", "broken", "weird"}
+    assert runs[good.name].state == "pending"
+    assert (runs[good.name].tp, runs[good.name].dp, runs[good.name].world_size) == (2, 2, 4)
+    assert runs["ezpz-2025-01-01"].state == UNKNOWN
+    assert runs["broken"].state == UNKNOWN and "JSON" in (runs["broken"].reason or "")
+    assert runs["weird"].state == "failed" and runs["weird"].exit_code is None
+    assert runs["weird"].tp is None and runs["weird"].created is not None
+
+
+def test_listing_a_missing_outputs_directory_is_empty(tmp_path: Path) -> None:
+    assert RunStore(tmp_path / "never-made").list_runs() == []
+
+
+def test_read_plan_by_id_prefix_and_path(store: RunStore, tmp_path: Path) -> None:
+    plan = {"command": ["python", "-m", "runtime.examples.train"], "tp": 2, "env": {"A": "1"}}
+    run = store.create(plan)
+    assert store.read_plan(run.name) == plan
+    assert store.read_plan(run) == plan
+    assert store.read_plan(str(run)) == plan
+    assert store.read_plan(run.name[:15]) == plan
+    store.create({})
+    with pytest.raises(RunStoreError, match="matches several runs"):
+        store.read_plan(run.name[:8])
+    with pytest.raises(RunStoreError, match="no run 'nope'"):
+        store.read_plan("nope")
+    with pytest.raises(RunStoreError, match="no run given"):
+        store.read_plan("  ")
+    bare = store.outputs / "bare"
+    bare.mkdir()
+    with pytest.raises(RunStoreError, match=r"has no run\.toml"):
+        store.read_plan("bare")
+    (bare / "run.toml").write_text("[[[")
+    with pytest.raises(RunStoreError, match="not valid TOML"):
+        store.read_plan("bare")
+
+
+def test_update_run_meta_adds_but_never_rewrites_identity(store: RunStore) -> None:
+    run = store.create({"tp": 1})
+    update_run_meta(run, {"launch": {"argv": ["mpiexec", "-n", "2"], "env": {"X": "1"}}})
+    record = read_run_toml(run)
+    assert record["launch"]["argv"] == ["mpiexec", "-n", "2"]
+    assert record["plan"] == {"tp": 1}
+    with pytest.raises(ValueError, match="plan"):
+        update_run_meta(run, {"plan": {}})
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_running_with_supervisor_and_launcher_gone_is_lost(tmp_path: Path) -> None:
+    run = RunStore(tmp_path).create({})
+    write_state(run, "running", launcher_pid=_dead_pid(), supervisor_pid=_dead_pid())
+    state = read_state(run)
+    assert state["state"] == LOST and state["recorded_state"] == "running"
+    assert "without recording how the run ended" in state["reason"]
+    assert json.loads((run / "state.json").read_text())["state"] == "running"  # never written
+
+
+def test_a_reused_pid_does_not_count_as_alive(tmp_path: Path) -> None:
+    run = RunStore(tmp_path).create({})
+    me = owner_identity()
+    # Our own pid, but a different start time: a stranger that got the number.
+    write_state(
+        run,
+        "running",
+        launcher_pid=os.getpid(),
+        launcher_start_ticks=1,
+        supervisor_pid=os.getpid(),
+        supervisor_start_ticks=me["supervisor_start_ticks"] + 1,
+    )
+    assert read_state(run)["state"] == LOST
+
+
+def test_live_supervisor_keeps_a_run_running(tmp_path: Path) -> None:
+    run = RunStore(tmp_path).create({})
+    write_state(run, "running", launcher_pid=_dead_pid())  # owner fields are this process
+    assert read_state(run)["state"] == "running"  # the supervisor is about to record the end
+
+
+def test_pending_run_whose_creator_died_is_lost(tmp_path: Path) -> None:
+    run = RunStore(tmp_path).create({})
+    write_state(run, "pending", supervisor_pid=_dead_pid())
+    state = read_state(run)
+    assert state["state"] == LOST and "before starting it" in state["reason"]
+
+
+def test_run_on_another_host_is_judged_by_its_heartbeat(tmp_path: Path) -> None:
+    run = RunStore(tmp_path).create({})
+    write_state(run, "running", host="compute-node-17", launcher_pid=_dead_pid())
+    assert read_state(run)["state"] == "running"
+    later = time.time() + STALE_AFTER_S + 60
+    state = read_state(run, now=later)
+    assert state["state"] == LOST and "compute-node-17" in state["reason"]
+
+
+def test_reboot_means_lost(tmp_path: Path) -> None:
+    run = RunStore(tmp_path).create({})
+    write_state(run, "running", boot_id="00000000-0000-0000-0000-000000000000")
+    if owner_identity()["boot_id"] is None:
+        pytest.skip("no boot id on this system")
+    assert "rebooted" in read_state(run)["reason"]
+
+
+def test_final_states_are_reported_as_written(tmp_path: Path) -> None:
+    run = RunStore(tmp_path).create({})
+    write_state(run, "failed", exit_code=3, supervisor_pid=_dead_pid())
+    assert read_state(run)["state"] == "failed"
+    assert RunStore(tmp_path).list_runs()[0].exit_code == 3
