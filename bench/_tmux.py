@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-PY = sys.executable
+from _common import PY, with_repo_path
+
 EZPZ_TUI = Path(PY).parent / "ezpz-tui"
 
 
@@ -167,9 +167,8 @@ def clean_env(root: Path) -> dict[str, str]:
         TERM="xterm-256color",
         EZPZ_TUI_CONFIG_DIR=str(root / "config"),
         PATH=os.pathsep.join([str(Path(PY).parent), env.get("PATH", "")]),
-        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p),
     )
-    return env
+    return with_repo_path(env)
 
 
 def ms(seconds: float, width: int = 7) -> str:

@@ -20,7 +20,6 @@ failing run's launcher output and rank log tails are printed.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import shlex
@@ -32,11 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # this checkout's runtime, whatever is installed
+from _common import PY, mpiexec, print_rerun, run_in_repo, with_repo_path
 
-from runtime import records  # noqa: E402
-from runtime.env import RANK_VARS  # noqa: E402
+from runtime import records
+from runtime.env import RANK_VARS
+from runtime.rundir import RunDir, metric_files, read_status
 
 RANKS = 2
 # Lines that mean a rank died badly even when every exit code says 0.
@@ -45,44 +44,38 @@ ALARMS = ("terminate called", "Traceback (most recent call last)", "Aborted", "c
 
 def launcher_argv(launcher: str, run_dir: Path, steps: int) -> list[str]:
     """The exact command under test; ``python`` is this interpreter."""
-    py = sys.executable
-    train = [py, "-m", "runtime.examples.train", "--steps", str(steps)]
+    train = [PY, "-m", "runtime.examples.train", "--steps", str(steps)]
     if launcher == "mpiexec":
-        local = Path(py).parent / "mpiexec"  # the mpich wheel's, before any other on PATH
-        mpiexec = str(local) if local.exists() else shutil.which("mpiexec") or "mpiexec"
-        head = [mpiexec, "-n", str(RANKS), py, "-m", "runtime.capture"]
+        head = [mpiexec(), "-n", str(RANKS), PY, "-m", "runtime.capture"]
     else:
-        head = [py, "-m", "torch.distributed.run", "--standalone"]
+        head = [PY, "-m", "torch.distributed.run", "--standalone"]
         head += ["--nproc-per-node", str(RANKS), "-m", "runtime.capture"]
     return [*head, "--run-dir", str(run_dir), "--", *train]
 
 
 def clean_env() -> dict[str, str]:
     """Our environment minus launcher variables a stray shell could leak into the ranks."""
-    env = {k: v for k, v in os.environ.items() if k not in RANK_VARS}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    return env
+    return with_repo_path({k: v for k, v in os.environ.items() if k not in RANK_VARS})
 
 
 def check_run_dir(run_dir: Path, steps: int) -> list[str]:
     """Every way ``run_dir`` falls short of a complete 2-rank run; empty when it is complete."""
     problems: list[str] = []
-    logs = sorted((run_dir / "logs").glob("rank-*.log"))
-    statuses = sorted((run_dir / "status").glob("rank-*.json"))
-    jsonls = sorted((run_dir / "metrics").glob("rank-*.jsonl"))
+    run = RunDir(run_dir)
+    logs = [path for path, _ in run.logs()]
+    statuses = run.statuses()
+    jsonls = [path for path, _ in metric_files(run_dir)]
     for what, found in (("logs", logs), ("status files", statuses), ("JSONL files", jsonls)):
         if len(found) != RANKS:
             problems.append(f"{len(found)} {what}, want {RANKS}")
-    for path in statuses:
-        try:
-            status = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            problems.append(f"{path.name}: unreadable ({exc})")
-            continue
-        if status.get("exit_code") != 0:
+    for path, rank in statuses:
+        status = read_status(path, rank)
+        if status is None:
+            problems.append(f"{path.name}: unreadable")
+        elif status.exit_code != 0:
             problems.append(
-                f"{path.name}: exit_code {status.get('exit_code')} "
-                f"signal {status.get('signal_name') or status.get('signal')}"
+                f"{path.name}: exit_code {status.exit_code} "
+                f"signal {status.signal_name or status.signal}"
             )
     for path in jsonls:
         data = path.read_bytes()
@@ -100,7 +93,7 @@ def check_run_dir(run_dir: Path, steps: int) -> list[str]:
         if len(losses) < 2 or not losses[-1] < losses[0]:
             shown = f"{losses[0]:.4f} -> {losses[-1]:.4f}" if losses else "none"
             problems.append(f"{path.name}: loss did not fall ({shown})")
-    for path in [*logs, run_dir / "launcher.log"]:
+    for path in [*logs, run.launcher_log]:
         if not path.exists():
             continue
         text = path.read_text(errors="replace")
@@ -127,9 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the run directories")
     args = parser.parse_args(argv)
 
-    rerun = ["python", "bench/exit_reliability.py", "--runs", str(args.runs)]
-    rerun += ["--launcher", args.launcher, "--steps", str(args.steps)]
-    print("rerun: " + shlex.join(rerun))
+    print_rerun("exit_reliability.py", args)
     root = Path(tempfile.mkdtemp(prefix="ezpz-exit-"))
     print("each run: " + shlex.join(launcher_argv(args.launcher, root / "run-K", args.steps)))
     env = clean_env()
@@ -137,37 +128,31 @@ def main(argv: list[str] | None = None) -> int:
     failed: dict[int, list[str]] = {}
     durations: list[float] = []
     for k in range(1, args.runs + 1):
-        run_dir = root / f"run-{k}"
-        run_dir.mkdir(parents=True)
-        cmd = launcher_argv(args.launcher, run_dir, args.steps)
+        run = RunDir(root / f"run-{k}")
+        run.path.mkdir(parents=True)
+        cmd = launcher_argv(args.launcher, run.path, args.steps)
         t0 = time.perf_counter()
-        with open(run_dir / "launcher.log", "wb") as launcher_log:
+        with open(run.launcher_log, "wb") as out:
             try:
-                code = subprocess.run(
-                    cmd,
-                    env=env,
-                    cwd=REPO,
-                    stdin=subprocess.DEVNULL,
-                    stdout=launcher_log,
-                    stderr=subprocess.STDOUT,
-                    timeout=args.timeout,
+                code = run_in_repo(
+                    cmd, env, args.timeout, stdout=out, stderr=subprocess.STDOUT
                 ).returncode
             except subprocess.TimeoutExpired:
                 code = 124
         durations.append(time.perf_counter() - t0)
         codes.append(code)
         problems = [] if code == 0 else [f"launcher exited {code}"]
-        problems += check_run_dir(run_dir, args.steps)
+        problems += check_run_dir(run.path, args.steps)
         verdict = "ok" if not problems else "FAIL: " + "; ".join(problems)
         print(f"run-{k:<3} exit {code:<4} {durations[-1]:5.1f}s  {verdict}", flush=True)
         if problems:
             failed[k] = problems
 
     for k in failed:
-        run_dir = root / f"run-{k}"
-        print(f"\n--- run-{k} ({run_dir}) launcher.log tail:")
-        print(tail(run_dir / "launcher.log"))
-        for log in sorted((run_dir / "logs").glob("rank-*.log")):
+        run = RunDir(root / f"run-{k}")
+        print(f"\n--- run-{k} ({run.path}) {run.launcher_log.name} tail:")
+        print(tail(run.launcher_log))
+        for log, _ in run.logs():
             print(f"--- run-{k} {log.name} tail:")
             print(tail(log))
 

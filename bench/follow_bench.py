@@ -3,7 +3,7 @@
 - logs: MB/s of rank log text through ``RunFollower.poll()`` (decode, line split, ``\\r``/cap
   handling, global sequence numbers) against a bare ``f.read()`` + ``bytes.split(b"\\n")`` of the
   same files. Target: at least 200 MB/s.
-- metrics: JSONL records/s through ``RunFollower.poll()`` (``runtime.records.parse_columns``:
+- metrics: JSONL records/s through ``RunFollower.poll()`` (``runtime.record_columns.parse_columns``:
   one column per field and metric for each rank, no object per record) against the same files
   read whole and parsed three other ways: ``records.parse_chunk`` (one ``Record`` per line, what
   the follower delivered before the columns), and two bare parses of each line with the results
@@ -33,11 +33,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # this checkout's code, whatever is installed
+import _common  # noqa: F401  (this checkout first on sys.path)
 
-from ezpz_tui.core.watching.followers import RunFollower  # noqa: E402
-from runtime import records  # noqa: E402
+from ezpz_tui.core.watching.followers import RunFollower
+from runtime import records
+from runtime.rundir import RunDir
 
 LOG_TARGET_MBS = 200.0
 RECORD_TARGET = 500_000.0
@@ -46,7 +46,8 @@ RECORD_TARGET = 500_000.0
 def write_logs(run: Path, ranks: int, mb_per_rank: float) -> int:
     """Training-like log lines: timestamps, some ANSI colour, a few progress-bar rewrites."""
     rng = random.Random(0)
-    (run / "logs").mkdir(parents=True)
+    rundir = RunDir(run)
+    rundir.logs_dir.mkdir(parents=True)
     total = 0
     for rank in range(ranks):
         lines = []
@@ -68,14 +69,15 @@ def write_logs(run: Path, ranks: int, mb_per_rank: float) -> int:
             size += len(line) + 1
             i += 1
         data = ("\n".join(lines) + "\n").encode()
-        (run / "logs" / f"rank-{rank:05d}.log").write_bytes(data)
+        rundir.log(rank).write_bytes(data)
         total += len(data)
     return total
 
 
 def write_metrics(run: Path, ranks: int, per_rank: int) -> int:
     rng = random.Random(1)
-    (run / "metrics").mkdir(parents=True)
+    rundir = RunDir(run)
+    rundir.metrics_dir.mkdir(parents=True)
     for rank in range(ranks):
         lines = []
         for step in range(per_rank):
@@ -88,7 +90,7 @@ def write_metrics(run: Path, ranks: int, per_rank: int) -> int:
             }
             record = {"timestamp": 1.7e9 + step, "rank": rank, "step": step, "metrics": metrics}
             lines.append(json.dumps(record, separators=(",", ":")))
-        (run / "metrics" / f"rank-{rank:05d}.jsonl").write_text("\n".join(lines) + "\n")
+        rundir.metrics(rank).write_text("\n".join(lines) + "\n")
     return ranks * per_rank
 
 
@@ -104,7 +106,7 @@ def follow_all(run: Path) -> tuple[int, int]:
 
 def baseline_logs(run: Path) -> tuple[int, int]:
     n = 0
-    for path in sorted((run / "logs").iterdir()):
+    for path, _ in RunDir(run).logs():
         with open(path, "rb") as fh:
             n += len(fh.read().split(b"\n")) - 1
     return n, 0
@@ -113,7 +115,7 @@ def baseline_logs(run: Path) -> tuple[int, int]:
 def _loads_per_line(loads: Callable[[bytes], Any]) -> Callable[[Path], tuple[int, int]]:
     def baseline(run: Path) -> tuple[int, int]:
         n = 0
-        for path in sorted((run / "metrics").iterdir()):
+        for path in sorted(RunDir(run).metrics_dir.iterdir()):
             with open(path, "rb") as fh:
                 for line in fh.read().split(b"\n"):
                     if line:
@@ -127,7 +129,7 @@ def _loads_per_line(loads: Callable[[bytes], Any]) -> Callable[[Path], tuple[int
 def baseline_record_objects(run: Path) -> tuple[int, int]:
     """The reader before the columns: one ``Record`` per line (whole files, no follower)."""
     n = 0
-    for path in sorted((run / "metrics").iterdir()):
+    for path in sorted(RunDir(run).metrics_dir.iterdir()):
         with open(path, "rb") as fh:
             n += len(records.parse_chunk(fh.read()).records)
     return 0, n

@@ -28,33 +28,30 @@ machines are noisy, so the variants are interleaved and medians are quoted.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # this checkout's runtime, whatever is installed
+from _common import (
+    PY,
+    bench_parser,
+    mpiexec,
+    print_rerun,
+    run_in_repo,
+    scratch,
+    with_repo_path,
+)
 
-from runtime.env import RANK_VARS, SIZE_VARS  # noqa: E402
+from runtime.env import RANK_VARS, RUN_DIR_VAR, SIZE_VARS
+from runtime.rundir import RunDir
 
-PY = sys.executable
 RANKS = 2
 TIMEOUT_S = 300.0
-
-
-def mpiexec() -> str:
-    """The mpich wheel's mpiexec next to this Python, else one on PATH: the one ezpz-tui uses."""
-    local = Path(PY).parent / "mpiexec"
-    return str(local) if local.exists() else shutil.which("mpiexec") or "mpiexec"
 
 
 def ezpz_tui() -> list[str]:
@@ -65,28 +62,20 @@ def ezpz_tui() -> list[str]:
 
 def clean_env(outputs: Path) -> dict[str, str]:
     """No job, no stray rank variables, outputs in a scratch directory."""
-    drop = (*RANK_VARS, *SIZE_VARS.values(), "EZPZ_RUN_DIR")
+    drop = (*RANK_VARS, *SIZE_VARS.values(), RUN_DIR_VAR)
     env = {
         k: v
         for k, v in os.environ.items()
         if k not in drop and not k.startswith(("PBS_", "SLURM_"))
     }
     env["EZPZ_OUTPUTS"] = str(outputs)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    return env
+    return with_repo_path(env)
 
 
 def run(argv: list[str], env: dict[str, str]) -> float:
     """Wall seconds of ``argv``; raises with its output if it fails."""
     t0 = time.perf_counter()
-    proc = subprocess.run(
-        argv,
-        env=env,
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        timeout=TIMEOUT_S,
-    )
+    proc = run_in_repo(argv, env, TIMEOUT_S, capture_output=True)
     elapsed = time.perf_counter() - t0
     if proc.returncode != 0:
         out = (proc.stdout + proc.stderr).decode(errors="replace")[-3000:]
@@ -181,7 +170,7 @@ def bench_train(reps: int, steps: int, root: Path) -> None:
     def own_dir(head: list[str]) -> tuple[list[str], dict[str, str], Callable[[set[Path]], Path]]:
         k[0] += 1
         run_dir = root / f"train-{k[0]}"
-        return head, {**env, "EZPZ_RUN_DIR": str(run_dir)}, lambda _before: run_dir
+        return head, {**env, RUN_DIR_VAR: str(run_dir)}, lambda _before: run_dir
 
     torchrun = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(RANKS)]
     variants = {
@@ -202,7 +191,7 @@ def bench_train(reps: int, steps: int, root: Path) -> None:
             before = set(outputs.iterdir())
             started = time.time()
             total[name].append(run(argv, run_env))
-            metrics = where(before) / "metrics" / "rank-00000.jsonl"
+            metrics = RunDir(where(before)).metrics(0)
             first[name].append(first_record_time(metrics) - started)
     print(f"  medians of {reps} interleaved runs each (first step / whole run):")
     for name in names:
@@ -219,32 +208,20 @@ def bench_train(reps: int, steps: int, root: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, ("short", "train"))
     parser.add_argument("--short-reps", type=int, default=20, help="runs of each in (a)")
     parser.add_argument("--train-reps", type=int, default=5, help="runs of each in (b)")
     parser.add_argument("--steps", type=int, default=3, help="demo training steps in (b)")
-    parser.add_argument("--only", choices=("short", "train"), help="run one part")
-    parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args(argv)
-
-    rerun = ["python", "bench/launch_overhead.py", "--short-reps", str(args.short_reps)]
-    rerun += ["--train-reps", str(args.train_reps), "--steps", str(args.steps)]
-    rerun += ["--only", args.only] if args.only else []
-    print("rerun: " + shlex.join(rerun))
+    print_rerun("launch_overhead.py", args)
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {RANKS} ranks")
-    root = Path(tempfile.mkdtemp(prefix="ezpz-launch-bench-"))
-    try:
+    with scratch("ezpz-launch-bench-", args.keep) as root:
         if args.only in (None, "short"):
             print("(a) 2-rank `python -c pass`, wall time of the whole command:")
             bench_short(args.short_reps, root)
         if args.only in (None, "train"):
             print(f"(b) 2-rank demo, --steps {args.steps}: start to rank 0's first JSONL record:")
             bench_train(args.train_reps, args.steps, root)
-    finally:
-        if args.keep:
-            print(f"scratch kept in {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
     return 0
 
 

@@ -8,9 +8,9 @@ up, key press to repaint p95 <= 100 ms, RSS <= 400 MB after 10 minutes.
 Method:
 
 - A writer (this file with ``--writer``, one process for all ranks) makes a run directory in the
-  layout of DESIGN.md section 3 (``run.toml`` with the sizes, ``state.json`` running,
-  ``status/rank-NNNNN.json``, ``logs/rank-NNNNN.log``, ``metrics/rank-NNNNN.jsonl`` written with
-  ``runtime.records.encode``) and appends to every file once per ``--flush-ms`` (buffered appends,
+  layout of DESIGN.md section 3 through ``runtime.rundir`` (the sizes, a running state, and per
+  rank a running status, a log and a metrics file written with ``runtime.records.encode``) and
+  appends to every file once per ``--flush-ms`` (buffered appends,
   one ``os.write`` per file and flush), paced to the target rates from its start: a flush writes
   what the rates owe by then, so a writer that falls behind catches up in bigger blocks, and its
   achieved rates (from its own counts, written to a progress file ten times a second) are printed.
@@ -110,35 +110,33 @@ def parse_stamp(text: str, at: float) -> float:
 
 
 def make_run(run: Path, ranks: int, started: float) -> None:
-    for sub in ("logs", "status", "metrics"):
-        (run / sub).mkdir(parents=True, exist_ok=True)
-    (run / "run.toml").write_text(
+    from runtime.rundir import RankStatus, RunDir, RunState, State
+
+    rundir = RunDir(run)
+    rundir.make_folders()
+    rundir.run_toml.write_text(
         f'run_id = "{run.name}"\ncreated_epoch = {started}\n\n'
         f"[sizes]\nworld_size = {ranks}\ntp = 1\npp = 1\ncp = 1\ndp = {ranks}\n"
     )
-    (run / "state.json").write_text(json.dumps({"state": "running", "start": started}))
+    rundir.state_json.write_text(json.dumps(RunState(State.RUNNING, start=started).to_json()))
     for rank in range(ranks):
-        info = {
-            "rank": rank,
-            "host": f"nid{rank // 4:03d}",
-            "pid": 100000 + rank,
-            "state": "running",
-            "start": started,
-        }
-        (run / "status" / f"rank-{rank:05d}.json").write_text(json.dumps(info))
+        info = RankStatus(rank, host=f"nid{rank // 4:03d}", pid=100000 + rank, start=started)
+        rundir.status(rank).write_text(json.dumps(info.to_json()))
 
 
 def writer(args: argparse.Namespace) -> int:
     """Append log lines and metric records to every rank's files at the target rates."""
     from runtime import records
+    from runtime.rundir import RunDir
 
     run = Path(args.writer)
     ranks = args.ranks
     started = time.time()
     make_run(run, ranks, started)
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-    logs = [os.open(run / "logs" / f"rank-{r:05d}.log", flags, 0o644) for r in range(ranks)]
-    mets = [os.open(run / "metrics" / f"rank-{r:05d}.jsonl", flags, 0o644) for r in range(ranks)]
+    rundir = RunDir(run)
+    logs = [os.open(rundir.log(r), flags, 0o644) for r in range(ranks)]
+    mets = [os.open(rundir.metrics(r), flags, 0o644) for r in range(ranks)]
     progress = Path(args.progress)
     stop = False
 

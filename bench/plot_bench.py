@@ -1,6 +1,6 @@
 """How long the Metrics plot takes to redraw a metric with 1,000,000 points per rank.
 
-The subject is the widget's own path (``ezpz_tui.ui.widgets.metrics``): one new record per rank
+The subject is the widget's own path (``ezpz_tui.ui.widgets.metric_plot``): one record per rank
 arrives, as while a run streams (the drawing is prepared afresh; the store's band folds in only
 the new records), then ``prepare_plot`` (series, smoothing, min/max decimation to about two
 points per cell, the cross-rank band) and ``paint`` + ``canvas_text`` (plotext builds the
@@ -35,9 +35,11 @@ sys.path.insert(0, str(REPO))  # this checkout's code, whatever is installed
 from rich.text import Text  # noqa: E402
 from textual_plotext.plot import Plot  # noqa: E402
 
-from ezpz_tui.core.watching.metrics import MetricStore, PlotSettings, prepare_plot  # noqa: E402
-from ezpz_tui.ui.widgets.metrics import MARKER, PlotColours, canvas_text, paint  # noqa: E402
-from runtime.records import Record, RecordColumns  # noqa: E402
+from ezpz_tui.core.watching.metrics.plot import PlotSettings, prepare_plot  # noqa: E402
+from ezpz_tui.core.watching.metrics.store import MetricStore  # noqa: E402
+from ezpz_tui.ui.widgets.metric_plot import MARKER, PlotColours, canvas_text, paint  # noqa: E402
+from runtime.record_columns import RecordColumns  # noqa: E402
+from runtime.records import Record  # noqa: E402
 
 TARGET_MS = 20.0
 COLOURS = PlotColours(

@@ -28,21 +28,18 @@ also while a run writes logs and metrics that the TUI tails. The poll interval (
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import random
 import re
-import shlex
-import shutil
 import signal
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from _common import bench_parser, print_rerun, scratch
 from _tmux import EZPZ_TUI, PY, Tmux, clean_env, ms, percentile, versions
 
 WIDTH, HEIGHT = 120, 40
@@ -255,47 +252,38 @@ def leftover_ranks(root: Path) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, ("start", "keys"))
     parser.add_argument("--start-reps", type=int, default=5, help="start-ups of each in (a)")
     parser.add_argument("--key-reps", type=int, default=40, help="key presses of each in (b)")
-    parser.add_argument("--only", choices=("start", "keys"), help="run one part")
-    parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args(argv)
-
-    rerun = ["python", "bench/tui_bench.py", "--start-reps", str(args.start_reps)]
-    rerun += ["--key-reps", str(args.key_reps)] + (["--only", args.only] if args.only else [])
-    print("rerun: " + shlex.join(rerun))
+    print_rerun("tui_bench.py", args)
     header = versions()
     if header is None:
         return 2
     print(f"{header}, panes {WIDTH}x{HEIGHT}")
-    root = Path(tempfile.mkdtemp(prefix="ezpz-tui-bench-"))
-    script = root / "minimal_app.py"
-    script.write_text(MINIMAL_APP)
-    tmux = Tmux(root, clean_env(root), WIDTH, HEIGHT)
-    try:
-        if args.only in (None, "start"):
-            print(
-                f"(a) start-up, spawn in a fresh tmux session to the first frame showing it "
-                f"(median of {args.start_reps}, interleaved):"
-            )
-            bench_start(tmux, args.start_reps, root, script)
-        if args.only in (None, "keys"):
-            print(
-                f"(b) key press to repaint while the 2-rank demo ({DEMO_ARGS}) is live, "
-                "presses alternating between the two apps:"
-            )
-            bench_keys(tmux, args.key_reps, root, script)
-    finally:
-        tmux.kill_server()
-        for pid in leftover_ranks(root):
-            print(f"  ! rank process {pid} outlived the TUI; killing it")
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        if args.keep:
-            print(f"scratch kept in {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+    with scratch("ezpz-tui-bench-", args.keep) as root:
+        script = root / "minimal_app.py"
+        script.write_text(MINIMAL_APP)
+        tmux = Tmux(root, clean_env(root), WIDTH, HEIGHT)
+        try:
+            if args.only in (None, "start"):
+                print(
+                    f"(a) start-up, spawn in a fresh tmux session to the first frame showing it "
+                    f"(median of {args.start_reps}, interleaved):"
+                )
+                bench_start(tmux, args.start_reps, root, script)
+            if args.only in (None, "keys"):
+                print(
+                    f"(b) key press to repaint while the 2-rank demo ({DEMO_ARGS}) is live, "
+                    "presses alternating between the two apps:"
+                )
+                bench_keys(tmux, args.key_reps, root, script)
+        finally:
+            tmux.kill_server()
+            for pid in leftover_ranks(root):
+                print(f"  ! rank process {pid} outlived the TUI; killing it")
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
     return 0
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NoReturn
@@ -16,15 +16,12 @@ from typing import Any, NoReturn
 from ezpz_tui import __version__
 
 EPILOG = "With no command, ezpz-tui starts the terminal UI."
+RUN_HELP = "run id, unique prefix, or path to a run directory"
 
 
 def _outputs_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--outputs",
-        type=Path,
-        default=None,
-        help="directory holding run directories (default: $EZPZ_OUTPUTS or ./outputs)",
-    )
+    help = "directory holding run directories (default: $EZPZ_OUTPUTS or ./outputs)"
+    p.add_argument("--outputs", type=Path, default=None, help=help)
 
 
 def _positive(text: str) -> int:
@@ -44,7 +41,36 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+# Each command's one-line help, and the longer description its own --help shows.
+COMMANDS_HELP = {
+    "info": ("the allocation: scheduler, job, hosts, accelerators", None),
+    "doctor": ("check the environment (exit 1 on an error)", None),
+    "launch": (
+        "start a run (default command: the demo training)",
+        "Start a run through the right launcher; follows rank 0's log and exits with the run's "
+        "exit code. Ctrl-C stops the run cleanly.",
+    ),
+    "runs": ("list runs in the outputs directory", None),
+    "attach": (
+        "monitor a run this process did not start (running or finished), read-only",
+        "Open the TUI on RUN: its ranks, logs and metrics, followed live. Nothing can stop the "
+        "run from there. Works on ezpz's own run directories too.",
+    ),
+    "plot": ("plot a run's metric in the terminal", None),
+}
+
+
+def _command(sub: Any, name: str, *, json: bool = False) -> argparse.ArgumentParser:
+    help, description = COMMANDS_HELP[name]
+    p = sub.add_parser(name, help=help, description=description)
+    if json:
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from ezpz_tui.core.launching.plan import LAUNCHERS
+
     parser = _Parser(
         prog="ezpz-tui",
         description="See the allocation, launch distributed PyTorch, watch every rank.",
@@ -53,30 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ezpz-tui {__version__}")
     _outputs_arg(parser)
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
-
-    p = sub.add_parser("info", help="the allocation: scheduler, job, hosts, accelerators")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-
-    p = sub.add_parser("doctor", help="check the environment (exit 1 on an error)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    _outputs_arg(p)
-
-    p = sub.add_parser(
-        "launch",
-        help="start a run (default command: the demo training)",
-        description="Start a run through the right launcher; follows rank 0's log and exits "
-        "with the run's exit code. Ctrl-C stops the run cleanly.",
-    )
+    _command(sub, "info", json=True)
+    _outputs_arg(_command(sub, "doctor", json=True))
+    p = _command(sub, "launch")
     p.add_argument("-n", "--nodes", type=_positive, help="nodes to use (default: all)")
     p.add_argument("--ppn", type=_positive, help="ranks per node (default: one per accelerator)")
-    p.add_argument("--tp", type=_positive, default=1, help="tensor parallel size")
-    p.add_argument("--pp", type=_positive, default=1, help="pipeline parallel size")
-    p.add_argument("--cp", type=_positive, default=1, help="context parallel size")
-    p.add_argument(
-        "--launcher",
-        choices=("auto", "mpiexec", "srun", "mpirun", "torchrun"),
-        default="auto",
-    )
+    for size, words in (("tp", "tensor"), ("pp", "pipeline"), ("cp", "context")):
+        p.add_argument(f"--{size}", type=_positive, default=1, help=f"{words} parallel size")
+    p.add_argument("--launcher", choices=LAUNCHERS, default="auto")
     p.add_argument(
         "--exclude", action="append", default=[], metavar="HOST", help="skip a host (repeatable)"
     )
@@ -87,22 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="do not follow rank 0's log")
     _outputs_arg(p)
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command for each rank")
-
-    p = sub.add_parser("runs", help="list runs in the outputs directory")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _outputs_arg(_command(sub, "runs", json=True))
+    p = _command(sub, "attach")
+    p.add_argument("run", help=RUN_HELP)
     _outputs_arg(p)
-
-    p = sub.add_parser(
-        "attach",
-        help="monitor a run this process did not start (running or finished), read-only",
-        description="Open the TUI on RUN: its ranks, logs and metrics, followed live. Nothing "
-        "can stop the run from there. Works on ezpz's own run directories too.",
-    )
-    p.add_argument("run", help="run id, unique prefix, or path to a run directory")
-    _outputs_arg(p)
-
-    p = sub.add_parser("plot", help="plot a run's metric in the terminal")
-    p.add_argument("run", help="run id, unique prefix, or path to a run directory")
+    p = _command(sub, "plot")
+    p.add_argument("run", help=RUN_HELP)
     p.add_argument("--metric", default="loss", help="metric name (default: loss)")
     _outputs_arg(p)
     return parser
@@ -128,25 +128,18 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
-    left = data["walltime_left_s"]
-    rows = [
-        ("scheduler", alloc.scheduler),
-        ("job", alloc.job_id or "-"),
-        ("machine", alloc.machine),
-        (
-            "hosts",
-            f"{len(alloc.hosts)}: {', '.join(alloc.hosts[:8])}"
-            + (" ..." if len(alloc.hosts) > 8 else ""),
-        ),
-        (
-            "accelerators",
-            f"{alloc.accelerators_per_host} {alloc.accelerator_kind} per host "
-            f"({alloc.accelerator_source})",
-        ),
-        ("cpus per host", str(alloc.cpus_per_host)),
-        ("walltime left", format_duration(left)),
-    ]
-    for key, value in rows:
+    more = " ..." if len(alloc.hosts) > 8 else ""
+    kind = f"{alloc.accelerator_kind} per host ({alloc.accelerator_source})"
+    rows = {
+        "scheduler": alloc.scheduler,
+        "job": alloc.job_id or "-",
+        "machine": alloc.machine,
+        "hosts": f"{len(alloc.hosts)}: {', '.join(alloc.hosts[:8])}{more}",
+        "accelerators": f"{alloc.accelerators_per_host} {kind}",
+        "cpus per host": alloc.cpus_per_host,
+        "walltime left": format_duration(data["walltime_left_s"]),
+    }
+    for key, value in rows.items():
         print(f"{key:>14}  {value}")
     return 0
 
@@ -191,9 +184,31 @@ def _plan_from_args(args: argparse.Namespace) -> Any:
     )
 
 
+def _dry_run(session: Any, plan: Any) -> int:
+    """The launch as JSON, exactly what would run; exit 2 when the plan has errors."""
+    preview = session.preview(plan)
+    out: dict[str, Any] = {"problems": [asdict(p) for p in preview.problems]}
+    launch = preview.command
+    if launch is not None:
+        out.update(
+            argv=launch.argv,
+            env=launch.env,
+            launcher=launch.launcher,
+            hostfile=str(launch.hostfile) if launch.hostfile else None,
+            hostfile_hosts=preview.hostfile_hosts,
+            notes=launch.notes,
+            world_size=plan.world_size(session.alloc),
+            sizes={"tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "dp": plan.dp(session.alloc)},
+        )
+    print(json.dumps(out, indent=2))
+    return 0 if launch is not None else 2
+
+
 def cmd_launch(args: argparse.Namespace) -> int:
     from ezpz_tui.core.launching.allocation import detect_allocation
-    from ezpz_tui.core.session import LaunchRefused, Session
+    from ezpz_tui.core.launching.plan import LaunchRefused
+    from ezpz_tui.core.launching.runstore import RunStoreError
+    from ezpz_tui.core.session import Session
 
     try:
         plan = _plan_from_args(args)
@@ -201,29 +216,14 @@ def cmd_launch(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     session = Session(detect_allocation(), _outputs(args))
     if args.dry_run:
-        preview = session.preview(plan)
-        out: dict[str, Any] = {"problems": [asdict(p) for p in preview.problems]}
-        if preview.command is not None:
-            cmd = preview.command
-            out.update(
-                argv=cmd.argv,
-                env=cmd.env,
-                launcher=cmd.launcher,
-                hostfile=str(cmd.hostfile) if cmd.hostfile else None,
-                hostfile_hosts=preview.hostfile_hosts,
-                notes=cmd.notes,
-                world_size=plan.world_size(session.alloc),
-                sizes={"tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "dp": plan.dp(session.alloc)},
-            )
-        print(json.dumps(out, indent=2))
-        return 0 if preview.command is not None else 2
+        return _dry_run(session, plan)
     try:
         handle = session.launch(plan)
     except LaunchRefused as exc:
         for problem in exc.problems:
             print(f"ezpz-tui: {problem.message}", file=sys.stderr)
         return 2
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RunStoreError) as exc:
         return _fail(str(exc))
     print(f"ezpz-tui: run {handle.run_dir}", file=sys.stderr)
     return _follow(handle, quiet=args.quiet)
@@ -231,19 +231,12 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 def _follow(handle: Any, quiet: bool) -> int:
     """Print rank 0's log as it grows until the run ends; Ctrl-C (or SIGTERM) stops the run."""
-    from runtime.capture import log_path
+    from ezpz_tui.core.launching.processes import deferred_signals
+    from runtime.rundir import RunDir
 
-    stop_requested = []
-
-    def request_stop(signum: int, _frame: object) -> None:
-        stop_requested.append(signum)
-
-    # A handler, not KeyboardInterrupt: a Ctrl-C landing outside handle.wait() (while printing
-    # the log, or during the stop itself) would otherwise leave main() with the run still alive.
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    log = log_path(handle.run_dir, 0)
+    log = RunDir(handle.run_dir).log(0)
     offset = 0
-    try:
+    with deferred_signals() as stop_requested:
         while True:
             code = handle.wait(0.2)
             if not quiet:
@@ -258,9 +251,6 @@ def _follow(handle: Any, quiet: bool) -> int:
                 return 130
             if code is not None:
                 break
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     if not quiet:
         _print_new(log, offset)
     return _report_end(handle)
@@ -281,27 +271,25 @@ def _print_new(path: Path, offset: int) -> int:
 
 def _report_end(handle: Any) -> int:
     """The run's exit status (128+N for a signal), with failing ranks and launcher output."""
-    from runtime.capture import read_statuses
+    from runtime.rundir import LAUNCHER_LOG, RankState, RunDir, State, read_statuses
 
-    state = handle.state
-    code = state.get("exit_code")
-    signum = state.get("signal")
-    failed = []
-    for status in read_statuses(handle.run_dir):
-        if status.get("state") == "failed":
-            how = status.get("signal_name") or f"exit {status.get('exit_code')}"
-            failed.append(f"rank {status.get('rank')} ({how})")
+    run, state = RunDir(handle.run_dir), handle.state
+    failed = [
+        f"rank {status.rank} ({status.signal_name or f'exit {status.exit_code}'})"
+        for status in read_statuses(run.path)
+        if status.state == RankState.FAILED
+    ]
     if failed:
         print(f"ezpz-tui: failed ranks: {', '.join(failed)}", file=sys.stderr)
-        print(f"ezpz-tui: rank logs in {handle.run_dir / 'logs'}", file=sys.stderr)
-    if state.get("state") != "succeeded":
-        tail = _tail(handle.run_dir / "launcher.log", 15)
+        print(f"ezpz-tui: rank logs in {run.logs_dir}", file=sys.stderr)
+    if state.state != State.SUCCEEDED:
+        tail = _tail(run.launcher_log, 15)
         if tail:
-            print("ezpz-tui: launcher.log ends with:\n" + tail, file=sys.stderr)
-    print(f"ezpz-tui: run {state.get('state')} ({handle.run_dir.name})", file=sys.stderr)
-    if isinstance(code, int):
-        return code
-    return 128 + signum if isinstance(signum, int) else 1
+            print(f"ezpz-tui: {LAUNCHER_LOG} ends with:\n" + tail, file=sys.stderr)
+    print(f"ezpz-tui: run {state.state} ({run.path.name})", file=sys.stderr)
+    if state.exit_code is not None:
+        return state.exit_code
+    return 128 + state.signal if state.signal is not None else 1
 
 
 def _tail(path: Path, lines: int) -> str:
@@ -322,24 +310,20 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if not runs:
         print(f"no runs in {_outputs(args)}")
         return 0
-    print(
-        f"{'RUN':<34} {'STATE':<10} {'EXIT':>4} {'WORLD':>5} {'TP':>3} {'PP':>3} {'CP':>3} "
-        f"{'DP':>3}  PARENT"
-    )
+    print(_runs_row(name for name, _ in RUNS_COLUMNS) + "  PARENT")
     for r in runs:
-        exit_code = "" if r.exit_code is None else str(r.exit_code)
-        if r.signal:
-            exit_code = f"s{r.signal}"
-        cells = [_cell(x) for x in (r.world_size, r.tp, r.pp, r.cp, r.dp)]
-        print(
-            f"{r.run_id:<34} {r.state:<10} {exit_code:>4} {cells[0]:>5} {cells[1]:>3} "
-            f"{cells[2]:>3} {cells[3]:>3} {cells[4]:>3}  {r.parent or ''}"
-        )
+        exit_code = f"s{r.signal}" if r.signal else "" if r.exit_code is None else r.exit_code
+        sizes = ("-" if x is None else x for x in (r.world_size, r.tp, r.pp, r.cp, r.dp))
+        print(_runs_row([r.run_id, r.state, exit_code, *sizes]) + f"  {r.parent or ''}")
     return 0
 
 
-def _cell(value: Any) -> str:
-    return "-" if value is None else str(value)
+RUNS_COLUMNS = (("RUN", "<34"), ("STATE", "<10"), ("EXIT", ">4"), ("WORLD", ">5"))
+RUNS_COLUMNS += tuple((size, ">3") for size in ("TP", "PP", "CP", "DP"))
+
+
+def _runs_row(cells: Iterable[Any]) -> str:
+    return " ".join(f"{cell:{width}}" for cell, (_, width) in zip(cells, RUNS_COLUMNS, strict=True))
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -374,21 +358,20 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_tui(args: argparse.Namespace) -> int:
     from ezpz_tui.ui.app import run_app
 
-    return run_app(outputs=_outputs(args))
+    return run_app(outputs=args.outputs)
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
     from ezpz_tui.core.launching.runstore import RunStore, RunStoreError
     from ezpz_tui.ui.app import run_app
+    from runtime.rundir import LOGS, RUN_TOML, RunDir
 
     try:
         run_dir = RunStore(_outputs(args)).resolve(args.run).resolve()
     except RunStoreError as exc:
         return _fail(str(exc))
-    if not any((run_dir / name).exists() for name in ("run.toml", "logs", "metrics")) and not any(
-        run_dir.glob("metrics*.jsonl")
-    ):
-        return _fail(f"{run_dir} holds no run: no run.toml, logs/ or metrics files")
+    if not RunDir(run_dir).looks_like_run():
+        return _fail(f"{run_dir} holds no run: no {RUN_TOML}, {LOGS}/ or metrics files")
     return run_app(outputs=args.outputs or run_dir.parent, attach=run_dir)
 
 
@@ -404,6 +387,10 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    if not (sys.argv[1:] if argv is None else argv):
+        # The bare TUI skips building the parser (and importing the plan module for its
+        # launcher list): it is the first frame's start-up cost.
+        return cmd_tui(argparse.Namespace(cmd=None, outputs=None))
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.cmd](args)

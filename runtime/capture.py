@@ -4,17 +4,16 @@
 
 It learns its rank from the launcher's environment (never from MPI: initialising MPI here would
 take the PMI connection the real rank needs), points the child's stdout and stderr straight at
-``D/logs/rank-NNNNN.log`` (a file, so there is no pipe to stall on and a native crash's last
-words are kept), forwards the signals a stop sends, and records how the child ended in
-``D/status/rank-NNNNN.json``. Inherited descriptors stay open for the child: MPICH's Hydra hands
-each rank its PMI connection as an inherited fd (PMI_FD).
+the rank's log in D (a file, so there is no pipe to stall on and a native crash's last words are
+kept), forwards the signals a stop sends, and records how the child ended in the rank's status
+(:class:`runtime.rundir.RankStatus`). Inherited descriptors stay open for the child: MPICH's
+Hydra hands each rank its PMI connection as an inherited fd (PMI_FD).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import resource
 import signal
@@ -22,38 +21,13 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from runtime.atomic import write_atomic
 from runtime.env import RUN_DIR_VAR, rank_info_or_single
+from runtime.rundir import RankState, RankStatus, RunDir, write_status
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
-
-
-def status_path(run_dir: Path, rank: int) -> Path:
-    return run_dir / "status" / f"rank-{rank:05d}.json"
-
-
-def log_path(run_dir: Path, rank: int) -> Path:
-    return run_dir / "logs" / f"rank-{rank:05d}.log"
-
-
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    write_atomic(path, (json.dumps(data, indent=1) + "\n").encode())
-
-
-def read_statuses(run_dir: Path) -> list[dict[str, Any]]:
-    """Every rank's status file that can be read, by rank; half-written or foreign ones skipped."""
-    statuses = []
-    for path in sorted((Path(run_dir) / "status").glob("rank-*.json")):
-        try:
-            data = json.loads(path.read_text(errors="replace"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict):
-            statuses.append(data)
-    return statuses
 
 
 def _omp_threads(local_world_size: int) -> str:
@@ -77,23 +51,17 @@ def child_env(run_dir: Path, local_world_size: int) -> dict[str, str]:
 
 def run(run_dir: Path, command: list[str]) -> int:
     info = rank_info_or_single()
-    for sub in ("logs", "status", "metrics"):
-        (run_dir / sub).mkdir(parents=True, exist_ok=True)
-    status: dict[str, Any] = {
-        "rank": info.rank,
-        "local_rank": info.local_rank,
-        "world_size": info.world_size,
-        "host": socket.gethostname(),
-        "wrapper_pid": os.getpid(),
-        "pid": None,
-        "command": command,
-        "start": time.time(),
-        "end": None,
-        "state": "running",
-        "exit_code": None,
-        "signal": None,
-    }
-    spath = status_path(run_dir, info.rank)
+    run = RunDir(run_dir)
+    run.make_folders()
+    status = RankStatus(
+        rank=info.rank,
+        local_rank=info.local_rank,
+        world_size=info.world_size,
+        host=socket.gethostname(),
+        wrapper_pid=os.getpid(),
+        command=tuple(command),
+        start=time.time(),
+    )
     received: list[int] = []
 
     def forward(signum: int, _frame: object) -> None:
@@ -104,7 +72,7 @@ def run(run_dir: Path, command: list[str]) -> int:
     child: subprocess.Popen[bytes] | None = None
     for sig in FORWARDED:
         signal.signal(sig, forward)
-    with open(log_path(run_dir, info.rank), "ab", buffering=0) as log:
+    with open(run.log(info.rank), "ab", buffering=0) as log:
         try:
             child = subprocess.Popen(
                 command,
@@ -116,11 +84,14 @@ def run(run_dir: Path, command: list[str]) -> int:
             )
         except OSError as exc:
             log.write(f"ezpz capture: cannot start {command[0]!r}: {exc}\n".encode())
-            status.update(end=time.time(), state="failed", exit_code=127, error=str(exc))
-            write_json_atomic(spath, status)
+            failed = RankState.FAILED
+            write_status(
+                run_dir,
+                replace(status, end=time.time(), state=failed, exit_code=127, error=str(exc)),
+            )
             return 127
-        status["pid"] = child.pid
-        write_json_atomic(spath, status)
+        status = replace(status, pid=child.pid)
+        write_status(run_dir, status)
         if received:  # a stop that arrived while the child was being started
             child.send_signal(received[-1])
         while True:
@@ -129,16 +100,17 @@ def run(run_dir: Path, command: list[str]) -> int:
                 break
             except InterruptedError:  # pragma: no cover - PEP 475 retries for us
                 continue
-    status["end"] = time.time()
     if code < 0:
-        status.update(state="failed", signal=-code, signal_name=signal.Signals(-code).name)
+        name = signal.Signals(-code).name
+        status = replace(status, state=RankState.FAILED, signal=-code, signal_name=name)
         exit_code = 128 - code
     else:
-        status.update(state="succeeded" if code == 0 else "failed", exit_code=code)
+        ended = RankState.SUCCEEDED if code == 0 else RankState.FAILED
+        status = replace(status, state=ended, exit_code=code)
         exit_code = code
     if received:
-        status["signals_received"] = [signal.Signals(s).name for s in received]
-    write_json_atomic(spath, status)
+        status = replace(status, signals_received=tuple(signal.Signals(s).name for s in received))
+    write_status(run_dir, replace(status, end=time.time()))
     if code < 0 and -code not in received:
         _die_of(-code)
     return exit_code

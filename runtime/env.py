@@ -13,10 +13,8 @@ Slurm's only count when ``srun`` started the task (a step id is present).
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 # Per launcher: (rank, local rank, world size, local world size, node index); each field lists
 # the variables that can answer it, first found wins. Most specific launcher first.
@@ -212,13 +210,17 @@ def job_id(env: Mapping[str, str] | None = None) -> str | None:
 
 
 def hostname() -> str:
+    import socket  # here, not at the top: every rank imports this module, few ask its host
+
     return socket.gethostname()
 
 
 def pbs_hosts(nodefile: str | os.PathLike[str]) -> list[str]:
     """Hosts of a PBS nodefile in first-seen order; PBS repeats a host once per slot."""
     seen: dict[str, None] = {}
-    for line in Path(nodefile).read_text(errors="replace").splitlines():
+    with open(nodefile, errors="replace") as lines:
+        text = lines.read()
+    for line in text.splitlines():
         host = line.strip()
         if host and not host.startswith("#"):
             seen.setdefault(host, None)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,13 +18,7 @@ from typing import Any
 
 from runtime import records
 from runtime.env import RUN_DIR_VAR, rank_info_or_single
-
-_OUR_FILE = re.compile(r"rank-(\d+)\.jsonl$")
-_EZPZ_FILE = re.compile(r"metrics-(\d+)\.jsonl$")
-
-
-def metrics_path(run_dir: Path, rank: int) -> Path:
-    return Path(run_dir) / "metrics" / f"rank-{rank:05d}.jsonl"
+from runtime.rundir import RunDir, metric_files
 
 
 @dataclass
@@ -67,7 +60,7 @@ class _Stats:
 
 
 class History:
-    """Append this rank's metrics to ``<run_dir>/metrics/rank-NNNNN.jsonl``.
+    """Append this rank's metrics to its JSONL file in the run directory.
 
     The run directory comes from the argument, else from ``EZPZ_RUN_DIR`` (set by the capture
     wrapper the launcher puts in front of every rank), else a fresh ``outputs/<timestamp>``
@@ -77,7 +70,7 @@ class History:
     def __init__(self, run_dir: str | os.PathLike[str] | None = None, rank: int | None = None):
         self.rank = rank_info_or_single().rank if rank is None else rank
         self.run_dir = Path(run_dir) if run_dir is not None else _default_run_dir()
-        self.path = metrics_path(self.run_dir, self.rank)
+        self.path = RunDir(self.run_dir).metrics(self.rank)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._stats: dict[str, _Stats] = {}
@@ -126,27 +119,6 @@ def _default_run_dir() -> Path:
     except ImportError:
         pass
     return Path("outputs") / name[0]
-
-
-def metric_files(run_dir: str | os.PathLike[str]) -> list[tuple[Path, int]]:
-    """JSONL files of a run with the rank each file defaults to.
-
-    Ours are ``metrics/rank-N.jsonl``; ezpz writes ``metrics-N.jsonl`` or one shared
-    ``metrics.jsonl`` (whose records name their rank) in the run directory or below it.
-    """
-    root = Path(run_dir)
-    found: list[tuple[Path, int]] = []
-    for path in sorted(root.glob("metrics/*.jsonl")) + sorted(root.glob("**/metrics*.jsonl")):
-        for pattern in (_OUR_FILE, _EZPZ_FILE):
-            match = pattern.search(path.name)
-            if match:
-                found.append((path, int(match.group(1))))
-                break
-        else:
-            if path.name == "metrics.jsonl":
-                found.append((path, 0))
-    unique = {path: rank for path, rank in found}
-    return sorted(unique.items(), key=lambda item: (item[1], str(item[0])))
 
 
 def read_records(path: Path, default_rank: int = 0) -> records.ParseResult:

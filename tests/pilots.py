@@ -1,11 +1,39 @@
-"""Waiting in Pilot tests for what a worker or the follower thread delivers."""
+"""What the Pilot tests share: waiting for what a worker or the follower thread delivers, the
+fixture allocation of this host, and the text a widget shows."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 
 from textual.pilot import Pilot
+from textual.widget import Widget
+
+from ezpz_tui.core.launching.allocation import Allocation
+
+FIXED = 1795352400.0
+"""The frozen "now" of the app's clock in tests."""
+
+HOST = socket.gethostname()
+LOCAL = Allocation(
+    scheduler="none",
+    job_id=None,
+    machine=HOST.split(".")[0],
+    hosts=(HOST,),
+    accelerators_per_host=2,
+    accelerator_kind="cpu",
+    accelerator_source="fixture",
+    walltime_left_s=None,
+    walltime_checked_at=FIXED,
+    nodefile=None,
+    cpus_per_host=2,
+)
+"""This host alone, no scheduler, two CPU slots: real local runs fit in it."""
+
+
+def text_of(widget: Widget) -> str:
+    return str(widget.render())
 
 
 async def until(pilot: Pilot[None], ready: Callable[[], bool], what: str, timeout: float) -> None:
@@ -15,3 +43,10 @@ async def until(pilot: Pilot[None], ready: Callable[[], bool], what: str, timeou
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await pilot.pause(0.1)
+
+
+async def started(pilot: Pilot[None]) -> None:
+    """Let the app run until its main screen has mounted every region (they mount after the
+    first frame) and has a session (at once with a fixture allocation)."""
+    main = pilot.app.main  # type: ignore[attr-defined]
+    await until(pilot, lambda: main.started and main.session is not None, "the start-up", 10)

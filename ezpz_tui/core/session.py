@@ -1,26 +1,28 @@
 """One person's launches on one allocation: the service the CLI and the TUI both drive.
 
-It joins the pieces in the order that keeps the run-directory contract: validate the plan,
-make a fresh run directory that records it, build the launcher argv for that directory, start it
-under the supervisor. A relaunch stops the current run completely before the next one starts
-and names it as the parent, so the old run stays on disk for comparison.
+It joins the pieces in the order that keeps the run-directory contract: check the plan (the one
+validation), make a fresh run directory that records it, build the launch for that directory,
+record the launch, start it under the supervisor. The run store and the supervisor never call
+each other; this is where their work meets. A relaunch stops the current run completely before
+the next one starts and names it as the parent, so the old run stays on disk for comparison.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ezpz_tui.core.launching.allocation import Allocation
-from ezpz_tui.core.launching.launcher import LaunchCommand, build_launch
-from ezpz_tui.core.launching.plan import LaunchPlan, Problem, validate
-from ezpz_tui.core.launching.runstore import RunStore
-from ezpz_tui.core.launching.supervisor import DEFAULT_GRACE_S, RunHandle, StopResult, Supervisor
+from ezpz_tui.core.launching.launcher import Launch, LaunchConfig, build_launch
+from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused, Problem, check
+from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S
+from ezpz_tui.core.launching.runstore import RunStore, RunStoreError, record_launch
+from ezpz_tui.core.launching.supervisor import RunHandle, StopResult, Supervisor
 
 OUTPUTS_VAR = "EZPZ_OUTPUTS"
+PLACEHOLDER_RUN_ID = "<run-id>"
 
 
 def default_outputs() -> Path:
@@ -28,21 +30,24 @@ def default_outputs() -> Path:
     return Path(os.environ.get(OUTPUTS_VAR) or "outputs")
 
 
-class LaunchRefused(ValueError):
-    """The plan has errors; ``problems`` holds every one as a sentence."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
-        super().__init__(" ".join(p.message for p in problems))
-
-
 @dataclass(frozen=True)
 class Preview:
-    """What a launch of a plan would run, without starting anything."""
+    """What a launch of a plan would run, without starting or writing anything; the run
+    directory is shown as ``<outputs>/<run-id>``."""
 
     problems: list[Problem]
-    command: LaunchCommand | None
+    command: Launch | None
     hostfile_hosts: list[str]
+
+
+def _listed_hosts(hostfile: Path | None) -> list[str]:
+    """The hosts a scheduler's own nodefile lists."""
+    if hostfile is None:
+        return []
+    try:
+        return hostfile.read_text().split()
+    except OSError:
+        return []
 
 
 class Session:
@@ -56,49 +61,41 @@ class Session:
         self.alloc = alloc
         self.store = RunStore(outputs or default_outputs())
         self.supervisor = supervisor or Supervisor()
-        self.python = python
+        self.python = python  # the interpreter every rank runs
         self.current: RunHandle | None = None
 
     def preview(self, plan: LaunchPlan) -> Preview:
-        """The launcher argv for ``plan`` (run directory shown as ``<outputs>/<run-id>``)."""
-        problems = validate(plan, self.alloc)
-        if any(p.level == "error" for p in problems):
-            return Preview(problems, None, [])
-        with tempfile.TemporaryDirectory() as tmp:
-            placeholder = Path(tmp) / "<run-id>"
-            placeholder.mkdir()
-            cmd = build_launch(plan, self.alloc, placeholder, python=self.python)
-            hosts = cmd.hostfile.read_text().split() if cmd.hostfile else []
-            shown = str(self.store.outputs / "<run-id>")
-            argv = [a.replace(str(placeholder), shown) for a in cmd.argv]
-            notes = [n.replace(str(placeholder), shown) for n in cmd.notes]
-            hostfile = cmd.hostfile
-            if hostfile is not None and hostfile.parent == placeholder:
-                hostfile = self.store.outputs / "<run-id>" / hostfile.name
-            # else: PBS's own nodefile, used as it is
-        return Preview(problems, LaunchCommand(argv, cmd.env, hostfile, cmd.launcher, notes), hosts)
+        """The launch ``plan`` would make, with every problem it has."""
+        try:
+            checked = check(plan, self.alloc)
+        except LaunchRefused as refused:
+            return Preview(refused.found, None, [])
+        shown = self.store.outputs / PLACEHOLDER_RUN_ID
+        launch = build_launch(checked, shown, LaunchConfig(self.python))
+        hosts = list(launch.hostfile_hosts) or _listed_hosts(launch.hostfile)
+        return Preview(list(checked.warnings), launch, hosts)
 
-    def _prepare(self, plan: LaunchPlan, parent: str | None) -> tuple[Path, LaunchCommand]:
-        problems = validate(plan, self.alloc)
-        if any(p.level == "error" for p in problems):
-            raise LaunchRefused([p for p in problems if p.level == "error"])
-        alloc = self.alloc
-        meta = {
-            "scheduler": alloc.scheduler,
-            "job_id": alloc.job_id,
-            "machine": alloc.machine,
-            "hosts": list(plan.hosts_used(alloc)),
-            "ranks_per_node": plan.ranks_per_node(alloc),
-            "warnings": [p.message for p in problems],
-        }
-        sizes = {"tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "world_size": plan.world_size(alloc)}
-        run_dir = self.store.create(plan.to_dict(), sizes, parent=parent, meta=meta)
-        return run_dir, build_launch(plan, alloc, run_dir, python=self.python)
+    def _prepare(self, plan: LaunchPlan, parent: str | None) -> Launch:
+        """A recorded launch of ``plan`` in a new run directory; :class:`LaunchRefused` for a
+        plan with errors, before anything is made."""
+        checked = check(plan, self.alloc)
+        run_dir = self.store.create(plan.to_dict(), checked.sizes, parent=parent, meta=checked.meta)
+        return build_launch(checked, run_dir, LaunchConfig(self.python))
+
+    def _start(
+        self, launch: Launch, old: RunHandle | None, grace_s: tuple[float, float]
+    ) -> RunHandle:
+        try:
+            record_launch(launch)
+        except RunStoreError as exc:
+            return self.supervisor.not_started(launch, str(exc))
+        if old is None:
+            return self.supervisor.start(launch)
+        return self.supervisor.relaunch(old, launch, grace_s)
 
     def launch(self, plan: LaunchPlan, parent: str | None = None) -> RunHandle:
         """Start ``plan`` in a new run directory; :class:`LaunchRefused` if it has errors."""
-        run_dir, cmd = self._prepare(plan, parent)
-        self.current = self.supervisor.start(run_dir, cmd.argv, cmd.env)
+        self.current = self._start(self._prepare(plan, parent), None, DEFAULT_GRACE_S)
         return self.current
 
     def relaunch(
@@ -108,8 +105,7 @@ class Session:
         old = self.current
         if old is None:
             return self.launch(plan)
-        run_dir, cmd = self._prepare(plan, parent=old.run_dir.name)
-        self.current = self.supervisor.relaunch(old, run_dir, cmd.argv, cmd.env, grace_s=grace_s)
+        self.current = self._start(self._prepare(plan, old.run_dir.name), old, grace_s)
         return self.current
 
     def stop(self, grace_s: tuple[float, float] = DEFAULT_GRACE_S) -> StopResult | None:

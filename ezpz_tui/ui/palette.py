@@ -5,10 +5,14 @@ Three pieces, all fed by `ezpz_tui.keymap` so the footer, the help screen and th
 - `bindings_for(scope)`: Textual `Binding`s for a widget's or screen's `BINDINGS`. They are
   always built from the default table; the user's overrides reach them at run time through
   `app.set_keymap(keymap.textual_overrides())`, which also rebinds screens opened later.
+  `global_bindings()` is the main screen's share (the app's own actions prefixed `app.`, so the
+  footer keeps the table's order) and `screen_bindings_for` the navigation a list binds for the
+  screen (the view history, search).
 - `ChordKeys`: runs the chords (`z z`, `z h`, `z l`) that Textual cannot bind, from the app's
   `on_event`.
-- `ActionsProvider`: a command palette provider listing the `PaletteCommand`s the app returns
-  from its `palette_commands()` method (launch, relaunch, stop, theme, open run, ...).
+- `ActionsProvider`: a command palette provider listing the `PaletteCommand`s the screen (or
+  else the app) returns from its `palette_commands()` method (launch, relaunch, stop, theme,
+  open run, ...).
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from textual.app import App
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from ezpz_tui.keymap import DEFAULT_KEYMAP, ChordMachine, Keymap
+from ezpz_tui.keymap.chords import ChordMachine
+from ezpz_tui.keymap.table import DEFAULT_KEYMAP, Keymap
 
 
 def bindings_for(scope: str, only: Collection[str] | None = None) -> list[Binding]:
@@ -45,18 +50,30 @@ def bindings_for(scope: str, only: Collection[str] | None = None) -> list[Bindin
     ]
 
 
-APP_NAVIGATION = frozenset({"history_back", "history_forward", "search"})
-"""Navigation actions the app carries out (the view history, the search prompt)."""
+SCREEN_NAVIGATION = frozenset({"history_back", "history_forward", "search"})
+"""Navigation actions the screen carries out (the view history, the search prompt)."""
+
+APP_ACTIONS = frozenset({"command_palette", "pick_theme", "show_help", "quit"})
+"""Global actions of the app itself rather than of the main screen's regions."""
 
 
-def app_bindings_for(scope: str, only: Collection[str]) -> list[Binding]:
-    """`bindings_for`, with the actions run on the app whichever widget binds the keys.
+def screen_bindings_for(scope: str, only: Collection[str]) -> list[Binding]:
+    """`bindings_for`, with the actions run on the screen whichever widget binds the keys.
 
     A widget of `scope` binds them so that they act where the scope is active and win over the
     screen's own bindings: Tab goes forward in the view history in a list, while in the launch
     form (no navigation scope) it still moves to the next field.
     """
-    return [replace(b, action=f"app.{b.action}") for b in bindings_for(scope, only)]
+    return [replace(b, action=f"screen.{b.action}") for b in bindings_for(scope, only)]
+
+
+def global_bindings() -> list[Binding]:
+    """The global scope for the main screen, in table order (the footer's order): the app's own
+    actions (`APP_ACTIONS`) run on the app, the others on the screen."""
+    return [
+        replace(b, action=f"app.{b.action}") if b.action in APP_ACTIONS else b
+        for b in bindings_for("global")
+    ]
 
 
 class ChordKeys:
@@ -121,22 +138,23 @@ class PaletteCommand:
 
 @runtime_checkable
 class CommandSource(Protocol):
-    """What the app implements for `ActionsProvider`: the commands to offer right now."""
+    """What a screen or the app implements for `ActionsProvider`: the commands to offer now."""
 
     def palette_commands(self) -> Iterable[PaletteCommand]: ...
 
 
 class ActionsProvider(Provider):
-    """Offers the app's `palette_commands()` in the command palette (`ctrl+p` or `:`).
+    """Offers `palette_commands()` in the command palette (`ctrl+p` or `:`).
 
     Put it in `App.COMMANDS` in place of Textual's system commands, whose Quit would skip the
     confirmation a live run needs and whose Theme would bypass the theme picker.
     """
 
     async def startup(self) -> None:
-        """Ask the app once per opening, so commands such as "open run X" stay current."""
-        app = self.app
-        self._commands = list(app.palette_commands()) if isinstance(app, CommandSource) else []
+        """Ask once per opening, so commands such as "open run X" stay current: the screen the
+        palette opened over, or else the app."""
+        source = next((s for s in (self.screen, self.app) if isinstance(s, CommandSource)), None)
+        self._commands = list(source.palette_commands()) if source is not None else []
 
     async def discover(self) -> Hits:
         """All commands, in the app's order, before anything is typed."""

@@ -1,10 +1,11 @@
 """Themes as data: TOML files turned into Textual `Theme`s.
 
-The built-in files (catppuccin, everforest, gruvbox, nord, vitesse) ship in `ezpz_tui/themes/`
-and are named `ezpz-*`, because Textual's theme names are global and its own `nord` or `gruvbox`
-must stay untouched. The user's `themes/` directory in the config directory is read afterwards:
-a file there may replace one of ours by using its name, and a broken file is reported and
-skipped, never fatal. A theme file holds the fields of `textual.theme.Theme`:
+The built-in files (catppuccin, everforest, gruvbox, nord, vitesse) live in the repository's
+top-level `themes/`, which the wheel installs as `ezpz_tui/themes/`. They are named `ezpz-*`,
+because Textual's theme names are global and its own `nord` or `gruvbox` must stay untouched.
+The user's `themes/` directory in the config directory is read afterwards: a file there may
+replace one of ours by using its name, and a broken file is reported and skipped, never fatal.
+A theme file holds the fields of `textual.theme.Theme`:
 
     name = "my-theme"          # optional, defaults to the file name without .toml
     primary = "#88c0d0"        # required; the other colours are optional
@@ -31,10 +32,20 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-BUILTIN_THEMES_DIR = Path(__file__).resolve().parent.parent / "themes"
-"""Our theme files, installed with the package (package-data `themes/*.toml`)."""
 
-_COLOURS = (
+def _builtin_themes_dir() -> Path:
+    """`ezpz_tui/themes/` where the wheel installed them (setup.py maps the repository's
+    `themes/` there); the repository's `themes/` beside the package in a checkout or an editable
+    install, which import the package from the repository."""
+    package = Path(__file__).resolve().parent.parent
+    installed = package / "themes"
+    return installed if installed.is_dir() else package.parent / "themes"
+
+
+BUILTIN_THEMES_DIR = _builtin_themes_dir()
+"""Our theme files."""
+
+COLOURS = (
     "primary",
     "secondary",
     "accent",
@@ -47,8 +58,9 @@ _COLOURS = (
     "warning",
     "error",
 )
+"""The colours a theme file may set: the colour fields of Textual's `Theme`."""
 _NUMBERS = ("luminosity_spread", "text_alpha")
-_FIELDS = frozenset({"name", "dark", "variables", *_COLOURS, *_NUMBERS})
+_FIELDS = frozenset({"name", "dark", "variables", *COLOURS, *_NUMBERS})
 
 
 def theme_dirs() -> list[Path]:
@@ -92,7 +104,7 @@ def load_theme_file(path: Path) -> tuple[Theme | None, list[str]]:
         ]
     if "primary" not in data:
         return None, [*problems, f"Theme file {path}: primary colour missing; skipped."]
-    for colour in _COLOURS:
+    for colour in COLOURS:
         why = _colour_problem(data[colour]) if colour in data else ""
         if why:
             return None, [*problems, f"Theme file {path}: {colour}: {why}; skipped."]

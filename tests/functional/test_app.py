@@ -10,7 +10,6 @@ asserted is what the person would see (focus, screens, widget state, files on di
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -24,11 +23,12 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Static, TabbedContent, Tabs
 
 from ezpz_tui import config
-from ezpz_tui.core.checking.doctor import Check
-from ezpz_tui.core.launching.allocation import Allocation
-from ezpz_tui.core.launching.runstore import read_run_toml, read_state
-from ezpz_tui.keymap import DEFAULT_KEYMAP
+from ezpz_tui.core.checking.check import Check
+from ezpz_tui.core.launching.liveness import run_state
+from ezpz_tui.core.launching.runstore import read_run_toml
+from ezpz_tui.keymap.table import DEFAULT_KEYMAP
 from ezpz_tui.ui.app import EzpzApp
+from ezpz_tui.ui.messages import RunsStopped
 from ezpz_tui.ui.screens.confirm import ConfirmScreen
 from ezpz_tui.ui.screens.help import HelpScreen
 from ezpz_tui.ui.screens.search import SearchScreen
@@ -40,25 +40,10 @@ from ezpz_tui.ui.widgets.runs import RunsPanel
 from ezpz_tui.ui.widgets.table import VimTable
 from ezpz_tui.ui.widgets.topology import TopologyGrid
 from tests.fixtures.runs import make_run
-from tests.pilots import until
+from tests.pilots import FIXED, HOST, LOCAL, started, text_of, until
 from tests.procs import processes_of
 
 SIZE = (120, 40)
-FIXED = 1795352400.0
-HOST = socket.gethostname()
-LOCAL = Allocation(
-    scheduler="none",
-    job_id=None,
-    machine=HOST.split(".")[0],
-    hosts=(HOST,),
-    accelerators_per_host=2,
-    accelerator_kind="cpu",
-    accelerator_source="fixture",
-    walltime_left_s=None,
-    walltime_checked_at=FIXED,
-    nodefile=None,
-    cpus_per_host=2,
-)
 FEW_CHECKS = [
     Check("python", "ok", "3.11 in the venv"),
     Check("mpi4py", "warning", "mpi4py is not installed", "pip install mpi4py"),
@@ -120,16 +105,26 @@ def many_runs(outputs: Path, count: int = 40) -> list[str]:
 
 
 async def settle(pilot: Pilot[None]) -> None:
+    await started(pilot)
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
 
 
-def text_of(widget: Widget) -> str:
-    return str(widget.render())
-
-
 def inside(widget: Widget | None, region: Widget) -> bool:
     return widget is not None and region in widget.ancestors_with_self
+
+
+async def walk(pilot: Pilot[None], regions: dict[str, Widget], steps: list[str]) -> None:
+    """Each step is keys then a region (``"ctrl+o ctrl+o left"``): press the keys, and the
+    focus must land in that region."""
+    for step in steps:
+        *keys, region = step.split(" ")
+        await pilot.press(*keys)
+        assert inside(pilot.app.focused, regions[region]), step
+
+
+def regions_of(app: EzpzApp) -> dict[str, Widget]:
+    return {name: app.query_one(f"#{name}") for name in ("left", "main", "right", "topology")}
 
 
 def run_dirs(outputs: Path) -> list[Path]:
@@ -282,7 +277,7 @@ async def test_doctor_table_keys(outputs: Path) -> None:
         # D re-runs the doctor; with fixture checks there are no probes: the list stays.
         await pilot.press("D")
         await settle(pilot)
-        assert app.doctor_checks == MANY_CHECKS and table.row_count == 40
+        assert app.main.doctor_checks == MANY_CHECKS and table.row_count == 40
         assert text_of(app.query_one("#doctor-title")) == "Doctor: 37 ok 2 warn 1 fail"
         assert "doctor: 1 error(s)" in text_of(app.query_one(SummaryBar))
 
@@ -294,28 +289,12 @@ async def test_regions_focus_and_sidebars(outputs: Path) -> None:
     app = make_app(outputs)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        left, right = app.query_one("#left"), app.query_one("#right")
-        main, top = app.query_one("#main"), app.query_one("#topology")
+        regions = regions_of(app)
+        left, right, main = regions["left"], regions["right"], regions["main"]
         assert isinstance(app.focused, LaunchForm), "starts in the launch form"
-        await pilot.press("H")
-        assert inside(app.focused, left)
-        await pilot.press("L")
-        assert inside(app.focused, right)
-        await pilot.press("K")
-        assert app.focused is top
-        await pilot.press("J")
-        assert inside(app.focused, main)
+        await walk(pilot, regions, ["H left", "L right", "K topology", "J main"])
         # h / l: one region to the left / right, stopping at the edges.
-        await pilot.press("h")
-        assert inside(app.focused, left)
-        await pilot.press("h")
-        assert inside(app.focused, left)
-        await pilot.press("l")
-        assert inside(app.focused, main)
-        await pilot.press("l")
-        assert inside(app.focused, right)
-        await pilot.press("l")
-        assert inside(app.focused, right)
+        await walk(pilot, regions, ["h left", "h left", "l main", "l right", "l right"])
         # z h / z l: hide and show the sidebars; focus leaves a sidebar that goes.
         await pilot.press("z", "l")
         assert right.display is False
@@ -335,27 +314,11 @@ async def test_focus_history_back_and_forward(outputs: Path) -> None:
     app = make_app(outputs)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        left, right = app.query_one("#left"), app.query_one("#right")
-        top = app.query_one("#topology")
-        await pilot.press("H", "K", "L")
-        assert inside(app.focused, right)
-        await pilot.press("ctrl+o")
-        assert app.focused is top
-        await pilot.press("ctrl+o")
-        assert inside(app.focused, left)
-        await pilot.press("ctrl+i")
-        assert app.focused is top
-        await pilot.press("tab")  # the same key as ctrl+i in a terminal
-        assert inside(app.focused, right)
-        await pilot.press("tab")
-        assert inside(app.focused, right), "nothing further forward"
+        # tab is the same key as ctrl+i in a terminal; a second finds nothing further forward.
+        there_and_back = ["H K L right", "ctrl+o topology", "ctrl+o left", "ctrl+i topology"]
+        await walk(pilot, regions_of(app), [*there_and_back, "tab right", "tab right"])
         # A new move drops the forward history.
-        await pilot.press("ctrl+o", "ctrl+o")
-        assert inside(app.focused, left)
-        await pilot.press("L", "ctrl+i")
-        assert inside(app.focused, right)
-        await pilot.press("ctrl+o")
-        assert inside(app.focused, left)
+        await walk(pilot, regions_of(app), ["ctrl+o ctrl+o left", "L ctrl+i right", "ctrl+o left"])
 
 
 # --- dialogs ---------------------------------------------------------------------------------
@@ -481,7 +444,7 @@ async def test_keys_of_other_views_do_no_harm(outputs: Path) -> None:
             focused, cursor = app.focused, table.cursor_row
             await pilot.press("f", "m", "M", "c")
             await pilot.pause()
-            assert type(app.screen).__name__ == "Screen", region
+            assert app.screen is app.main, region
             assert app.focused is focused, region
             assert table.cursor_row == cursor, region
         assert len(run_dirs(outputs)) == 6, "nothing was launched"
@@ -500,6 +463,17 @@ async def test_q_quits_at_once_without_a_live_run(outputs: Path) -> None:
         await pilot.press("q")
         assert not app.is_running
     assert app.return_code == 0
+
+
+async def test_reports_reach_the_screen_only_while_it_runs(outputs: Path) -> None:
+    """Workers report with messages to the main screen; once the app has quit the screen takes
+    none, so no handler runs against removed widgets (no "app is closing" guard needed)."""
+    app = make_app(outputs)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.main.post_message(RunsStopped(then_exit=False))
+        await pilot.press("q")
+    assert not app.main.post_message(RunsStopped(then_exit=False))
 
 
 # --- the launch form ---------------------------------------------------------------------------
@@ -525,7 +499,7 @@ async def test_invalid_sizes_block_the_launch(outputs: Path) -> None:
         await pilot.press("r")
         await settle(pilot)
         assert run_dirs(outputs) == [], "r launches nothing while the plan has errors"
-        assert app.session is not None and app.session.current is None
+        assert app.main.session is not None and app.main.session.current is None
         await type_into(pilot, "tp", "2")
         assert not tp.has_class("-invalid")
         assert "✗" not in text_of(problems)
@@ -568,7 +542,7 @@ async def test_launch_relaunch_and_stop_a_real_run(outputs: Path) -> None:
             assert question == f"Stop {first.name} and relaunch with tp=2 pp=1 cp=1?"
             await pilot.press("y")
             await settle(pilot)
-            assert read_state(first)["state"] == "stopped"
+            assert run_state(first).state == "stopped"
             assert processes_of(first) == []
             [second] = [d for d in run_dirs(outputs) if d != first]
             record = read_run_toml(second)
@@ -589,14 +563,14 @@ async def test_launch_relaunch_and_stop_a_real_run(outputs: Path) -> None:
             assert isinstance(app.screen, ConfirmScreen)
             await pilot.press("n")
             await pilot.pause()
-            assert app.is_running and read_state(second)["state"] == "running"
+            assert app.is_running and run_state(second).state == "running"
 
             await pilot.press("X")
             assert isinstance(app.screen, ConfirmScreen)
             assert text_of(app.screen.query_one("#question")) == f"Stop {second.name}?"
             await pilot.press("y")
             await settle(pilot)
-            assert read_state(second)["state"] == "stopped"
+            assert run_state(second).state == "stopped"
             assert processes_of(first, second) == []
             await until(
                 pilot,
@@ -607,8 +581,8 @@ async def test_launch_relaunch_and_stop_a_real_run(outputs: Path) -> None:
             await pilot.press("q")
             assert not app.is_running, "no run alive: q quits at once"
         finally:
-            if app.session is not None:
-                app.session.supervisor.stop_all(grace_s=(1.0, 1.0))
+            if app.main.session is not None:
+                app.main.session.supervisor.stop_all(grace_s=(1.0, 1.0))
     assert processes_of(*run_dirs(outputs)) == []
 
 
@@ -642,9 +616,9 @@ async def test_user_launch_key_and_quit_with_a_live_run(outputs: Path, config_di
             await pilot.press("y")
             await until(pilot, lambda: not app.is_running, "the app to exit", 30)
         finally:
-            if app.session is not None:
-                app.session.supervisor.stop_all(grace_s=(1.0, 1.0))
-    assert read_state(run)["state"] == "stopped"
+            if app.main.session is not None:
+                app.main.session.supervisor.stop_all(grace_s=(1.0, 1.0))
+    assert run_state(run).state == "stopped"
     assert processes_of(run) == []
 
 
@@ -653,8 +627,9 @@ async def test_user_launch_key_and_quit_with_a_live_run(outputs: Path, config_di
 _HEAVY_PROBE = """
 import asyncio, sys, tempfile
 from pathlib import Path
-from ezpz_tui.core.checking.doctor import Check
+from ezpz_tui.core.checking.check import Check
 from ezpz_tui.ui.app import EzpzApp
+from ezpz_tui.ui.messages import RunsStopped
 
 async def main():
     # The allocation is detected for real; only the doctor's probes (subprocesses that import
@@ -663,7 +638,7 @@ async def main():
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(1.0)
         await app.workers.wait_for_complete()
-        assert app.session is not None
+        assert app.main.session is not None
         assert "runtime.capture" in str(app.query_one("#preview").render())
 
 asyncio.run(main())

@@ -25,7 +25,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from ezpz_tui import config
-from ezpz_tui.core.checking.doctor import Check
+from ezpz_tui.core.checking.check import Check
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.screens.help import HelpScreen
@@ -36,7 +36,7 @@ from ezpz_tui.ui.widgets.ranks import RankList
 from ezpz_tui.ui.widgets.runs import RunsPanel
 from ezpz_tui.ui.widgets.topology import TopologyGrid
 from tests.fixtures.runs import POLARIS_HOSTS, make_run
-from tests.pilots import until
+from tests.pilots import started, until
 
 SNAP_ROOT = Path("/tmp/ezpz-tui-snapshots")
 OUTPUTS = SNAP_ROOT / "outputs"
@@ -86,39 +86,27 @@ SIZES = pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "8
 WIDE, SMALL = (120, 40), (80, 24)
 
 
+FIXTURE_RUNS = [
+    # run id, state, exit code, sizes, minutes before "now", more
+    (SUCCEEDED, "succeeded", 0, {"tp": 1}, 45, {}),
+    (FAILED, "failed", 1, {"tp": 2}, 40, {"parent": SUCCEEDED, "failing_rank": 3}),
+    (STOPPED, "stopped", 130, {"tp": 2, "pp": 2}, 30, {}),
+]
+
+
 def make_fixture_runs(outputs: Path) -> None:
-    make_run(
-        outputs,
-        run_id=SUCCEEDED,
-        state="succeeded",
-        exit_code=0,
-        sizes={"tp": 1},
-        ranks=8,
-        steps=40,
-        created=FIXED - 2700,
-    )
-    make_run(
-        outputs,
-        run_id=FAILED,
-        state="failed",
-        exit_code=1,
-        sizes={"tp": 2},
-        ranks=8,
-        steps=40,
-        created=FIXED - 2400,
-        parent=SUCCEEDED,
-        failing_rank=3,
-    )
-    make_run(
-        outputs,
-        run_id=STOPPED,
-        state="stopped",
-        exit_code=130,
-        sizes={"tp": 2, "pp": 2},
-        ranks=8,
-        steps=40,
-        created=FIXED - 1800,
-    )
+    for run_id, state, code, sizes, minutes, more in FIXTURE_RUNS:
+        make_run(
+            outputs,
+            run_id=run_id,
+            state=state,
+            exit_code=code,
+            sizes=sizes,
+            ranks=8,
+            steps=40,
+            created=FIXED - 60 * minutes,
+            **more,
+        )
 
 
 @pytest.fixture
@@ -144,6 +132,7 @@ def polaris(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EzpzApp
 
 async def settle(pilot: Pilot[None]) -> None:
     """Wait until every worker has reported and the screen has caught up."""
+    await started(pilot)
     for _ in range(3):
         await pilot.app.workers.wait_for_complete()
         await pilot.pause()
@@ -152,9 +141,10 @@ async def settle(pilot: Pilot[None]) -> None:
 async def start(pilot: Pilot[None]) -> None:
     """The state after start-up, with the interpreter path out of the launcher preview."""
     app = pilot.app
-    assert isinstance(app, EzpzApp) and app.session is not None
+    await started(pilot)
+    assert isinstance(app, EzpzApp) and app.main.session is not None
     await settle(pilot)
-    app.session.python = "python"
+    app.main.session.python = "python"
     form = app.query_one(LaunchForm)
     form.post_message(LaunchForm.Changed(form.plan if form.can_launch else None, form.problems))
     for field in app.query(Input):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.text import Text
@@ -18,8 +19,11 @@ from textual.pilot import Pilot
 from textual.widgets import Footer, Static
 
 from ezpz_tui.core.watching.followers import RunFollower
-from ezpz_tui.core.watching.metrics import ALL_RANKS_LIMIT, MetricStore, load_store
-from ezpz_tui.ui.widgets.metrics import REDRAW_S, MetricPlot, MetricsView, PlotColours
+from ezpz_tui.core.watching.metrics.load import load_store
+from ezpz_tui.core.watching.metrics.plot import ALL_RANKS_LIMIT
+from ezpz_tui.core.watching.metrics.store import MetricStore
+from ezpz_tui.ui.widgets.metric_plot import MetricPlot, PlotColours
+from ezpz_tui.ui.widgets.metrics import REDRAW_S, MetricsView
 from runtime import records
 from runtime.records import Record
 from tests.fixtures.runs import make_run
@@ -27,6 +31,7 @@ from tests.fixtures.runs import make_run
 Snap = Callable[..., bool]
 SIZE = (100, 30)
 CREATED = 1795350000.0
+FAILED = "20261122-102000-000-tp2pp1cp1"
 
 
 class Host(App[None]):
@@ -40,18 +45,11 @@ class Host(App[None]):
         self.query_one(MetricsView).focus()
 
 
-def failed_run(outputs: Path, run_id: str = "20261122-102000-000-tp2pp1cp1") -> Path:
-    """8 ranks, rank 3 fails at step 20 of 40 with a NaN loss."""
+def failed_run(outputs: Path) -> Path:
+    """8 ranks, rank 3 fails at step 20 of 40 with a NaN loss, as in the app snapshots."""
+    failure: dict[str, Any] = {"state": "failed", "exit_code": 1, "failing_rank": 3}
     return make_run(
-        outputs,
-        run_id=run_id,
-        state="failed",
-        exit_code=1,
-        sizes={"tp": 2},
-        ranks=8,
-        steps=40,
-        created=CREATED,
-        failing_rank=3,
+        outputs, run_id=FAILED, sizes={"tp": 2}, ranks=8, steps=40, created=CREATED, **failure
     )
 
 

@@ -27,8 +27,7 @@ from ezpz_tui.ui.widgets.ranks import RankList
 from ezpz_tui.ui.widgets.runs import RunsPanel
 from tests.envs import without_job
 from tests.fixtures.runs import make_run
-from tests.functional.test_app import LOCAL, text_of
-from tests.pilots import until
+from tests.pilots import LOCAL, started, text_of, until
 
 SIZE = (120, 40)
 START = 1_795_352_400.0
@@ -84,6 +83,7 @@ def log_texts(log: LogView) -> list[str]:
 
 async def opened(pilot: Pilot[None], ranks: int) -> tuple[RankList, LogView]:
     app = pilot.app
+    await started(pilot)
     rank_list, log = app.query_one(RankList), app.query_one(LogView)
     await until(pilot, lambda: rank_list.row_count == ranks and log.lines, "the run", 10)
     await until(pilot, lambda: app.focused is rank_list, "the rank list focused", 10)
@@ -136,7 +136,7 @@ async def test_a_segfaulted_rank_is_shown_failed_with_its_signal_and_last_lines(
         # X on a run this process did not start: refused, nothing is touched.
         await pilot.press("X")
         await pilot.pause()
-        assert type(app.screen).__name__ == "Screen"
+        assert app.screen is app.main
         assert any("read-only" in n.message for n in app._notifications)
 
 
@@ -375,6 +375,7 @@ async def test_attach_a_directory_ezpz_wrote(tmp_path: Path) -> None:
                 fh.write(json.dumps(record) + "\n")
     app = attach(run)
     async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
         ranks = app.query_one(RankList)
         await until(pilot, lambda: ranks.row_count == 2, "ranks from the metrics files", 10)
         assert "running" in row(ranks, 0) or "idle" in row(ranks, 0)

@@ -16,24 +16,7 @@ from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.plan import LaunchPlan
 from ezpz_tui.ui.themes import register_themes
 from ezpz_tui.ui.widgets.topology import TopologyGrid, group_palette, group_style
-
-
-def aurora(hosts: int, tiles: int = 12) -> Allocation:
-    names = tuple(f"x4000c{i // 16}s{(i // 2) % 8}b0n{i % 2}" for i in range(hosts))
-    return Allocation(
-        scheduler="PBS",
-        job_id="123.aurora-pbs-0001",
-        machine="Aurora",
-        hosts=names,
-        accelerators_per_host=tiles,
-        accelerator_kind="xpu",
-        accelerator_source="test",
-        walltime_left_s=3600.0,
-        walltime_checked_at=0.0,
-        nodefile=None,
-        cpus_per_host=208,
-    )
-
+from tests.fixtures.allocations import aurora
 
 SMALL = (LaunchPlan(tp=2), aurora(2, 4))
 LARGE = (LaunchPlan(tp=4, pp=2), aurora(64, 12))

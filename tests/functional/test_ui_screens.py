@@ -18,7 +18,8 @@ from textual.command import CommandPalette, Provider
 from textual.widgets import Input, Static
 
 from ezpz_tui import config
-from ezpz_tui.keymap import DEFAULT_KEYMAP, Keymap, apply_overrides
+from ezpz_tui.keymap.overrides import apply_overrides
+from ezpz_tui.keymap.table import DEFAULT_KEYMAP, Keymap
 from ezpz_tui.ui.palette import ActionsProvider, ChordKeys, PaletteCommand, bindings_for
 from ezpz_tui.ui.screens.confirm import ConfirmScreen
 from ezpz_tui.ui.screens.help import HelpScreen

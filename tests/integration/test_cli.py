@@ -16,8 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import pytest
 from ezpz_tui.core.launching.runstore import read_run_toml
 from runtime.env import SIZE_VARS
 from tests.envs import without_job
+from tests.fixtures.runs import first_run_logged, wait_for
 from tests.procs import processes_of
 
 REPO = Path(__file__).resolve().parents[2]
@@ -141,14 +141,6 @@ def kill_leftovers(outputs: Path) -> None:
         for pid in processes_of(run_dir):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def flag_value(argv: list[str], flag: str) -> str:
@@ -544,15 +536,7 @@ def test_sigint_stops_a_running_launch_cleanly(tmp_path: Path) -> None:
         start_new_session=True,  # a Ctrl-C in pytest's terminal must not reach it
     )
     try:
-
-        def rank0_stepped() -> bool:
-            dirs = run_dirs(outputs)
-            log = dirs[0] / "logs" / "rank-00000.log" if dirs else None
-            return (
-                log is not None and log.is_file() and "step 1/" in log.read_text("utf-8", "replace")
-            )
-
-        wait_for(rank0_stepped, 120, "rank 0 to log a training step")
+        wait_for(lambda: first_run_logged(outputs, "step 1/"), 120, "rank 0 to log a training step")
         (run_dir,) = run_dirs(outputs)
         assert processes_of(run_dir)  # the scan sees the live run
         os.kill(proc.pid, signal.SIGINT)

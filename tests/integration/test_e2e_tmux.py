@@ -180,6 +180,24 @@ def _line_with(screen: str, *parts: str) -> str | None:
     return next((line for line in screen.splitlines() if _has(line, *parts)), None)
 
 
+def _runs(screen: str, **tp_by_state: str) -> bool:
+    """Whether the runs list shows, for each ``state=tpN``, a ``tpNpp1cp1`` run in that state."""
+    return all(_line_with(screen, f"{tp}pp1cp1", state) for state, tp in tp_by_state.items())
+
+
+def _summary(screen: str, pattern: re.Pattern[str]) -> bool:
+    """Whether the summary bar (the first line) matches ``pattern``."""
+    return pattern.search(screen.splitlines()[0]) is not None
+
+
+def replace_field(tmux: Tmux, reach: list[str], text: str) -> None:
+    """Reach a launch form field with the keys ``reach``, replace its text, leave it."""
+    tmux.keys(*reach)
+    tmux.keys("C-e", "C-u")
+    tmux.type(text)
+    tmux.keys("Escape", pause=1.0)  # a key within ESCDELAY would read as alt+key
+
+
 def test_newcomer_flow(tmux: Tmux, tmp_path: Path) -> None:
     python = str(EZPZ_TUI.parent / "python")
     tmux.start([str(EZPZ_TUI)])
@@ -196,28 +214,17 @@ def test_newcomer_flow(tmux: Tmux, tmp_path: Path) -> None:
 
     # 2. A demo that runs long enough: replace the command field (the 8th field from the form).
     command = " ".join([python, *DEMO_ARGS])
-    tmux.keys("J", *["Tab"] * 8)
-    tmux.keys("C-e", "C-u")
-    tmux.type(command)
-    tmux.keys("Escape", pause=1.0)  # a key within ESCDELAY would read as alt+key
+    replace_field(tmux, ["J", *["Tab"] * 8], command)
     tmux.wait_for("the new command in the preview", lambda s: "--steps 100000" in s, timeout=20)
 
     # 3. Launch; the runs list shows it running and the summary bar shows a step.
     tmux.keys("r")
-    tmux.wait_for(
-        "a running tp1 run with a step in the summary bar",
-        lambda s: (
-            _line_with(s, "tp1pp1cp1", "running") is not None
-            and re.search(r"● running\s+step \d+", s.splitlines()[0]) is not None
-        ),
-        timeout=60,
-    )
+    stepping = re.compile(r"● running\s+step \d+")
+    what = "a running tp1 run with a step in the summary bar"
+    tmux.wait_for(what, lambda s: _runs(s, running="tp1") and _summary(s, stepping), timeout=60)
 
     # 4. TP 1 -> 2. The launch switched the main region to the Run tab: back to Launch first.
-    tmux.keys("T", "Tab", "Tab", "Tab")
-    tmux.keys("C-e", "C-u")
-    tmux.type("2")
-    tmux.keys("Escape", pause=1.0)
+    replace_field(tmux, ["T", "Tab", "Tab", "Tab"], "2")
     tmux.wait_for(
         "TP 2 in the form and the preview",
         lambda s: _has(s, "TP  2", "EZPZ_TP 2", "tp 2 pp 1 cp 1"),
@@ -228,14 +235,10 @@ def test_newcomer_flow(tmux: Tmux, tmp_path: Path) -> None:
     tmux.keys("R")
     tmux.wait_for("the relaunch question", lambda s: "relaunch with tp=2" in s, timeout=20)
     tmux.keys("y")
+    relaunched = re.compile(r"tp2pp1cp1.*running")
+    what = "the tp2 run running (runs list and summary bar) and the tp1 run stopped"
     tmux.wait_for(
-        "the tp2 run running (runs list and summary bar) and the tp1 run stopped",
-        lambda s: (
-            _line_with(s, "tp2pp1cp1", "running") is not None
-            and _line_with(s, "tp1pp1cp1", "stopped") is not None
-            and _has(s.splitlines()[0], "tp2pp1cp1", "running")
-        ),
-        timeout=60,
+        what, lambda s: _runs(s, running="tp2", stopped="tp1") and _summary(s, relaunched), 60
     )
 
     # 6. On disk: two runs, the second names the first as parent and has tp=2.

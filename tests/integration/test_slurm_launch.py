@@ -28,6 +28,7 @@ import pytest
 
 from ezpz_tui.core.launching.runstore import read_run_toml
 from runtime.env import RANK_VARS, SIZE_VARS, _expand_counts, expand_nodelist
+from tests.fixtures.runs import first_run_logged
 
 if TYPE_CHECKING:
     from tests.fixtures.slurm import SlurmCluster
@@ -469,13 +470,6 @@ def stopped_run(
     run_dir: Path | None = None
     try:
 
-        def rank0_stepped() -> bool:
-            dirs = _run_dirs(outputs)
-            log = dirs[0] / "logs" / "rank-00000.log" if dirs else None
-            return (
-                log is not None and log.is_file() and "step 1/" in log.read_text("utf-8", "replace")
-            )
-
         def explain() -> str:
             parts = [f"salloc: {'running' if proc.poll() is None else f'exit {proc.returncode}'}"]
             parts += [
@@ -490,7 +484,7 @@ def stopped_run(
             failed = [s for d in _run_dirs(outputs) for s in _statuses(d) if s["end"]]
             if failed:
                 raise AssertionError(f"a rank ended before the stop: {failed}\n{explain()}")
-            return rank0_stepped()
+            return first_run_logged(outputs, "step 1/")
 
         _wait_for(stepped_or_ended, LAUNCH_TIMEOUT_S, "rank 0 to log a training step", explain)
         (run_dir,) = _run_dirs(outputs)

@@ -16,15 +16,12 @@ from typing import Any
 import pytest
 
 from ezpz_tui.core.launching import supervisor as supervisor_module
-from ezpz_tui.core.launching.runstore import (
-    FINAL_STATES,
-    LOST,
-    RunStore,
-    proc_stat,
-    read_run_toml,
-    read_state,
-)
+from ezpz_tui.core.launching.launcher import Launch
+from ezpz_tui.core.launching.liveness import run_state
+from ezpz_tui.core.launching.processes import proc_stat
+from ezpz_tui.core.launching.runstore import RunStore, read_run_toml, record_launch
 from ezpz_tui.core.launching.supervisor import START_FAILED_CODE, RunHandle, Supervisor
+from runtime.rundir import FINAL, State
 from tests.procs import processes_of
 
 PY = sys.executable
@@ -88,6 +85,19 @@ def disk_state(run_dir: Path) -> dict[str, Any]:
     return json.loads((run_dir / "state.json").read_text())
 
 
+def start(
+    sup: Supervisor,
+    run: Path,
+    argv: list[str],
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> RunHandle:
+    """Record and start ``argv`` in ``run``, the way a session does."""
+    launch = Launch(run, tuple(argv), dict(env or {}), cwd=cwd)
+    record_launch(launch)
+    return sup.start(launch)
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> RunStore:
     return RunStore(tmp_path / "outputs")
@@ -111,7 +121,7 @@ def tree(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def start_tree(sup: Supervisor, store: RunStore, script: Path, rec: Path) -> RunHandle:
-    return sup.start(store.create({"command": ["tree"]}), [PY, str(script), str(rec), "root"])
+    return start(sup, store.create({"command": ["tree"]}), [PY, str(script), str(rec), "root"])
 
 
 def tree_pids(rec: Path) -> dict[str, int]:
@@ -173,7 +183,7 @@ def test_stop_finds_a_daemon_that_names_the_resolved_run_dir(
         subprocess.Popen([sys.executable, "-c", daemon], env=env, start_new_session=True)
         """
     )
-    handle = sup.start(run, [PY, "-c", code])
+    handle = start(sup, run, [PY, "-c", code])
     assert handle.wait(30) == 0
     wait_for(lambda: pidfile.exists() and pidfile.read_text() != "")
     daemon = int(pidfile.read_text())
@@ -181,14 +191,14 @@ def test_stop_finds_a_daemon_that_names_the_resolved_run_dir(
     result = handle.stop(grace_s=FAST)
     assert result.clean and result.already_finished and result.escalation == ("SIGTERM",)
     assert not alive(daemon)
-    assert read_state(run)["state"] == "succeeded"  # leftovers removed; the outcome stands
+    assert run_state(run).state == "succeeded"  # leftovers removed; the outcome stands
 
 
 @pytest.mark.mpi
 def test_stop_a_real_mpiexec_run(sup: Supervisor, store: RunStore, mpiexec: str) -> None:
     loop = "import time\nwhile True:\n    time.sleep(0.1)"
     run = store.create({"command": [PY, "-c", loop]}, {"world_size": 2})
-    handle = sup.start(run, [mpiexec, "-n", "2", PY, "-c", loop])
+    handle = start(sup, run, [mpiexec, "-n", "2", PY, "-c", loop])
     # mpiexec, its proxy, two ranks; Hydra gives the proxy and each rank a session of its own.
     wait_for(lambda: len(handle.processes()) >= 4)
     ranks = [p for p in handle.processes() if p != handle.pid]
@@ -199,7 +209,7 @@ def test_stop_a_real_mpiexec_run(sup: Supervisor, store: RunStore, mpiexec: str)
     assert result.clean and result.escalation == ("SIGINT",)  # mpiexec forwarded it
     assert result.elapsed_s < 5.0
     assert processes_of(run) == [] and not [p for p in ranks if alive(p)]
-    assert read_state(run)["state"] == "stopped"
+    assert run_state(run).state == "stopped"
     print(f"mpiexec -n 2 stop: {result.elapsed_s:.3f}s via {result.escalation}")
 
 
@@ -215,8 +225,8 @@ def test_natural_end_is_recorded_without_polling(
     sup: Supervisor, store: RunStore, code: str, state: str, exit_code: int | None, sig: str | None
 ) -> None:
     run = store.create({})
-    sup.start(run, [PY, "-c", code])
-    wait_for(lambda: disk_state(run)["state"] in FINAL_STATES)  # only the watcher writes it
+    start(sup, run, [PY, "-c", code])
+    wait_for(lambda: disk_state(run)["state"] in FINAL)  # only the watcher writes it
     data = disk_state(run)
     assert (data["state"], data["exit_code"], data.get("signal_name")) == (state, exit_code, sig)
     assert data["end"] >= data["start"]
@@ -240,7 +250,7 @@ def test_launcher_log_environment_and_stdin(
     )
     run = store.create({})
     argv = [PY, "-c", code, "", "two words"]  # argv, not a shell: nothing is split or lost
-    handle = sup.start(run, argv, {"EXTRA": "x=1"})
+    handle = start(sup, run, argv, {"EXTRA": "x=1"})
     assert handle.wait(30) == 0
     out = (run / "launcher.log").read_text(errors="replace")
     assert "stdin: ''" in out
@@ -265,32 +275,32 @@ def test_a_launcher_that_cannot_start_fails_readably(
     sup: Supervisor, store: RunStore, argv: list[str], cwd: Path | None, reason: str
 ) -> None:
     run = store.create({})
-    handle = sup.start(run, argv, cwd=cwd)
+    handle = start(sup, run, argv, cwd=cwd)
     assert handle.poll() == "failed" and handle.wait(0) == START_FAILED_CODE
-    state = read_state(run)
-    assert state["state"] == "failed" and reason in state["reason"]
-    assert "Traceback" not in state["reason"]
+    state = run_state(run)
+    assert state.state == "failed" and reason in (state.reason or "")
+    assert "Traceback" not in (state.reason or "")
     assert reason in (run / "launcher.log").read_text()
     assert handle.stop(FAST).already_finished
 
 
 def test_a_run_directory_is_used_once(sup: Supervisor, store: RunStore) -> None:
     run = store.create({})
-    assert sup.start(run, [PY, "-c", "pass"]).wait(30) == 0
+    assert start(sup, run, [PY, "-c", "pass"]).wait(30) == 0
     with pytest.raises(ValueError, match="not a fresh run directory"):
-        sup.start(run, [PY, "-c", "pass"])
+        sup.start(Launch(run, (PY, "-c", "pass")))
     with pytest.raises(ValueError, match="not a fresh run directory"):
-        sup.start(store.outputs / "never-created", [PY, "-c", "pass"])
+        sup.start(Launch(store.outputs / "never-created", (PY, "-c", "pass")))
 
 
 def test_listeners_hear_each_transition_in_order(sup: Supervisor, store: RunStore) -> None:
     heard: list[tuple[str, str]] = []
-    unsubscribe = sup.add_listener(lambda h, s: heard.append((h.run_dir.name, s["state"])))
+    unsubscribe = sup.add_listener(lambda h, s: heard.append((h.run_dir.name, s.state)))
     sup.add_listener(lambda h, s: 1 / 0)  # a broken listener must not stop the others
     run = store.create({})
-    sup.start(run, [PY, "-c", "pass"]).wait(30)
+    start(sup, run, [PY, "-c", "pass"]).wait(30)
     unsubscribe()
-    sup.start(store.create({}), [PY, "-c", "pass"]).wait(30)
+    start(sup, store.create({}), [PY, "-c", "pass"]).wait(30)
     assert heard == [(run.name, "running"), (run.name, "succeeded")]
 
 
@@ -298,7 +308,7 @@ def test_stop_racing_a_natural_exit_always_ends_in_a_final_state(
     sup: Supervisor, store: RunStore
 ) -> None:
     for _ in range(10):
-        handle = sup.start(store.create({}), [PY, "-c", "pass"])
+        handle = start(sup, store.create({}), [PY, "-c", "pass"])
         result = handle.stop(grace_s=FAST)
         assert result.clean
         state = disk_state(handle.run_dir)
@@ -312,7 +322,7 @@ def test_heartbeat_refreshes_while_running(
 ) -> None:
     monkeypatch.setattr(supervisor_module, "HEARTBEAT_S", 0.1)
     run = store.create({})
-    handle = sup.start(run, [PY, "-c", "import time; time.sleep(1.0)"])
+    handle = start(sup, run, [PY, "-c", "import time; time.sleep(1.0)"])
     first = disk_state(run)["updated"]
     wait_for(lambda: disk_state(run)["updated"] > first + 0.2, timeout=5)
     assert disk_state(run)["state"] == "running"
@@ -322,10 +332,11 @@ def test_heartbeat_refreshes_while_running(
 _ORPHANING_SUPERVISOR = """
 import sys, time
 from pathlib import Path
+from ezpz_tui.core.launching.launcher import Launch
 from ezpz_tui.core.launching.runstore import RunStore
 from ezpz_tui.core.launching.supervisor import Supervisor
 run = RunStore(Path(sys.argv[1])).create({})
-Supervisor().start(run, [sys.executable, "-c", "import time; time.sleep(60)"])
+Supervisor().start(Launch(run, (sys.executable, "-c", "import time; time.sleep(60)")))
 print(run, flush=True)
 time.sleep(60)
 """
@@ -341,22 +352,22 @@ def test_a_run_whose_supervisor_died_is_lost_once_the_launcher_ends(store: RunSt
     owner.kill()
     owner.wait()
     try:
-        orphan = read_state(run)  # the launcher lives on in its own session
-        assert orphan["state"] == "running" and "will not be recorded" in orphan["reason"]
+        orphan = run_state(run)  # the launcher lives on in its own session
+        assert orphan.state == "running" and "will not be recorded" in (orphan.reason or "")
         assert store.list_runs()[0].state == "running"
     finally:
         os.kill(launcher, signal.SIGKILL)
     wait_for(lambda: not alive(launcher))
-    state = read_state(run)
-    assert state["state"] == LOST and "without recording" in state["reason"]
-    assert store.list_runs()[0].state == LOST
+    state = run_state(run)
+    assert state.state == State.LOST and "without recording" in (state.reason or "")
+    assert store.list_runs()[0].state == State.LOST
     assert disk_state(run)["state"] == "running"  # a reader never rewrites it
 
 
 def test_stop_all_stops_every_live_run(sup: Supervisor, store: RunStore) -> None:
     sleeper = [PY, "-c", "import time; time.sleep(60)"]
-    handles = [sup.start(store.create({}), sleeper) for _ in range(3)]
-    finished = sup.start(store.create({}), [PY, "-c", "pass"])
+    handles = [start(sup, store.create({}), sleeper) for _ in range(3)]
+    finished = start(sup, store.create({}), [PY, "-c", "pass"])
     finished.wait(30)
     results = sup.stop_all(grace_s=FAST)
     assert len(results) == 3 and all(r.clean and r.state == "stopped" for r in results)
@@ -368,9 +379,9 @@ def test_relaunch_refuses_a_handle_from_another_supervisor(
     sup: Supervisor, store: RunStore
 ) -> None:
     other = Supervisor()
-    handle = other.start(store.create({}), [PY, "-c", "pass"])
+    handle = start(other, store.create({}), [PY, "-c", "pass"])
     with pytest.raises(ValueError, match="another Supervisor"):
-        sup.relaunch(handle, store.create({}), [PY, "-c", "pass"])
+        sup.relaunch(handle, Launch(store.create({}), (PY, "-c", "pass")))
 
 
 @pytest.mark.slow
@@ -387,22 +398,22 @@ def test_twenty_relaunches_leave_only_the_last_run(
         return [PY, str(script), str(rec), "root"]
 
     run = store.create({"tp": 1})
-    handle = sup.start(run, argv(0))
+    handle = start(sup, run, argv(0))
     runs.append(run)
     for i in range(1, 21):
         if i % 2:  # half the time the tree is complete, half the time it is still being born
             rec = tmp_path / f"rec{i - 1}"
             wait_for(lambda rec=rec: all((rec / f"{m}.pid").exists() for m in TREE_MEMBERS))
         new_run = store.create({"tp": 1}, parent=run.name)
-        handle = sup.relaunch(handle, new_run, argv(i), grace_s=(0.3, 0.3))
+        handle = sup.relaunch(handle, Launch(new_run, tuple(argv(i))), grace_s=(0.3, 0.3))
         assert handle.poll() == "running"
         run = new_run
         runs.append(run)
     assert len(set(runs)) == 21
     for old in runs[:-1]:
         assert processes_of(old) == []
-        assert read_state(old)["state"] in FINAL_STATES
+        assert run_state(old).state in FINAL
     assert handle.processes()
     assert handle.stop(grace_s=(0.3, 0.3)).clean
-    assert read_state(runs[-1])["state"] == "stopped"
+    assert run_state(runs[-1]).state == "stopped"
     assert read_run_toml(runs[-1])["parent"] == runs[-2].name

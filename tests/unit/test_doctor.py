@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from ezpz_tui.core.checking.doctor import Check, mpi_family, run_checks, worst_level
+from ezpz_tui.core.checking.check import (
+    Check,
+    Context,
+    Verdict,
+    declare,
+    ok,
+    timed_out,
+    warning,
+)
+from ezpz_tui.core.checking.doctor import CHECKS, run_checks, worst_level
+from ezpz_tui.core.checking.mpi import mpi_family
 from ezpz_tui.core.launching.allocation import detect_allocation
 from ezpz_tui.core.launching.plan import LaunchPlan
 
@@ -239,3 +250,26 @@ def test_a_crashing_check_is_an_error_row(tmp_path: Path) -> None:
 )
 def test_mpi_families(text: str, family: str | None) -> None:
     assert mpi_family(text) == family
+
+
+def test_every_row_is_declared_once_in_display_order() -> None:
+    assert [name for check in CHECKS for name in check.names] == NAMES
+
+
+def test_a_declared_check_names_its_rows_and_never_raises(tmp_path: Path) -> None:
+    ctx = Context(
+        detect_allocation({}, probe=False), None, tmp_path, 0.5, {}, NO_PYTHON, lambda _: None
+    )
+    both = declare("a", "b")(lambda _: (ok("fine"), warning("odd", "look")))
+    assert both.rows(ctx) == [Check("a", "ok", "fine"), Check("b", "warning", "odd", "look")]
+
+    one_for_two = declare("a", "b")(lambda _: ok("one verdict for two rows"))
+    assert [(r.name, r.level) for r in one_for_two.rows(ctx)] == [("a", "error"), ("b", "error")]
+
+    def slow(_: Context) -> Verdict:
+        raise subprocess.TimeoutExpired("probe", 0.5)
+
+    assert declare("a", "b")(slow).rows(ctx) == [
+        Check(name, "warning", "The check did not finish within 0.5 s.", timed_out(0.5).remedy)
+        for name in ("a", "b")
+    ]

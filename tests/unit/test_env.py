@@ -7,66 +7,44 @@ import pytest
 from runtime import env as renv
 
 
-def test_torchrun_variables() -> None:
-    env = {
-        "RANK": "3",
-        "LOCAL_RANK": "1",
-        "WORLD_SIZE": "8",
-        "LOCAL_WORLD_SIZE": "2",
-        "GROUP_RANK": "1",
-    }
-    assert renv.rank_info(env) == renv.RankInfo(3, 1, 8, 2, 1, "torchrun")
+def _env(variables: str) -> dict[str, str]:
+    """``"A=1 B=2"`` as an environment: a launcher's variables as ``env`` prints them."""
+    return dict(item.split("=", 1) for item in variables.split())
 
 
-def test_mpich_hydra_variables_as_the_wheel_sets_them() -> None:
-    env = {"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}
-    assert renv.rank_info(env) == renv.RankInfo(1, 1, 2, 2, 0, "pmi")
-
-
-def test_cray_pals_variables() -> None:
-    env = {
-        "PALS_RANKID": "13",
-        "PALS_LOCAL_RANKID": "1",
-        "PALS_NODEID": "1",
-        "PMI_SIZE": "24",
-        "PMI_LOCAL_SIZE": "12",
-        "PMI_RANK": "13",
-    }
-    assert renv.rank_info(env) == renv.RankInfo(13, 1, 24, 12, 1, "pals")
-
-
-def test_open_mpi_variables() -> None:
-    env = {
-        "OMPI_COMM_WORLD_RANK": "5",
-        "OMPI_COMM_WORLD_SIZE": "8",
-        "OMPI_COMM_WORLD_LOCAL_RANK": "1",
-        "OMPI_COMM_WORLD_LOCAL_SIZE": "4",
-        "OMPI_COMM_WORLD_NODE_RANK": "1",
-    }
-    assert renv.rank_info(env) == renv.RankInfo(5, 1, 8, 4, 1, "openmpi")
-
-
-def test_srun_task() -> None:
-    env = {
-        "SLURM_PROCID": "3",
-        "SLURM_LOCALID": "1",
-        "SLURM_NTASKS": "4",
-        "SLURM_NODEID": "1",
-        "SLURM_STEP_ID": "0",
-        "SLURM_TASKS_PER_NODE": "2(x2)",
-    }
-    assert renv.rank_info(env) == renv.RankInfo(3, 1, 4, 2, 1, "slurm")
+@pytest.mark.parametrize(
+    ("variables", "expected"),
+    [
+        (
+            "RANK=3 LOCAL_RANK=1 WORLD_SIZE=8 LOCAL_WORLD_SIZE=2 GROUP_RANK=1",
+            (3, 1, 8, 2, 1, "torchrun"),
+        ),
+        ("PMI_RANK=1 PMI_SIZE=2 MPI_LOCALRANKID=1 MPI_LOCALNRANKS=2", (1, 1, 2, 2, 0, "pmi")),
+        (
+            "PALS_RANKID=13 PALS_LOCAL_RANKID=1 PALS_NODEID=1 "
+            "PMI_SIZE=24 PMI_LOCAL_SIZE=12 PMI_RANK=13",
+            (13, 1, 24, 12, 1, "pals"),
+        ),
+        (
+            "OMPI_COMM_WORLD_RANK=5 OMPI_COMM_WORLD_SIZE=8 OMPI_COMM_WORLD_LOCAL_RANK=1 "
+            "OMPI_COMM_WORLD_LOCAL_SIZE=4 OMPI_COMM_WORLD_NODE_RANK=1",
+            (5, 1, 8, 4, 1, "openmpi"),
+        ),
+        (
+            "SLURM_PROCID=3 SLURM_LOCALID=1 SLURM_NTASKS=4 SLURM_NODEID=1 SLURM_STEP_ID=0 "
+            "SLURM_TASKS_PER_NODE=2(x2)",
+            (3, 1, 4, 2, 1, "slurm"),
+        ),
+    ],
+    ids=["torchrun", "mpich-hydra-as-the-wheel-sets-them", "cray-pals", "open-mpi", "srun-task"],
+)
+def test_each_launchers_variables(variables: str, expected: tuple[int | str, ...]) -> None:
+    assert renv.rank_info(_env(variables)) == renv.RankInfo(*expected)
 
 
 def test_mpiexec_inside_slurm_trusts_pmi_not_slurm_procid() -> None:
     # Every rank of mpiexec inside a batch step sees SLURM_PROCID=0 (DESIGN.md section 6).
-    env = {
-        "SLURM_PROCID": "0",
-        "SLURM_NTASKS": "2",
-        "SLURM_STEP_ID": "0",
-        "PMI_RANK": "1",
-        "PMI_SIZE": "2",
-    }
+    env = _env("SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_STEP_ID=0 PMI_RANK=1 PMI_SIZE=2")
     assert renv.rank_info(env).rank == 1
     assert renv.rank_info(env).source == "pmi"
 
@@ -142,30 +120,17 @@ def test_slurm_job_and_no_scheduler() -> None:
 
 def test_srun_pmi2_fills_placement_from_the_step() -> None:
     # As seen under `salloc -N2 -n4; srun --mpi=pmi2`: PMI_RANK/PMI_SIZE but nothing per node.
-    env = {
-        "PMI_RANK": "2",
-        "PMI_SIZE": "4",
-        "SLURM_PROCID": "2",
-        "SLURM_NTASKS": "4",
-        "SLURM_LOCALID": "0",
-        "SLURM_NODEID": "1",
-        "SLURM_STEP_ID": "0",
-        "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
-    }
+    env = _env(
+        "PMI_RANK=2 PMI_SIZE=4 SLURM_PROCID=2 SLURM_NTASKS=4 SLURM_LOCALID=0 SLURM_NODEID=1 "
+        "SLURM_STEP_ID=0 SLURM_STEP_TASKS_PER_NODE=2(x2)"
+    )
     assert renv.rank_info(env) == renv.RankInfo(2, 0, 4, 2, 1, "pmi")
 
 
 def test_hydra_proxies_started_by_srun_do_not_lend_their_numbers() -> None:
     # mpiexec inside salloc: Hydra's proxies are srun tasks numbered by node, not by rank.
-    env = {
-        "PMI_RANK": "3",
-        "PMI_SIZE": "4",
-        "MPI_LOCALRANKID": "1",
-        "MPI_LOCALNRANKS": "2",
-        "SLURM_PROCID": "1",
-        "SLURM_NTASKS": "2",
-        "SLURM_LOCALID": "0",
-        "SLURM_NODEID": "1",
-        "SLURM_STEP_ID": "0",
-    }
+    env = _env(
+        "PMI_RANK=3 PMI_SIZE=4 MPI_LOCALRANKID=1 MPI_LOCALNRANKS=2 "
+        "SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_NODEID=1 SLURM_STEP_ID=0"
+    )
     assert renv.rank_info(env) == renv.RankInfo(3, 1, 4, 2, 1, "pmi")

@@ -16,15 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ezpz_tui.core.watching.followers import (
-    Batch,
-    Line,
-    LineTail,
-    Progress,
-    RunFollower,
-    strip_ansi,
-)
+from ezpz_tui.core.watching.followers import Batch, Progress, RunFollower
+from ezpz_tui.core.watching.tails import Line, LineTail, strip_ansi
 from runtime import records
+from runtime.record_columns import RecordColumns
+from runtime.rundir import RankStatus
 
 # A writer in its own process, driven over stdin, acknowledging each command once it is done.
 _WRITER = r"""
@@ -174,26 +170,29 @@ def test_truncation_restarts_from_the_top(tmp_path: Path, writer: Writer) -> Non
     assert not tail.read().restarted
 
 
-def test_replacement_by_rename_restarts(tmp_path: Path, writer: Writer) -> None:
+@pytest.mark.parametrize(
+    ("first", "changes", "new"),
+    [
+        # replaced by a rename
+        (b"old 1\nold 2\npartial", [("replace", b"")], "new 1 is longer than the old file was"),
+        # deleted, then made again (which may reuse the inode number)
+        (b"a\nb\n", [("delete", b""), ("append", b"")], "again, longer than before"),
+    ],
+)
+def test_a_replaced_or_recreated_log_restarts(
+    tmp_path: Path, writer: Writer, first: bytes, changes: list[tuple[str, bytes]], new: str
+) -> None:
     path = tmp_path / "a.log"
     tail = LineTail(path)
-    writer.do("append", path, b"old 1\nold 2\npartial")
-    assert texts(tail) == ["old 1", "old 2"]
-    writer.do("replace", path, b"new 1 is longer than the old file was\n")
+    writer.do("append", path, first)
+    assert texts(tail) == first.decode().split("\n")[:-1]
+    *before, (last, _) = changes
+    for op, _ in before:
+        writer.do(op, path)
+        assert texts(tail) == []
+    writer.do(last, path, new.encode() + b"\n")
     lines = tail.read()
-    assert lines.restarted and lines.texts == ["new 1 is longer than the old file was"]
-
-
-def test_deletion_then_recreation(tmp_path: Path, writer: Writer) -> None:
-    path = tmp_path / "a.log"
-    tail = LineTail(path)
-    writer.do("append", path, b"a\nb\n")
-    assert texts(tail) == ["a", "b"]
-    writer.do("delete", path)
-    assert texts(tail) == []
-    writer.do("append", path, b"again, longer than before\n")  # may reuse the inode number
-    lines = tail.read()
-    assert lines.restarted and lines.texts == ["again, longer than before"]
+    assert lines.restarted and lines.texts == [new]
 
 
 def test_carriage_return_rewrites_collapse_and_ansi_is_kept(tmp_path: Path, writer: Writer) -> None:
@@ -247,13 +246,13 @@ def test_files_that_appear_later_metrics_and_status(tmp_path: Path, writer: Writ
     assert log_texts(batch) == {1: ["hello from 1"]}
     assert [r.step for r in batch.records[1]] == [3]
     assert batch.garbage == {1: 1}
-    assert batch.status == {1: {"rank": 1, "pid": 42}}
+    assert batch.status == {1: RankStatus(rank=1, pid=42)}
     assert not follower.poll()  # nothing new: nothing re-read
     writer.do("append", run / "metrics" / "rank-00001.jsonl", b"}\n" + good)
     writer.do("replace", run / "status" / "rank-00001.json", b'{"rank": 1, "exit_code": 0}')
     batch = follower.poll()
     assert batch.garbage == {1: 1} and len(batch.records[1]) == 1  # "{torn}" is garbage
-    assert batch.status == {1: {"rank": 1, "exit_code": 0}}
+    assert batch.status == {1: RankStatus(rank=1, exit_code=0)}
     # ezpz's shared file: records name their own rank
     shared = b"".join(json.dumps({"rank": r, "loss": 1.0}).encode() + b"\n" for r in (0, 2))
     writer.do("append", run / "metrics.jsonl", shared)
@@ -428,7 +427,7 @@ def test_progress_from_columns_matches_the_record_by_record_reading(
 ) -> None:
     columnar, reference = Progress(), _RecordProgress()
     for batch in batches:
-        columnar.update(records.RecordColumns.from_records(batch, 0))
+        columnar.update(RecordColumns.from_records(batch, 0))
         reference.update(batch)
         got = (columnar.step, columnar.loss, columnar.steps_per_s)
         want = (reference.step, reference.loss, reference.steps_per_s)
@@ -442,7 +441,7 @@ def test_records_arrive_as_columns_by_their_rank(tmp_path: Path) -> None:
     (run / "metrics" / "rank-00002.jsonl").write_bytes(b"".join(lines))
     batch = RunFollower(run).poll()
     columns = batch.records[2]
-    assert isinstance(columns, records.RecordColumns) and len(columns) == 3000
+    assert isinstance(columns, RecordColumns) and len(columns) == 3000
     assert columns.steps == list(range(3000)) and columns.metrics["tok"][-1] == 2999.0
     progress = Progress()
     progress.update(columns)

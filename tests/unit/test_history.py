@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runtime import records
-from runtime.history import History, load_run_metrics, metric_files, summarize
+from runtime.history import History, load_run_metrics, summarize
+from runtime.rundir import metric_files
 
 
 def _strict(line: str) -> dict:

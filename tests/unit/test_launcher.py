@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,12 +13,16 @@ import pytest
 
 from ezpz_tui.core.launching.allocation import Allocation, detect_allocation
 from ezpz_tui.core.launching.launcher import (
+    DEFAULT_RDZV_PORT,
     INTEL_XPU_CPU_BIND,
+    Launch,
+    LaunchConfig,
+    Which,
     build_launch,
     detect_launcher_kind,
     format_argv,
 )
-from ezpz_tui.core.launching.plan import LaunchPlan
+from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused, check
 from runtime.env import RANK_VARS
 
 PY = "/venv/bin/python"  # a Python with no launcher beside it, as on a site module system
@@ -33,6 +38,17 @@ SOPHIA = ["sophia-gpu-07.lab.alcf.anl.gov", "sophia-gpu-08.lab.alcf.anl.gov"]
 
 def which(name: str) -> str | None:
     return TOOLS.get(name)
+
+
+def launch_of(
+    plan: LaunchPlan,
+    alloc: Allocation,
+    run_dir: Path,
+    python: str = PY,
+    which: Which = shutil.which,
+    rdzv_port: int = DEFAULT_RDZV_PORT,
+) -> Launch:
+    return build_launch(check(plan, alloc), run_dir, LaunchConfig(python, which, rdzv_port))
 
 
 def capture(run_dir: Path, command: tuple[str, ...] = CMD, python: str = PY) -> list[str]:
@@ -87,9 +103,9 @@ def sizes(tp: int = 1, pp: int = 1, cp: int = 1, omp: int | None = None) -> dict
 def test_polaris_all_nodes(tmp_path: Path) -> None:
     alloc = pbs(tmp_path, POLARIS, "1234567.polaris-pbs-01.hsn.cm.polaris.alcf.anl.gov")
     run_dir = tmp_path / "run"
-    launch = build_launch(LaunchPlan(ppn=4, tp=2, command=CMD), alloc, run_dir, PY, which)
+    launch = launch_of(LaunchPlan(ppn=4, tp=2, command=CMD), alloc, run_dir, PY, which)
     env = sizes(tp=2, omp=8)
-    assert launch.argv == [
+    assert list(launch.argv) == [
         PALS,
         "--envall",
         "--line-buffer",
@@ -111,11 +127,12 @@ def test_polaris_subset_writes_a_filtered_hostfile(tmp_path: Path) -> None:
     alloc = pbs(tmp_path, POLARIS, "1234567.polaris-pbs-01")
     run_dir = tmp_path / "run"
     plan = LaunchPlan(nodes=1, exclude=("x3006c0s13b0n0",), ppn=2, command=CMD)
-    launch = build_launch(plan, alloc, run_dir, PY, which)
+    launch = launch_of(plan, alloc, run_dir, PY, which)
     hostfile = run_dir / "hostfile"
     assert launch.hostfile == hostfile
-    assert hostfile.read_text() == f"{POLARIS[1]}\n"
-    assert launch.argv[:6] == [
+    assert launch.hostfile_hosts == (POLARIS[1],)
+    assert not run_dir.exists()  # the run store writes it when it records the launch
+    assert list(launch.argv[:6]) == [
         PALS,
         "--envall",
         "--line-buffer",
@@ -128,8 +145,9 @@ def test_polaris_subset_writes_a_filtered_hostfile(tmp_path: Path) -> None:
 
 def test_polaris_nodes_without_exclusion(tmp_path: Path) -> None:
     alloc = pbs(tmp_path, POLARIS, "1.polaris-pbs-01")
-    launch = build_launch(LaunchPlan(nodes=2, command=CMD), alloc, tmp_path / "r", PY, which)
-    assert (tmp_path / "r" / "hostfile").read_text().splitlines() == POLARIS[:2]
+    launch = launch_of(LaunchPlan(nodes=2, command=CMD), alloc, tmp_path / "r", PY, which)
+    assert launch.hostfile == tmp_path / "r" / "hostfile"
+    assert list(launch.hostfile_hosts) == POLARIS[:2]
     assert "--np=8" in launch.argv
 
 
@@ -139,9 +157,9 @@ def test_intel_xpu_machines(tmp_path: Path, hosts: list[str], machine: str) -> N
     assert alloc.machine == machine
     run_dir = tmp_path / "run"
     plan = LaunchPlan(ppn=12, tp=2, pp=2, cp=3, command=CMD)
-    launch = build_launch(plan, alloc, run_dir, PY, which)
+    launch = launch_of(plan, alloc, run_dir, PY, which)
     env = sizes(tp=2, pp=2, cp=3, omp=3)
-    assert launch.argv == [
+    assert list(launch.argv) == [
         PALS,
         "--envall",
         "--line-buffer",
@@ -160,23 +178,23 @@ def test_aurora_excluding_a_host(tmp_path: Path) -> None:
     alloc = pbs(tmp_path, AURORA, "8765.aurora-pbs-0001")
     run_dir = tmp_path / "run"
     plan = LaunchPlan(exclude=(AURORA[0],), ppn=6, command=CMD)
-    launch = build_launch(plan, alloc, run_dir, PY, which)
-    assert (run_dir / "hostfile").read_text() == f"{AURORA[1]}\n"
-    assert launch.argv[3:6] == ["--np=6", "--ppn=6", f"--hostfile={run_dir / 'hostfile'}"]
+    launch = launch_of(plan, alloc, run_dir, PY, which)
+    assert launch.hostfile_hosts == (AURORA[1],)
+    assert list(launch.argv[3:6]) == ["--np=6", "--ppn=6", f"--hostfile={run_dir / 'hostfile'}"]
 
 
 def test_sophia_uses_open_mpi_mpirun(tmp_path: Path) -> None:
     alloc = pbs(tmp_path, SOPHIA, "99.sophia-pbs-01.lab.alcf.anl.gov")
     run_dir = tmp_path / "run"
     plan = LaunchPlan(ppn=8, env={"NCCL_DEBUG": "INFO"}, command=CMD)
-    launch = build_launch(plan, alloc, run_dir, PY, which)
+    launch = launch_of(plan, alloc, run_dir, PY, which)
     env = {
         **sizes(),
         "NCCL_DEBUG": "INFO",
         "OMP_NUM_THREADS": str(max(1, alloc.cpus_per_host // 8)),
     }
     assert launch.launcher == "mpirun"
-    assert launch.argv == [
+    assert list(launch.argv) == [
         "/opt/openmpi/bin/mpirun",
         "-n",
         "16",
@@ -196,8 +214,8 @@ def test_sophia_uses_open_mpi_mpirun(tmp_path: Path) -> None:
 def test_generic_pbs_cluster_gets_hydra_style(tmp_path: Path) -> None:
     alloc = pbs(tmp_path, ["node01", "node02"], "5.cluster")
     plan = LaunchPlan(ppn=2, command=CMD)
-    launch = build_launch(plan, alloc, tmp_path / "r", PY, {"mpiexec": "/usr/bin/mpiexec"}.get)
-    assert launch.argv[:7] == [
+    launch = launch_of(plan, alloc, tmp_path / "r", PY, {"mpiexec": "/usr/bin/mpiexec"}.get)
+    assert list(launch.argv[:7]) == [
         "/usr/bin/mpiexec",
         "-f",
         str(alloc.nodefile),
@@ -206,7 +224,7 @@ def test_generic_pbs_cluster_gets_hydra_style(tmp_path: Path) -> None:
         "-ppn",
         "2",
     ]
-    assert launch.argv[7:10] == ["-genv", "EZPZ_TP", "1"]
+    assert list(launch.argv[7:10]) == ["-genv", "EZPZ_TP", "1"]
 
 
 # --- Slurm: Perlmutter, Frontier -------------------------------------------------------------
@@ -215,9 +233,9 @@ def test_generic_pbs_cluster_gets_hydra_style(tmp_path: Path) -> None:
 def test_perlmutter_all_nodes(tmp_path: Path) -> None:
     alloc = perlmutter()
     run_dir = tmp_path / "run"
-    launch = build_launch(LaunchPlan(ppn=4, tp=4, command=CMD), alloc, run_dir, PY, which)
+    launch = launch_of(LaunchPlan(ppn=4, tp=4, command=CMD), alloc, run_dir, PY, which)
     assert launch.launcher == "srun"
-    assert launch.argv == [
+    assert list(launch.argv) == [
         "/usr/bin/srun",
         "-u",
         "--verbose",
@@ -240,8 +258,8 @@ def test_perlmutter_all_nodes(tmp_path: Path) -> None:
 def test_perlmutter_subset_names_its_nodes(tmp_path: Path) -> None:
     alloc = perlmutter()
     plan = LaunchPlan(nodes=1, exclude=("nid001140",), ppn=2, command=CMD)
-    launch = build_launch(plan, alloc, tmp_path / "run", PY, which)
-    assert launch.argv[3:12] == [
+    launch = launch_of(plan, alloc, tmp_path / "run", PY, which)
+    assert list(launch.argv[3:12]) == [
         "-N1",
         "-n2",
         "--ntasks-per-node=2",
@@ -258,8 +276,8 @@ def test_frontier(tmp_path: Path) -> None:
     alloc = frontier()
     run_dir = tmp_path / "run"
     plan = LaunchPlan(ppn=8, pp=2, env={"OMP_NUM_THREADS": "7"}, command=CMD)
-    launch = build_launch(plan, alloc, run_dir, PY, which)
-    assert launch.argv == [
+    launch = launch_of(plan, alloc, run_dir, PY, which)
+    assert list(launch.argv) == [
         "/usr/bin/srun",
         "-u",
         "--verbose",
@@ -286,15 +304,15 @@ def test_srun_reads_a_long_node_list_from_a_file(tmp_path: Path) -> None:
     env["SLURM_GPUS_ON_NODE"] = "4"
     alloc = detect_allocation(env, probe=False)
     run_dir = tmp_path / "run"
-    launch = build_launch(LaunchPlan(nodes=299, command=CMD), alloc, run_dir, PY, which)
+    launch = launch_of(LaunchPlan(nodes=299, command=CMD), alloc, run_dir, PY, which)
     hostfile = run_dir / "hostfile"
     assert f"--nodelist={hostfile}" in launch.argv
-    assert hostfile.read_text().splitlines() == [f"nid{i:06d}" for i in range(1, 300)]
+    assert list(launch.hostfile_hosts) == [f"nid{i:06d}" for i in range(1, 300)]
 
 
 def test_srun_values_with_commas_stay_out_of_export(tmp_path: Path) -> None:
     plan = LaunchPlan(env={"NCCL_SOCKET_IFNAME": "hsn0,hsn1"}, command=CMD)
-    launch = build_launch(plan, perlmutter(), tmp_path / "r", PY, which)
+    launch = launch_of(plan, perlmutter(), tmp_path / "r", PY, which)
     export = next(a for a in launch.argv if a.startswith("--export="))
     assert "NCCL_SOCKET_IFNAME" not in export
     assert launch.env["NCCL_SOCKET_IFNAME"] == "hsn0,hsn1"
@@ -307,9 +325,9 @@ def test_srun_values_with_commas_stay_out_of_export(tmp_path: Path) -> None:
 def test_torchrun_on_perlmutter_runs_one_per_node(tmp_path: Path) -> None:
     run_dir = tmp_path / "20261122-103105-tp1pp1cp1"
     plan = LaunchPlan(ppn=4, launcher="torchrun", command=CMD)
-    launch = build_launch(plan, perlmutter(), run_dir, PY, which)
+    launch = launch_of(plan, perlmutter(), run_dir, PY, which)
     assert launch.launcher == "torchrun"
-    assert launch.argv == [
+    assert list(launch.argv) == [
         "/usr/bin/srun",
         "-u",
         "--verbose",
@@ -344,9 +362,9 @@ def test_torchrun_on_polaris_is_not_cpu_bound(tmp_path: Path) -> None:
     alloc = pbs(tmp_path, POLARIS, "1.polaris-pbs-01")
     run_dir = tmp_path / "run"
     plan = LaunchPlan(nodes=2, ppn=4, launcher="torchrun", command=CMD)
-    launch = build_launch(plan, alloc, run_dir, PY, which, rdzv_port=29600)
+    launch = launch_of(plan, alloc, run_dir, PY, which, rdzv_port=29600)
     omp = max(1, alloc.cpus_per_host // 4)
-    assert launch.argv[:7] == [
+    assert list(launch.argv[:7]) == [
         PALS,
         "--envall",
         "--line-buffer",
@@ -355,7 +373,7 @@ def test_torchrun_on_polaris_is_not_cpu_bound(tmp_path: Path) -> None:
         f"--hostfile={run_dir / 'hostfile'}",
         "--cpu-bind=none",
     ]
-    assert launch.argv[7:15] == env_flags("--env", sizes(omp=omp))
+    assert list(launch.argv[7:15]) == env_flags("--env", sizes(omp=omp))
     assert f"{POLARIS[0]}:29600" in launch.argv
 
 
@@ -371,9 +389,9 @@ def test_local_uses_the_venv_mpiexec(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     venv_bin = Path(sys.executable).parent
     assert (venv_bin / "mpiexec.hydra").exists(), "the test venv has the mpich wheel"
-    launch = build_launch(LaunchPlan(ppn=2, command=CMD), alloc, run_dir, sys.executable, which)
+    launch = launch_of(LaunchPlan(ppn=2, command=CMD), alloc, run_dir, sys.executable, which)
     omp = str(max(1, alloc.cpus_per_host // 2))
-    assert launch.argv == [
+    assert list(launch.argv) == [
         str(venv_bin / "mpiexec"),
         "-rmk",
         "user",
@@ -401,15 +419,15 @@ def test_local_uses_the_venv_mpiexec(tmp_path: Path) -> None:
 
 def test_local_mpirun_from_the_mpich_wheel_is_still_hydra(tmp_path: Path) -> None:
     plan = LaunchPlan(ppn=2, launcher="mpirun", command=CMD)
-    launch = build_launch(plan, local_alloc(), tmp_path, sys.executable, which)
-    assert launch.argv[:3] == [str(Path(sys.executable).parent / "mpirun"), "-rmk", "user"]
+    launch = launch_of(plan, local_alloc(), tmp_path, sys.executable, which)
+    assert list(launch.argv[:3]) == [str(Path(sys.executable).parent / "mpirun"), "-rmk", "user"]
 
 
 def test_local_torchrun_is_standalone(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     plan = LaunchPlan(ppn=2, launcher="torchrun", command=CMD)
-    launch = build_launch(plan, local_alloc(), run_dir, PY, which)
-    assert launch.argv == [
+    launch = launch_of(plan, local_alloc(), run_dir, PY, which)
+    assert list(launch.argv) == [
         PY,
         "-m",
         "torch.distributed.run",
@@ -436,21 +454,22 @@ def test_sophia_auto_is_mpirun(tmp_path: Path) -> None:
 
 
 def test_invalid_plan_is_refused_with_every_reason(tmp_path: Path) -> None:
-    with pytest.raises(ValueError) as info:
-        build_launch(LaunchPlan(ppn=3, tp=2, command=()), local_alloc(), tmp_path, PY, which)
+    with pytest.raises(LaunchRefused) as info:
+        launch_of(LaunchPlan(ppn=3, tp=2, command=()), local_alloc(), tmp_path, PY, which)
     assert str(info.value) == (
-        "The plan cannot be launched: World size 3 is not divisible by tp*pp*cp = 2. "
+        "World size 3 is not divisible by tp*pp*cp = 2. "
         "The command is empty: give the program to run, e.g. python train.py."
     )
+    assert isinstance(info.value, ValueError)
 
 
 def test_missing_launcher_is_noted(tmp_path: Path) -> None:
     alloc = pbs(tmp_path, POLARIS, "1.polaris-pbs-01")
-    launch = build_launch(
+    launch = launch_of(
         LaunchPlan(launcher="mpiexec", command=CMD), alloc, tmp_path, PY, lambda _: None
     )
     assert launch.argv[0] == "mpiexec"
-    assert launch.notes == ["mpiexec is not on PATH here; load the module that provides it."]
+    assert list(launch.notes) == ["mpiexec is not on PATH here; load the module that provides it."]
 
 
 def test_format_argv_quotes_for_a_shell() -> None:
@@ -483,7 +502,7 @@ def test_local_mpiexec_really_starts_two_ranks(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     (tmp_path / "stray_nodefile").write_text("elsewhere1\nelsewhere2\n")
     plan = LaunchPlan(ppn=2, tp=2, cp=1, env={"OMP_NUM_THREADS": "1"}, command=PRINT_ENV)
-    launch = build_launch(plan, local_alloc(), run_dir, sys.executable)
+    launch = launch_of(plan, local_alloc(), run_dir, sys.executable)
     # -rmk user keeps the mpich wheel's mpiexec from following a stray PBS_NODEFILE
     _run(launch.argv, {**launch.env, "PBS_NODEFILE": str(tmp_path / "stray_nodefile")}, run_dir)
     for rank in (0, 1):
@@ -493,7 +512,7 @@ def test_local_mpiexec_really_starts_two_ranks(tmp_path: Path) -> None:
 def test_local_torchrun_really_starts_two_ranks(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     plan = LaunchPlan(ppn=2, cp=2, launcher="torchrun", command=PRINT_ENV)
-    launch = build_launch(plan, local_alloc(), run_dir, sys.executable)
+    launch = launch_of(plan, local_alloc(), run_dir, sys.executable)
     _run(launch.argv, launch.env, run_dir)
     omp = launch.env["OMP_NUM_THREADS"]
     for rank in (0, 1):

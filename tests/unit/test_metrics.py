@@ -16,17 +16,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from ezpz_tui.core.watching.metrics import (
+from ezpz_tui.core.watching.metrics.decimate import decimate, envelope
+from ezpz_tui.core.watching.metrics.ema import ema
+from ezpz_tui.core.watching.metrics.load import load_store
+from ezpz_tui.core.watching.metrics.plot import (
     ALL_RANKS_LIMIT,
-    MetricStore,
     PlotSettings,
-    decimate,
-    ema,
-    envelope,
-    load_store,
     prepare_plot,
     safe_log10,
 )
+from ezpz_tui.core.watching.metrics.store import MetricStore
 from runtime import records
 from runtime.history import load_run_metrics
 from runtime.records import Record

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -32,19 +33,23 @@ def _follow(run: Path, monitor: RunMonitor, now: float, follower: RunFollower | 
     return follower, changes
 
 
+def _made(
+    outputs: Path,
+    run_id: str,
+    state: str,
+    exit_code: int,
+    ranks: int,
+    steps: int,
+    created: float,
+    **more: Any,
+) -> Path:
+    """A finished run without model parallelism (see :func:`make_run`)."""
+    named = {"run_id": run_id, "state": state, "exit_code": exit_code, "created": created}
+    return make_run(outputs, sizes={"tp": 1}, ranks=ranks, steps=steps, **named, **more)
+
+
 def test_segfaulting_rank_is_failed_with_its_signal_and_first(tmp_path: Path) -> None:
-    run = make_run(
-        tmp_path,
-        run_id="r",
-        state="failed",
-        exit_code=1,
-        sizes={"tp": 1},
-        ranks=4,
-        steps=16,
-        created=1_763_800_000.0,
-        failing_rank=2,
-        crash_signal=11,
-    )
+    run = _made(tmp_path, "r", "failed", 1, 4, 16, 1_763_800_000.0, failing_rank=2, crash_signal=11)
     monitor = RunMonitor(run)
     _follow(run, monitor, 1_763_800_100.0)
     assert monitor.first_failure == 2
@@ -60,27 +65,8 @@ def test_segfaulting_rank_is_failed_with_its_signal_and_first(tmp_path: Path) ->
 
 
 def test_exit_code_failure_and_success(tmp_path: Path) -> None:
-    failed = make_run(
-        tmp_path,
-        run_id="f",
-        state="failed",
-        exit_code=1,
-        sizes={"tp": 1},
-        ranks=2,
-        steps=8,
-        created=1.0e9,
-        failing_rank=1,
-    )
-    ok = make_run(
-        tmp_path,
-        run_id="ok",
-        state="succeeded",
-        exit_code=0,
-        sizes={"tp": 1},
-        ranks=2,
-        steps=8,
-        created=1.0e9,
-    )
+    failed = _made(tmp_path, "f", "failed", 1, 2, 8, 1.0e9, failing_rank=1)
+    ok = _made(tmp_path, "ok", "succeeded", 0, 2, 8, 1.0e9)
     mf, mo = RunMonitor(failed), RunMonitor(ok)
     _follow(failed, mf, 2.0e9)
     _follow(ok, mo, 2.0e9)

@@ -1,4 +1,5 @@
-"""Launch plans: derived sizes, every validation message, rank layout, run.toml round trip."""
+"""Launch plans: derived sizes, every validation message, the gate to a launch, rank layout,
+the recorded plan's round trip."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import tomli_w
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.plan import (
     LaunchPlan,
+    LaunchRefused,
     Problem,
     RankPlace,
+    check,
     default_plan,
     rank_layout,
     validate,
@@ -153,6 +156,27 @@ def test_tp_across_nodes_is_only_a_warning() -> None:
     assert messages(odd, "warning")[0].startswith("TP=2 does not divide 3 ranks per node")
     # on one host a TP group cannot span nodes
     assert validate(LaunchPlan(ppn=4, tp=4), make_alloc(hosts=("a",))) == []
+
+
+def test_check_is_the_one_gate_to_a_launch() -> None:
+    alloc = make_alloc(hosts=("a", "b"))
+    checked = check(LaunchPlan(ppn=4, tp=8), alloc)
+    assert [p.level for p in checked.warnings] == ["warning"]
+    assert checked.sizes == {"tp": 8, "pp": 1, "cp": 1, "world_size": 8}
+    assert checked.meta == {
+        "scheduler": "PBS",
+        "job_id": "1.pbs",
+        "machine": "Polaris",
+        "hosts": ["a", "b"],
+        "ranks_per_node": 4,
+        "warnings": [checked.warnings[0].message],
+    }
+    bad = LaunchPlan(nodes=1, ppn=4, tp=3, command=())
+    with pytest.raises(LaunchRefused) as refused:
+        check(bad, alloc)
+    assert refused.value.found == validate(bad, alloc)  # every problem, in form order
+    assert [p.field for p in refused.value.problems] == ["sizes", "command"]
+    assert str(refused.value) == " ".join(p.message for p in refused.value.problems)
 
 
 def test_cpu_hosts_may_oversubscribe_with_a_warning() -> None:

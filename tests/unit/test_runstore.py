@@ -9,23 +9,25 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ezpz_tui import __version__
+from ezpz_tui.core.launching.launcher import Launch
+from ezpz_tui.core.launching.liveness import run_state
+from ezpz_tui.core.launching.processes import start_ticks, this_machine
 from ezpz_tui.core.launching.runstore import (
-    LOST,
-    STALE_AFTER_S,
-    UNKNOWN,
     RunStore,
     RunStoreError,
-    owner_identity,
     read_run_toml,
-    read_state,
+    record_launch,
     update_run_meta,
-    write_state,
 )
+from runtime.rundir import STALE_AFTER_S, State, read_state, write_state
+
+LOST, UNKNOWN = State.LOST, State.UNKNOWN
 
 RUN_ID = re.compile(r"^\d{8}-\d{6}-\d{3}-tp\d+pp\d+cp\d+(-\d+)?$")
 
@@ -57,9 +59,9 @@ def test_create_lays_out_a_pending_run(store: RunStore) -> None:
     assert record["plan"] == {"command": ["python", "train.py"], "tp": 2, "nodes": ["x1"]}
     assert abs(record["created_epoch"] - time.time()) < 60
     assert record["created"].startswith(run.name[:4])
-    state = read_state(run)
-    assert state["state"] == "pending"
-    assert state["run_id"] == run.name
+    state = run_state(run)
+    assert state.state == "pending"
+    assert state.run_id == run.name
 
 
 def test_create_refuses_reserved_meta_and_values_toml_cannot_hold(store: RunStore) -> None:
@@ -131,77 +133,8 @@ def test_concurrent_creators_in_threads_and_processes_never_share_a_run(store: R
     assert len(store.list_runs()) == total
 
 
-def test_state_is_never_torn_for_a_reader(tmp_path: Path) -> None:
-    run = RunStore(tmp_path).create({})
-    stop = threading.Event()
-    writes = 0
-
-    def writer() -> None:
-        nonlocal writes
-        i = 0
-        while not stop.is_set():
-            i += 1
-            write_state(run, "running", step=i, pad="x" * (i % 5000))
-            writes += 1
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    seen = set()
-    try:
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline:
-            raw = (run / "state.json").read_bytes()
-            data = json.loads(raw)  # raises on a torn file
-            assert data["state"] in ("pending", "running")
-            seen.add(data.get("step"))
-            assert read_state(run)["state"] in ("pending", "running")
-    finally:
-        stop.set()
-        thread.join()
-    assert writes > 50 and len(seen) > 5
-    assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
-
-
-def test_write_state_merges_and_rejects_unknown_states(tmp_path: Path) -> None:
-    run = RunStore(tmp_path).create({})
-    write_state(run, "running", launcher_pid=4242, start=1.0)
-    write_state(run, "failed", exit_code=3)
-    data = json.loads((run / "state.json").read_text())
-    assert (data["state"], data["launcher_pid"], data["start"], data["exit_code"]) == (
-        "failed",
-        4242,
-        1.0,
-        3,
-    )
-    with pytest.raises(ValueError, match="state must be one of"):
-        write_state(run, "lost")
-
-
-@pytest.mark.parametrize(
-    ("content", "reason"),
-    [
-        (None, "no state.json"),
-        (b"{not json", "not valid JSON"),
-        (b"\xff\xfe\x00garbage", "not valid JSON"),
-        (b"[1, 2]", "JSON object"),
-        (b'{"state": "exploded"}', "unrecognised state"),
-        (b"", "not valid JSON"),
-    ],
-)
-def test_unreadable_state_is_unknown_with_a_reason(
-    tmp_path: Path, content: bytes | None, reason: str
-) -> None:
-    run = tmp_path / "run"
-    run.mkdir()
-    if content is not None:
-        (run / "state.json").write_bytes(content)
-    state = read_state(run)
-    assert state["state"] == UNKNOWN
-    assert reason in state["reason"]
-
-
 def test_state_of_a_missing_directory_is_unknown(tmp_path: Path) -> None:
-    assert read_state(tmp_path / "nowhere")["state"] == UNKNOWN
+    assert run_state(tmp_path / "nowhere").state == UNKNOWN
 
 
 def test_listing_tolerates_garbage(store: RunStore) -> None:
@@ -271,6 +204,29 @@ def test_update_run_meta_adds_but_never_rewrites_identity(store: RunStore) -> No
         update_run_meta(run, {"plan": {}})
 
 
+def test_record_launch_adds_the_command_and_writes_its_hostfile(store: RunStore) -> None:
+    run = store.create({"tp": 1})
+    argv = ("mpiexec", "-f", str(run / "hostfile"), "python")
+    record_launch(
+        Launch(run, argv, {"X": "1"}, hostfile=run / "hostfile", hostfile_hosts=("a", "b"))
+    )
+    assert (run / "hostfile").read_text() == "a\nb\n"
+    record = read_run_toml(run)
+    assert record["launch"] == {"argv": list(argv), "env": {"X": "1"}, "cwd": str(Path.cwd())}
+    assert record["plan"] == {"tp": 1}
+    nodefile = store.outputs / "pbs_nodefile"  # the scheduler's own file is never written
+    record_launch(Launch(run, ("mpiexec",), hostfile=nodefile, cwd=Path("/somewhere")))
+    assert not nodefile.exists()
+    assert read_run_toml(run)["launch"]["cwd"] == "/somewhere"
+    with pytest.raises(RunStoreError, match="cannot record the launch"):
+        record_launch(Launch(store.outputs / "gone", ("x",), hostfile_hosts=("a",)))
+
+
+def set_state(run: Path, state: str, **fields: object) -> None:
+    """Record ``state`` over what the run recorded, as its supervisor would."""
+    write_state(run, replace(read_state(run), state=State(state), **fields))
+
+
 def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
@@ -279,60 +235,61 @@ def _dead_pid() -> int:
 
 def test_running_with_supervisor_and_launcher_gone_is_lost(tmp_path: Path) -> None:
     run = RunStore(tmp_path).create({})
-    write_state(run, "running", launcher_pid=_dead_pid(), supervisor_pid=_dead_pid())
-    state = read_state(run)
-    assert state["state"] == LOST and state["recorded_state"] == "running"
-    assert "without recording how the run ended" in state["reason"]
+    set_state(run, "running", launcher_pid=_dead_pid(), supervisor_pid=_dead_pid())
+    state = run_state(run)
+    assert state.state == LOST and state.recorded_state == "running"
+    assert "without recording how the run ended" in (state.reason or "")
     assert json.loads((run / "state.json").read_text())["state"] == "running"  # never written
 
 
 def test_a_reused_pid_does_not_count_as_alive(tmp_path: Path) -> None:
     run = RunStore(tmp_path).create({})
-    me = owner_identity()
+    me = start_ticks(os.getpid())
+    assert me is not None
     # Our own pid, but a different start time: a stranger that got the number.
-    write_state(
+    set_state(
         run,
         "running",
         launcher_pid=os.getpid(),
         launcher_start_ticks=1,
         supervisor_pid=os.getpid(),
-        supervisor_start_ticks=me["supervisor_start_ticks"] + 1,
+        supervisor_start_ticks=me + 1,
     )
-    assert read_state(run)["state"] == LOST
+    assert run_state(run).state == LOST
 
 
 def test_live_supervisor_keeps_a_run_running(tmp_path: Path) -> None:
     run = RunStore(tmp_path).create({})
-    write_state(run, "running", launcher_pid=_dead_pid())  # owner fields are this process
-    assert read_state(run)["state"] == "running"  # the supervisor is about to record the end
+    set_state(run, "running", launcher_pid=_dead_pid())  # owner fields are this process
+    assert run_state(run).state == "running"  # the supervisor is about to record the end
 
 
 def test_pending_run_whose_creator_died_is_lost(tmp_path: Path) -> None:
     run = RunStore(tmp_path).create({})
-    write_state(run, "pending", supervisor_pid=_dead_pid())
-    state = read_state(run)
-    assert state["state"] == LOST and "before starting it" in state["reason"]
+    set_state(run, "pending", supervisor_pid=_dead_pid())
+    state = run_state(run)
+    assert state.state == LOST and "before starting it" in (state.reason or "")
 
 
 def test_run_on_another_host_is_judged_by_its_heartbeat(tmp_path: Path) -> None:
     run = RunStore(tmp_path).create({})
-    write_state(run, "running", host="compute-node-17", launcher_pid=_dead_pid())
-    assert read_state(run)["state"] == "running"
+    set_state(run, "running", host="compute-node-17", launcher_pid=_dead_pid())
+    assert run_state(run).state == "running"
     later = time.time() + STALE_AFTER_S + 60
-    state = read_state(run, now=later)
-    assert state["state"] == LOST and "compute-node-17" in state["reason"]
+    state = run_state(run, now=later)
+    assert state.state == LOST and "compute-node-17" in (state.reason or "")
 
 
 def test_reboot_means_lost(tmp_path: Path) -> None:
     run = RunStore(tmp_path).create({})
-    write_state(run, "running", boot_id="00000000-0000-0000-0000-000000000000")
-    if owner_identity()["boot_id"] is None:
+    set_state(run, "running", boot_id="00000000-0000-0000-0000-000000000000")
+    if this_machine().boot_id is None:
         pytest.skip("no boot id on this system")
-    assert "rebooted" in read_state(run)["reason"]
+    assert "rebooted" in (run_state(run).reason or "")
 
 
 def test_final_states_are_reported_as_written(tmp_path: Path) -> None:
     run = RunStore(tmp_path).create({})
-    write_state(run, "failed", exit_code=3, supervisor_pid=_dead_pid())
-    assert read_state(run)["state"] == "failed"
+    set_state(run, "failed", exit_code=3, supervisor_pid=_dead_pid())
+    assert run_state(run).state == "failed"
     assert RunStore(tmp_path).list_runs()[0].exit_code == 3

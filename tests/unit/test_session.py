@@ -10,16 +10,18 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ezpz_tui.core.launching.allocation import detect_allocation
-from ezpz_tui.core.launching.plan import LaunchPlan
-from ezpz_tui.core.launching.runstore import FINAL_STATES, read_run_toml
+from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused
+from ezpz_tui.core.launching.runstore import read_run_toml
 from ezpz_tui.core.launching.supervisor import RunHandle
-from ezpz_tui.core.session import LaunchRefused, Session
+from ezpz_tui.core.session import Session
+from runtime.rundir import FINAL, RunDir
+from tests.fixtures.runs import wait_for
 from tests.procs import processes_of
 
 PY = sys.executable
@@ -34,18 +36,9 @@ POLARIS_HOSTS = [
 ]
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-
-
 def ranks_started(handle: RunHandle, ranks: int = 2) -> bool:
     """The launcher runs and has started every rank's wrapper, which has started the command."""
-    statuses = list((handle.run_dir / "status").glob("rank-*.json"))
-    return handle.poll() == "running" and len(statuses) == ranks
+    return handle.poll() == "running" and len(RunDir(handle.run_dir).statuses()) == ranks
 
 
 @pytest.fixture
@@ -102,7 +95,7 @@ def test_relaunch_twenty_times_while_starting(session: Session) -> None:
         assert record["launch"]["env"]["EZPZ_CP"] == str(cp)
         assert record.get("parent") == (handles[i - 1].run_dir.name if i else None)
         state = json.loads((handle.run_dir / "state.json").read_text())
-        assert state["state"] == "stopped" and state["state"] in FINAL_STATES, state
+        assert state["state"] == "stopped" and state["state"] in FINAL, state
         assert handle.poll() == "stopped"
         # A relaunch starts the next launcher only after the previous one has ended.
         if previous_end is not None:

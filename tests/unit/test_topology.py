@@ -2,46 +2,25 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 import pytest
 
-from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.plan import LaunchPlan, rank_layout
-from ezpz_tui.core.launching.topology import (
-    COLOUR_BY,
-    Line,
-    Topology,
-    build_topology,
+from ezpz_tui.core.launching.topology.describe import (
     describe_cell,
     describe_colour,
-    layout_topology,
     legend,
-    line_text,
-    next_colour_by,
     rank_summary,
-    render_text,
 )
-
-
-def aurora(hosts: int, tiles: int = 12, kind: str = "xpu") -> Allocation:
-    """An Aurora-like PBS job: ALCF node names, ``tiles`` accelerators per host."""
-    names = tuple(f"x4000c{i // 16}s{(i // 2) % 8}b0n{i % 2}" for i in range(hosts))
-    return Allocation(
-        scheduler="PBS",
-        job_id="123.aurora-pbs-0001",
-        machine="Aurora",
-        hosts=names,
-        accelerators_per_host=tiles,
-        accelerator_kind=kind,
-        accelerator_source="test",
-        walltime_left_s=3600.0,
-        walltime_checked_at=0.0,
-        nodefile=None,
-        cpus_per_host=208,
-    )
+from ezpz_tui.core.launching.topology.layout import Line, layout_topology, line_text, render_text
+from ezpz_tui.core.launching.topology.model import (
+    COLOUR_BY,
+    Topology,
+    build_topology,
+    next_colour_by,
+)
+from tests.fixtures.allocations import aurora
 
 
 def groups_of(topo: Topology) -> list[set[int]]:
@@ -304,9 +283,3 @@ def test_512_hosts_by_12_stays_small_and_quick() -> None:
     assert len(lines) <= 20 and all(len(line_text(line)) <= 80 for line in lines)
     assert elapsed < 2.0, "generous: only catches a blow-up, not a regression of a few ms"
     assert host_rows(layout_topology(topo, 80)) == 512
-
-
-def test_core_stays_ui_free() -> None:
-    code = "import sys, ezpz_tui.core.launching.topology; print('textual' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.stdout.strip() == "False", result.stderr

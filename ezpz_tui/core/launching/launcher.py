@@ -18,8 +18,10 @@ a stray ``PBS_NODEFILE`` cannot send ranks to other hosts. Every launcher sets t
 (``EZPZ_TP``/``EZPZ_PP``/``EZPZ_CP``) and ``OMP_NUM_THREADS`` (which mpiexec and srun leave
 unset) for every rank, remote ones included, in the launcher's own syntax.
 
-Nothing here starts a process; the only side effect is writing the hostfile into the run
-directory.
+The MPI families (PALS, Hydra, Open MPI) ask for the same things in different words, so one
+builder serves them all from a table of their spellings (:data:`_MPI_STYLES`); srun has its own.
+Building a launch starts nothing and writes nothing: a :class:`Launch` is a value, which the run
+store records (writing the hostfile it names) and the supervisor starts.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ import shlex
 import shutil
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ezpz_tui.core.launching.allocation import Allocation
-from ezpz_tui.core.launching.plan import LaunchPlan, validate
+from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan
 from runtime.env import SIZE_VARS
+from runtime.rundir import RunDir
 
 Which = Callable[[str], str | None]
 
@@ -52,14 +55,29 @@ DEFAULT_RDZV_PORT = 29500
 
 
 @dataclass(frozen=True)
-class LaunchCommand:
-    """What the supervisor runs: argv, env additions for the launcher, and why it looks so."""
+class LaunchConfig:
+    """What building a launch takes from this machine: the Python the ranks run, how launchers
+    are found (tests pass their own), torchrun's multi-node rendezvous port."""
 
-    argv: list[str]
-    env: dict[str, str]  # additions/overrides to the launcher's environment only
-    hostfile: Path | None
-    launcher: str
-    notes: list[str]
+    python: str = sys.executable
+    which: Which = shutil.which
+    rdzv_port: int = DEFAULT_RDZV_PORT
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch, decided before anything starts: what the supervisor runs and the run store
+    records. ``env`` holds additions to the launcher's environment only; ``hostfile_hosts``
+    is what the run's own hostfile lists (empty when the scheduler's nodefile is used as is)."""
+
+    run_dir: Path
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    launcher: str = ""
+    hostfile: Path | None = None
+    hostfile_hosts: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    cwd: Path | None = None
 
 
 def _local_binary(name: str, python: str, which: Which) -> str | None:
@@ -102,97 +120,147 @@ def _mpi_flavour(kind: str, binary: str, alloc: Allocation) -> str:
     return "openmpi" if kind == "mpirun" else "hydra"
 
 
-def _hostfile(alloc: Allocation, hosts: Sequence[str], run_dir: Path, notes: list[str]) -> Path:
-    """PBS's own nodefile when every host is used (as ezpz does), else a filtered copy."""
-    if alloc.nodefile and tuple(hosts) == alloc.hosts:
-        return Path(alloc.nodefile)
-    path = run_dir / "hostfile"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"{host}\n" for host in hosts))
-    if tuple(hosts) != alloc.hosts:
-        notes.append(
-            f"Using {len(hosts)} of {len(alloc.hosts)} allocated hosts: {path} lists them."
-        )
-    else:
-        notes.append(f"{path} lists the allocated hosts for the launcher.")
-    return path
-
-
 def _threads(cpus: int, per_node: int) -> int:
     return max(1, cpus // max(per_node, 1))
 
 
-def _mpi_argv(
-    kind: str,
-    binary: str,
-    alloc: Allocation,
-    hosts: Sequence[str],
-    per_node: int,
-    run_dir: Path,
-    env: dict[str, str],
-    program: list[str],
-    notes: list[str],
-    bind: bool,
-) -> tuple[list[str], Path | None]:
-    """mpiexec/mpirun argv; ``env`` gains OMP_NUM_THREADS to match the CPU binding."""
-    flavour = _mpi_flavour(kind, binary, alloc)
-    world = len(hosts) * per_node
-    hostfile = _hostfile(alloc, hosts, run_dir, notes) if alloc.scheduler != "none" else None
-    if flavour == "pals":
-        argv = [binary, "--envall", "--line-buffer", f"--np={world}", f"--ppn={per_node}"]
-        argv.append(f"--hostfile={hostfile}")
-        threads = _threads(alloc.cpus_per_host, per_node)
-        if alloc.machine in INTEL_XPU_MACHINES:
-            argv.append("--no-vni")
-        if not bind:
-            argv.append("--cpu-bind=none")
-        elif alloc.machine in INTEL_XPU_MACHINES:
-            verbose = "verbose," if world < VERBOSE_BIND_MAX_RANKS else ""
-            argv.append(f"--cpu-bind={verbose}{INTEL_XPU_CPU_BIND}")
-            threads = INTEL_XPU_CORES_PER_RANK
+@dataclass
+class _Step:
+    """One launcher invocation being put together: where, how many per node, what each runs."""
+
+    alloc: Allocation
+    hosts: tuple[str, ...]
+    per_node: int
+    run_dir: Path
+    env: dict[str, str]  # gains OMP_NUM_THREADS to match the CPU binding
+    program: list[str]
+    notes: list[str]
+    hostfile: Path | None = None
+    hostfile_hosts: tuple[str, ...] = ()
+
+    @property
+    def world(self) -> int:
+        return len(self.hosts) * self.per_node
+
+    def use_hostfile(self) -> Path:
+        """PBS's own nodefile when every host is used (as ezpz does), else the run's own."""
+        alloc, hosts = self.alloc, self.hosts
+        if alloc.nodefile and hosts == alloc.hosts:
+            self.hostfile = Path(alloc.nodefile)
+            return self.hostfile
+        self.hostfile, self.hostfile_hosts = RunDir(self.run_dir).hostfile, hosts
+        if hosts != alloc.hosts:
+            self.notes.append(
+                f"Using {len(hosts)} of {len(alloc.hosts)} allocated hosts: "
+                f"{self.hostfile} lists them."
+            )
         else:
-            argv += ["--cpu-bind=depth", f"--depth={POLARIS_DEPTH}"]
-            threads = POLARIS_DEPTH
-        env.setdefault("OMP_NUM_THREADS", str(threads))
-        for key, value in env.items():
-            argv += ["--env", f"{key}={value}"]
-    elif flavour == "hydra":
-        argv = [binary, *(["-f", str(hostfile)] if hostfile else ["-rmk", "user"])]
-        argv += ["-n", str(world), "-ppn", str(per_node)]
-        env.setdefault("OMP_NUM_THREADS", str(_threads(alloc.cpus_per_host, per_node)))
-        for key, value in env.items():
-            argv += ["-genv", key, value]
+            self.notes.append(f"{self.hostfile} lists the allocated hosts for the launcher.")
+        return self.hostfile
+
+    def launch(self, argv: list[str], launcher: str) -> Launch:
+        return Launch(
+            run_dir=self.run_dir,
+            argv=tuple(argv),
+            env=self.env,
+            launcher=launcher,
+            hostfile=self.hostfile,
+            hostfile_hosts=self.hostfile_hosts,
+            notes=tuple(self.notes),
+        )
+
+
+@dataclass(frozen=True)
+class _MpiStyle:
+    """How one MPI launcher family spells the same request; ``{...}`` fields are filled in."""
+
+    lead: tuple[str, ...]
+    counts: tuple[str, ...]  # {world} ranks, {ppn} per node
+    hostfile: tuple[str, ...]  # {path}
+    no_hostfile: tuple[str, ...]
+    hostfile_first: bool
+    exports: tuple[str, ...]
+    env: tuple[str, ...]  # one variable: {key}, {value}
+
+
+_MPI_STYLES = {
+    "pals": _MpiStyle(
+        lead=("--envall", "--line-buffer"),
+        counts=("--np={world}", "--ppn={ppn}"),
+        hostfile=("--hostfile={path}",),
+        no_hostfile=(),
+        hostfile_first=False,
+        exports=(),
+        env=("--env", "{key}={value}"),
+    ),
+    "hydra": _MpiStyle(
+        lead=(),
+        counts=("-n", "{world}", "-ppn", "{ppn}"),
+        hostfile=("-f", "{path}"),
+        no_hostfile=("-rmk", "user"),
+        hostfile_first=True,
+        exports=(),
+        env=("-genv", "{key}", "{value}"),
+    ),
+    "openmpi": _MpiStyle(
+        lead=(),
+        counts=("-n", "{world}", "-N", "{ppn}"),
+        hostfile=("--hostfile", "{path}"),
+        no_hostfile=(),
+        hostfile_first=False,
+        exports=("-x", "PATH", "-x", "LD_LIBRARY_PATH"),
+        env=("-x", "{key}={value}"),
+    ),
+}
+
+
+def _fill(template: Sequence[str], **values: object) -> list[str]:
+    return [item.format(**values) for item in template]
+
+
+def _pals_binding(step: _Step, bind: bool) -> tuple[list[str], int]:
+    """ezpz's PALS CPU binding for the machine, and the OpenMP threads it leaves each rank."""
+    alloc = step.alloc
+    xpu = alloc.machine in INTEL_XPU_MACHINES
+    flags = ["--no-vni"] if xpu else []
+    if not bind:
+        return [*flags, "--cpu-bind=none"], _threads(alloc.cpus_per_host, step.per_node)
+    if xpu:
+        verbose = "verbose," if step.world < VERBOSE_BIND_MAX_RANKS else ""
+        return [*flags, f"--cpu-bind={verbose}{INTEL_XPU_CPU_BIND}"], INTEL_XPU_CORES_PER_RANK
+    return [*flags, "--cpu-bind=depth", f"--depth={POLARIS_DEPTH}"], POLARIS_DEPTH
+
+
+def _mpi_argv(kind: str, binary: str, step: _Step, bind: bool) -> list[str]:
+    """mpiexec/mpirun argv in the style of the MPI that ``binary`` is."""
+    flavour = _mpi_flavour(kind, binary, step.alloc)
+    style = _MPI_STYLES[flavour]
+    hostfile = step.use_hostfile() if step.alloc.scheduler != "none" else None
+    where = _fill(style.hostfile, path=hostfile) if hostfile else list(style.no_hostfile)
+    counts = _fill(style.counts, world=step.world, ppn=step.per_node)
+    if flavour == "pals":
+        binding, threads = _pals_binding(step, bind)
     else:
-        argv = [binary, "-n", str(world), "-N", str(per_node)]
-        argv += ["--hostfile", str(hostfile)] if hostfile else []
-        argv += ["-x", "PATH", "-x", "LD_LIBRARY_PATH"]
-        env.setdefault("OMP_NUM_THREADS", str(_threads(alloc.cpus_per_host, per_node)))
-        for key, value in env.items():
-            argv += ["-x", f"{key}={value}"]
-    return argv + program, hostfile
+        binding, threads = [], _threads(step.alloc.cpus_per_host, step.per_node)
+    step.env.setdefault("OMP_NUM_THREADS", str(threads))
+    argv = [binary, *style.lead, *(where + counts if style.hostfile_first else counts + where)]
+    argv += [*binding, *style.exports]
+    for key, value in step.env.items():
+        argv += _fill(style.env, key=key, value=value)
+    return argv + step.program
 
 
-def _srun_argv(
-    binary: str,
-    alloc: Allocation,
-    hosts: Sequence[str],
-    per_node: int,
-    run_dir: Path,
-    env: dict[str, str],
-    program: list[str],
-    notes: list[str],
-) -> tuple[list[str], Path | None]:
+def _srun_argv(binary: str, step: _Step) -> list[str]:
     """srun argv; the step's CPUs are split evenly among the tasks of a node."""
+    alloc, hosts, per_node, notes = step.alloc, step.hosts, step.per_node, step.notes
     cpus_per_task = _threads(alloc.cpus_per_host, per_node)
-    hostfile = None
     if len(hosts) > SRUN_INLINE_NODELIST_MAX:
-        hostfile = _hostfile(alloc, hosts, run_dir, notes)
-        nodelist = str(hostfile)
+        nodelist = str(step.use_hostfile())
     else:
         nodelist = ",".join(hosts)
-        if tuple(hosts) != alloc.hosts:
+        if hosts != alloc.hosts:
             notes.append(f"Using {len(hosts)} of {len(alloc.hosts)} allocated hosts.")
-    argv = [binary, "-u", "--verbose", f"-N{len(hosts)}", f"-n{len(hosts) * per_node}"]
+    argv = [binary, "-u", "--verbose", f"-N{len(hosts)}", f"-n{step.world}"]
     argv += [f"--ntasks-per-node={per_node}", f"--nodelist={nodelist}", "--mpi=pmi2"]
     # A stop's SIGINT goes straight to the ranks (not a status print), and one rank dying ends
     # the step instead of leaving its peers waiting in a collective until the walltime ends.
@@ -208,12 +276,12 @@ def _srun_argv(
         )
     if alloc.accelerator_kind in ("cuda", "rocm"):
         argv.append(f"--gpus-per-node={alloc.accelerators_per_host}")
-    env.setdefault("OMP_NUM_THREADS", str(cpus_per_task))
-    exported = [f"{k}={v}" for k, v in env.items() if "," not in v]
-    if len(exported) < len(env):
+    step.env.setdefault("OMP_NUM_THREADS", str(cpus_per_task))
+    exported = [f"{k}={v}" for k, v in step.env.items() if "," not in v]
+    if len(exported) < len(step.env):
         notes.append("Values with commas reach the ranks through srun's inherited environment.")
     argv.append("--export=" + ",".join(["ALL", *exported]))
-    return argv + program, hostfile
+    return argv + step.program
 
 
 def _rank_env(plan: LaunchPlan) -> dict[str, str]:
@@ -222,22 +290,13 @@ def _rank_env(plan: LaunchPlan) -> dict[str, str]:
     return env
 
 
-def build_launch(
-    plan: LaunchPlan,
-    alloc: Allocation,
-    run_dir: Path,
-    python: str = sys.executable,
-    which: Which = shutil.which,
-    rdzv_port: int = DEFAULT_RDZV_PORT,
-) -> LaunchCommand:
-    """The launch of ``plan`` into ``run_dir``; ``ValueError`` lists every error in the plan.
+def build_launch(checked: CheckedPlan, run_dir: Path, config: LaunchConfig | None = None) -> Launch:
+    """The launch of a checked plan into ``run_dir``; reads nothing but ``config.which``.
 
-    ``which`` finds launchers (tests pass their own); ``rdzv_port`` is torchrun's multi-node
-    rendezvous port on the first host.
+    Nothing is written: the run store writes the hostfile a launch names when it records it.
     """
-    errors = [p.message for p in validate(plan, alloc) if p.level == "error"]
-    if errors:
-        raise ValueError("The plan cannot be launched: " + " ".join(errors))
+    config = config or LaunchConfig()
+    plan, alloc, python, which = checked.plan, checked.alloc, config.python, config.which
     run_dir = Path(run_dir).absolute()
     kind = plan.launcher
     if kind == "auto":
@@ -250,43 +309,30 @@ def build_launch(
 
     if kind == "torchrun":
         program = [python, "-m", "torch.distributed.run"]
+        env.setdefault("OMP_NUM_THREADS", str(_threads(alloc.cpus_per_host, ppn)))
         if alloc.scheduler == "none":
             program += ["--standalone", "--nnodes", "1", "--nproc-per-node", str(ppn)]
-            env.setdefault("OMP_NUM_THREADS", str(_threads(alloc.cpus_per_host, ppn)))
-            return LaunchCommand(program + capture, env, None, "torchrun", notes)
+            return _Step(alloc, hosts, ppn, run_dir, env, [], notes).launch(program + capture, kind)
         program += ["--nnodes", str(len(hosts)), "--nproc-per-node", str(ppn)]
-        program += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"{hosts[0]}:{rdzv_port}"]
+        program += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"{hosts[0]}:{config.rdzv_port}"]
         program += ["--rdzv-id", run_dir.name, *capture]
         # torchrun starts the ranks of one node; a per-node launcher starts one torchrun each.
-        env.setdefault("OMP_NUM_THREADS", str(_threads(alloc.cpus_per_host, ppn)))
+        step = _Step(alloc, hosts, 1, run_dir, env, program, notes)
         if alloc.scheduler == "SLURM" and which("srun"):
             notes.append("srun starts one torchrun per node; torchrun starts that node's ranks.")
-            argv, hostfile = _srun_argv(
-                which("srun") or "srun", alloc, hosts, 1, run_dir, env, program, notes
-            )
-        else:
-            wrapper = "mpirun" if alloc.machine == "Sophia" else "mpiexec"
-            notes.append(f"{wrapper} starts one torchrun per node; torchrun starts its ranks.")
-            binary = which(wrapper) or wrapper
-            argv, hostfile = _mpi_argv(
-                wrapper, binary, alloc, hosts, 1, run_dir, env, program, notes, bind=False
-            )
-        return LaunchCommand(argv, env, hostfile, "torchrun", notes)
+            return step.launch(_srun_argv(which("srun") or "srun", step), kind)
+        wrapper = "mpirun" if alloc.machine == "Sophia" else "mpiexec"
+        notes.append(f"{wrapper} starts one torchrun per node; torchrun starts its ranks.")
+        return step.launch(_mpi_argv(wrapper, which(wrapper) or wrapper, step, bind=False), kind)
 
-    program = [python, *capture]
+    step = _Step(alloc, hosts, ppn, run_dir, env, [python, *capture], notes)
     if kind == "srun":
-        argv, hostfile = _srun_argv(
-            which("srun") or "srun", alloc, hosts, ppn, run_dir, env, program, notes
-        )
-        return LaunchCommand(argv, env, hostfile, kind, notes)
+        return step.launch(_srun_argv(which("srun") or "srun", step), kind)
     local = alloc.scheduler == "none"
     binary = _local_binary(kind, python, which) if local else which(kind)
     if binary is None:
         notes.append(f"{kind} is not on PATH here; load the module that provides it.")
-    argv, hostfile = _mpi_argv(
-        kind, binary or kind, alloc, hosts, ppn, run_dir, env, program, notes, bind=True
-    )
-    return LaunchCommand(argv, env, hostfile, kind, notes)
+    return step.launch(_mpi_argv(kind, binary or kind, step, bind=True), kind)
 
 
 def format_argv(argv: Sequence[str]) -> str:

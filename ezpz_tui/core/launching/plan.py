@@ -1,9 +1,10 @@
 """The launch plan: which hosts, how many ranks, which parallel sizes, what to run.
 
 One frozen object holds every choice (the way torchtitan's ``ParallelDims`` does), so the form,
-the command preview, ``run.toml`` and a relaunch all describe the same thing. The plan may be
-invalid while someone is editing it; :func:`validate` says everything that is wrong at once, in
-sentences, instead of raising at the first problem.
+the command preview, the run's record and a relaunch all describe the same thing. The plan may
+be invalid while someone is editing it; :func:`validate` says everything that is wrong at once,
+in sentences, instead of raising at the first problem. :func:`check` is the one gate to a
+launch: what it lets through (a :class:`CheckedPlan`) is never validated again.
 
 Ranks are laid out on a (pp, dp, cp, tp) mesh with TP innermost, the order
 :mod:`runtime.dist` builds, so neighbouring ranks on one host share a tensor-parallel group.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -128,7 +129,8 @@ class LaunchPlan:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LaunchPlan:
-        """Read :meth:`to_dict` output (a run.toml table); ``ValueError`` says what is wrong."""
+        """Read :meth:`to_dict` output (a run's recorded plan); ``ValueError`` says what is
+        wrong."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -276,6 +278,55 @@ def validate(plan: LaunchPlan, alloc: Allocation) -> list[Problem]:
         elif key in _LAUNCHER_OWNED:
             error("env", f"{key} is set for each rank by the launcher and cannot be overridden.")
     return problems
+
+
+class LaunchRefused(ValueError):
+    """The plan has errors: ``problems`` holds every one as a sentence, ``found`` every
+    problem in form order, warnings included."""
+
+    def __init__(self, found: Sequence[Problem]) -> None:
+        self.found = list(found)
+        self.problems = [p for p in self.found if p.level == "error"]
+        super().__init__(" ".join(p.message for p in self.problems))
+
+
+@dataclass(frozen=True)
+class CheckedPlan:
+    """A plan without errors on ``alloc`` (made by :func:`check`), with what its run records."""
+
+    plan: LaunchPlan
+    alloc: Allocation
+    warnings: tuple[Problem, ...]
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        plan = self.plan
+        return {"tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "world_size": self.world_size}
+
+    @property
+    def world_size(self) -> int:
+        return self.plan.world_size(self.alloc)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The allocation facts a run records beside its plan."""
+        alloc = self.alloc
+        return {
+            "scheduler": alloc.scheduler,
+            "job_id": alloc.job_id,
+            "machine": alloc.machine,
+            "hosts": list(self.plan.hosts_used(alloc)),
+            "ranks_per_node": self.plan.ranks_per_node(alloc),
+            "warnings": [p.message for p in self.warnings],
+        }
+
+
+def check(plan: LaunchPlan, alloc: Allocation) -> CheckedPlan:
+    """``plan`` cleared for launching on ``alloc``; :class:`LaunchRefused` if it has errors."""
+    found = validate(plan, alloc)
+    if any(p.level == "error" for p in found):
+        raise LaunchRefused(found)
+    return CheckedPlan(plan, alloc, tuple(found))
 
 
 def _hosts_text(alloc: Allocation, limit: int = 4) -> str:

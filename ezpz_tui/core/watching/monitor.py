@@ -2,7 +2,7 @@
 
 UI-free: :class:`RunMonitor` takes the :class:`~ezpz_tui.core.watching.followers.Batch` objects a
 :class:`~ezpz_tui.core.watching.followers.RunFollower` delivers and keeps, per rank, its state (from
-``status/``), when it last showed a sign of life, and the newest lines of its log; plus every
+its status file), when it last showed a sign of life, and the newest lines of its log; plus every
 rank's lines interleaved in arrival order for the all-ranks view. Buffers are bounded: older
 lines stay on disk and :func:`read_lines_before` reads them back when the user scrolls up (as
 toolong does), so a long run costs the same memory as a short one.
@@ -16,15 +16,11 @@ from dataclasses import dataclass
 from itertools import accumulate, count, repeat
 from operator import add
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from ezpz_tui.core.watching.followers import (
-    DEFAULT_MAX_LINE,
-    Batch,
-    LineSegment,
-    collapse_cr,
-    strip_ansi,
-)
+from ezpz_tui.core.watching.followers import Batch
+from ezpz_tui.core.watching.tails import DEFAULT_MAX_LINE, LineSegment, collapse_cr, strip_ansi
+from runtime.rundir import RANK_ENDED, RankState, RankStatus, RunDir
 
 KEEP_PER_RANK = 2000
 KEEP_TOTAL = 256_000  # lines held over all ranks: 2000 each up to 128 ranks, fewer beyond
@@ -60,12 +56,12 @@ RANK, TEXT, OFFSET, LENGTH, CUT = range(5)
 
 @dataclass
 class RankInfo:
-    """One rank as the rank list shows it. ``status`` is the ``status/`` file's state, or
+    """One rank as the rank list shows it. ``status`` is its status file's state, or
     ``waiting`` before the file exists; ``stalled`` is decided by :meth:`RunMonitor.state_of`."""
 
     rank: int
     host: str = ""
-    status: str = "waiting"
+    status: RankState = RankState.WAITING
     exit_code: int | None = None
     signal_name: str | None = None
     ended: float | None = None
@@ -79,9 +75,9 @@ class RankInfo:
         ``SIGSEGV``; empty while it runs."""
         if self.signal_name:
             return self.signal_name
-        if self.status == "succeeded":
+        if self.status == RankState.SUCCEEDED:
             return "exited 0"
-        if self.status == "failed":
+        if self.status == RankState.FAILED:
             return f"failed {self.exit_code}" if self.exit_code is not None else "failed"
         return ""
 
@@ -191,7 +187,7 @@ class RunMonitor:
             info = self._rank(rank)
             was = info.status
             self._apply_status(info, status)
-            if info.status == "failed" and was != "failed":
+            if info.status == RankState.FAILED and was != RankState.FAILED:
                 # Where in the interleaved stream the rank died: the all-ranks view shows it.
                 self._marks += 1
                 mark = (rank, f"✗ rank {rank} {info.outcome}", -self._marks, 0, 0)
@@ -200,22 +196,19 @@ class RunMonitor:
         return changes
 
     @staticmethod
-    def _apply_status(info: RankInfo, status: dict[str, Any]) -> None:
-        info.status = str(status.get("state") or "running")
-        info.host = str(status.get("host") or info.host)
-        code = status.get("exit_code")
-        info.exit_code = code if isinstance(code, int) else None
-        name = status.get("signal_name")
-        info.signal_name = name if isinstance(name, str) else None
-        end = status.get("end")
-        info.ended = float(end) if isinstance(end, (int, float)) else None
+    def _apply_status(info: RankInfo, status: RankStatus) -> None:
+        info.status = status.state
+        info.host = status.host or info.host
+        info.exit_code = status.exit_code
+        info.signal_name = status.signal_name
+        info.ended = None if status.end is None else float(status.end)
 
     def lines_of(self, rank: int) -> deque[LogLine]:
         """The newest lines of ``rank`` (older ones: :func:`read_lines_before`)."""
         self._rank(rank)
         return self._lines[rank]
 
-    def state_of(self, rank: int, now: float) -> str:
+    def state_of(self, rank: int, now: float) -> RankState:
         """``waiting``, ``running``, ``stalled``, ``idle``, ``succeeded`` or ``failed``.
 
         Stalled: a running rank silent (no line, no metric) for ``stall_after`` seconds while
@@ -225,20 +218,18 @@ class RunMonitor:
         while it writes and ``idle`` once it has been silent for ``stall_after``.
         """
         info = self._rank(rank)
-        if info.status in ("succeeded", "failed"):
-            return info.status
-        if info.last_activity is None:
+        if info.status in RANK_ENDED or info.last_activity is None:
             return info.status
         if now - info.last_activity < self.stall_after:
-            return "running"
+            return RankState.RUNNING
         others = (
             o.last_activity
             for o in self.ranks.values()
             if o.rank != rank and o.last_activity is not None
         )
         if any(now - seen < self.stall_after for seen in others):
-            return "stalled"
-        return "running" if info.status == "running" else "idle"
+            return RankState.STALLED
+        return RankState.RUNNING if info.status == RankState.RUNNING else RankState.IDLE
 
     @property
     def first_failure(self) -> int | None:
@@ -247,18 +238,18 @@ class RunMonitor:
         Ranks that died of a signal or of their own error end before the peers that lose
         them; ties (same end time, or no time recorded) go to the lowest rank.
         """
-        failed = [i for i in self.ranks.values() if i.status == "failed"]
+        failed = [i for i in self.ranks.values() if i.status == RankState.FAILED]
         if not failed:
             return None
         return min(failed, key=lambda i: (i.ended is None, i.ended or 0.0, i.rank)).rank
 
     def log_path(self, rank: int) -> Path:
-        return self.run_dir / "logs" / f"rank-{rank:05d}.log"
+        return RunDir(self.run_dir).log(rank)
 
 
-def _end_then_rank(item: tuple[int, dict[str, Any]]) -> tuple[float, int]:
-    end = item[1].get("end")
-    return (float(end) if isinstance(end, (int, float)) else float("inf"), item[0])
+def _end_then_rank(item: tuple[int, RankStatus]) -> tuple[float, int]:
+    end = item[1].end
+    return (float("inf") if end is None else float(end), item[0])
 
 
 def read_lines_before(

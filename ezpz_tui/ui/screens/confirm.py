@@ -17,7 +17,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ezpz_tui.keymap import DEFAULT_KEYMAP, Keymap
+from ezpz_tui.keymap.table import DEFAULT_KEYMAP, Keymap
 from ezpz_tui.ui.palette import bindings_for
 
 

@@ -15,7 +15,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from ezpz_tui.keymap import DEFAULT_KEYMAP, Keymap, grouped, key_label
+from ezpz_tui.keymap.keys import key_label
+from ezpz_tui.keymap.table import DEFAULT_KEYMAP, Keymap, grouped
 from ezpz_tui.ui.palette import bindings_for
 
 _SCROLL_ACTIONS = {"cursor_down", "cursor_up", "first", "last", "half_page_down", "half_page_up"}

@@ -14,7 +14,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from ezpz_tui import config
-from ezpz_tui.keymap import DEFAULT_KEYMAP, Keymap
+from ezpz_tui.keymap.table import DEFAULT_KEYMAP, Keymap
 from ezpz_tui.ui.palette import bindings_for
 
 

@@ -9,6 +9,7 @@ never given to a shell.
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
@@ -35,13 +36,12 @@ class LaunchForm(VerticalScroll, can_focus=True):
         *bindings_for("navigation", only={"cursor_down", "cursor_up"}),
     ]
 
+    @dataclass(eq=False)
     class Changed(Message):
         """The plan after an edit: ``plan`` is None when the text does not even parse."""
 
-        def __init__(self, plan: LaunchPlan | None, problems: list[Problem]) -> None:
-            super().__init__()
-            self.plan = plan
-            self.problems = problems
+        plan: LaunchPlan | None
+        problems: list[Problem]
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]

@@ -9,7 +9,6 @@ ctrl+d/ctrl+u, / n N) act the same as in every other list.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import ClassVar
 
 from rich.segment import Segment
@@ -19,30 +18,10 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ezpz_tui.ui.palette import APP_NAVIGATION, app_bindings_for, bindings_for
-
-BLOCK = 5
-
-NAVIGATION = bindings_for(
-    "navigation",
-    only={
-        "cursor_down",
-        "cursor_up",
-        "first",
-        "last",
-        "next_heading",
-        "previous_heading",
-        "next_block",
-        "previous_block",
-        "half_page_down",
-        "half_page_up",
-        "next_match",
-        "previous_match",
-    },
-) + app_bindings_for("navigation", APP_NAVIGATION)
+from ezpz_tui.ui.widgets.cursor import NAVIGATION, CursorKeys
 
 
-class LineList(ScrollView, can_focus=True):
+class LineList(CursorKeys, ScrollView, can_focus=True):
     """Rows ``0..row_count-1`` with a cursor; subclasses say what a row looks like."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"line-list--cursor", "line-list--match"}
@@ -53,12 +32,10 @@ class LineList(ScrollView, can_focus=True):
     LineList > .line-list--match { background: $warning 45%; }
     """
     BINDINGS = NAVIGATION
-
     cursor: reactive[int] = reactive(0, always_update=True, repaint=False)
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self.search_term = ""
         self._width = 0
 
     # --- what subclasses provide ------------------------------------------------------------
@@ -74,10 +51,6 @@ class LineList(ScrollView, can_focus=True):
     def row_text(self, row: int) -> str:
         """The plain text searches look in."""
         return self.render_row(row).plain
-
-    def is_heading(self, row: int) -> bool:
-        """Rows ``]`` / ``[`` stop at."""
-        return False
 
     # --- size and drawing --------------------------------------------------------------------
 
@@ -96,7 +69,7 @@ class LineList(ScrollView, can_focus=True):
         if row >= self.row_count:
             return Strip.blank(width, base)
         text = self.render_row(row)
-        if self.search_term and self._row_matches(row):
+        if self.search_term and self.row_matches(row):
             match = self.get_component_rich_style("line-list--match", partial=True)
             text.highlight_words([self.search_term], match, case_sensitive=False)
         if row == self.cursor:
@@ -116,6 +89,10 @@ class LineList(ScrollView, can_focus=True):
             self.refresh_line(y)
 
     # --- moving -----------------------------------------------------------------------------
+
+    @property
+    def cursor_row(self) -> int:
+        return self.cursor
 
     def move_to(self, row: int, scroll: bool = True) -> None:
         if not self.row_count:
@@ -139,64 +116,12 @@ class LineList(ScrollView, can_focus=True):
     def action_cursor_up(self) -> None:
         self.move_to(self.cursor - 1)
 
-    def action_first(self) -> None:
-        self.move_to(0)
-
-    def action_last(self) -> None:
-        self.move_to(self.row_count - 1)
-
     def action_center(self) -> None:
         height = self.scrollable_content_region.height
         self.scroll_to(y=max(0, self.cursor - height // 2), animate=False, force=True)
 
-    def action_next_block(self) -> None:
-        self.move_to(self.cursor + BLOCK)
-
-    def action_previous_block(self) -> None:
-        self.move_to(self.cursor - BLOCK)
-
-    def action_half_page_down(self) -> None:
-        self.move_to(self.cursor + max(1, self.scrollable_content_region.height // 2))
-
-    def action_half_page_up(self) -> None:
-        self.move_to(self.cursor - max(1, self.scrollable_content_region.height // 2))
-
-    def find(self, step: int, match: Callable[[int], bool], start: int | None = None) -> bool:
-        """Move to the next row (``step`` 1) or previous (-1) that ``match`` accepts, wrapping;
-        rings the bell and returns False when none does."""
-        count = self.row_count
-        origin = self.cursor if start is None else start
-        for offset in range(1, count + 1):
-            row = (origin + step * offset) % count
-            if match(row):
-                self.move_to(row)
-                return True
-        self.app.bell()
-        return False
-
-    def action_next_heading(self) -> None:
-        self.find(1, self.is_heading)
-
-    def action_previous_heading(self) -> None:
-        self.find(-1, self.is_heading)
-
-    def _row_matches(self, row: int) -> bool:
+    def row_matches(self, row: int) -> bool:
         return bool(self.search_term) and self.search_term.lower() in self.row_text(row).lower()
-
-    def search(self, term: str) -> None:
-        """Go to the first row from the cursor on that contains ``term`` (any case)."""
-        self.search_term = term
-        self.refresh()
-        if self.row_count and not self._row_matches(self.cursor):
-            self.find(1, self._row_matches)
-
-    def action_next_match(self) -> None:
-        if self.row_count:
-            self.find(1, self._row_matches)
-
-    def action_previous_match(self) -> None:
-        if self.row_count:
-            self.find(-1, self._row_matches)
 
 
 def fits(text: str, width: int) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from rich.style import Style
 from rich.text import Text
@@ -17,7 +18,6 @@ from textual import events
 from textual.cache import LRUCache
 from textual.message import Message
 
-from ezpz_tui.core.watching.followers import strip_ansi
 from ezpz_tui.core.watching.monitor import (
     NO_FILTER,
     OFFSET,
@@ -27,6 +27,7 @@ from ezpz_tui.core.watching.monitor import (
     LogLine,
     is_error_line,
 )
+from ezpz_tui.core.watching.tails import strip_ansi
 from ezpz_tui.ui.palette import bindings_for
 from ezpz_tui.ui.widgets.linelist import LineList
 from ezpz_tui.ui.widgets.topology import group_palette
@@ -46,18 +47,16 @@ class LogView(LineList):
 
     BINDINGS = LineList.BINDINGS + bindings_for("log", only={"toggle_follow", "show_line"})
 
+    @dataclass(eq=False)
     class WantOlder(Message):
         """The cursor reached the first line held and the file has earlier ones."""
 
-        def __init__(self, rank: int, offset: int) -> None:
-            super().__init__()
-            self.rank = rank
-            self.offset = offset
+        rank: int
+        offset: int
 
+    @dataclass(eq=False)
     class ShowLine(Message):
-        def __init__(self, line: LogLine) -> None:
-            super().__init__()
-            self.line = line
+        line: LogLine
 
     class StatusChanged(Message):
         """Follow mode, the count of unseen lines or the filter changed: redraw the header."""

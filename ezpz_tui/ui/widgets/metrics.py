@@ -1,18 +1,17 @@
-"""The metrics plot: any metric of the run's JSONL, for one rank, all ranks, or the mean across
+"""The Metrics view: any metric of the run's JSONL, for one rank, all ranks, or the mean across
 ranks with its min/max band; EMA smoothing, log10, step or time on x, and the same metric of
 earlier runs overlaid. One status line says what is shown and warns when the metric holds NaN
 or infinite values.
 
-The numbers live in :mod:`ezpz_tui.core.watching.metrics` (UI-free): a columnar store the app appends
-the follower's record columns to, and :func:`~ezpz_tui.core.watching.metrics.prepare_plot`, which reduces a
-million points per rank to about two per cell before plotext sees them (plotext's cost grows
-with the points it is given: ~180 ms at 10k, DESIGN.md section 6). That module imports numpy,
-so it is imported here only when the first metrics arrive: the TUI starts without numpy.
+The numbers live in :mod:`ezpz_tui.core.watching.metrics` (UI-free): a columnar store the app
+appends the follower's record columns to, and ``prepare_plot``, which reduces a million points
+per rank to about two per cell before plotext sees them (plotext's cost grows with the points
+it is given: ~180 ms at 10k, DESIGN.md section 6). That package imports numpy, so it is
+imported here only when the first metrics arrive: the TUI starts without numpy. The plot area
+itself, and its painting, is :mod:`ezpz_tui.ui.widgets.metric_plot`.
 
 Redraws are throttled while data streams (at most one every ``REDRAW_S``); a key press redraws
-at once. The plot is painted from plotext's character matrix straight into a rich Text rather
-than through plotext's ANSI string and ``Text.from_ansi``: that round trip cost more than
-plotting the points did.
+at once.
 """
 
 from __future__ import annotations
@@ -20,28 +19,24 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from itertools import groupby
 from typing import TYPE_CHECKING
 
-from plotext._utility import colors_to_ansi
 from rich.style import Style
 from rich.text import Text
-from textual.app import ComposeResult, RenderResult
+from textual.app import ComposeResult
 from textual.color import Color
 from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static
-from textual_plotext import PlotextPlot
 
 from ezpz_tui.ui.palette import bindings_for
-from ezpz_tui.ui.widgets.topology import group_palette
-from runtime.records import Record, RecordColumns
+from ezpz_tui.ui.widgets.metric_plot import MetricPlot, PlotColours
+from runtime.record_columns import RecordColumns
+from runtime.records import Record
 
 if TYPE_CHECKING:
-    from textual_plotext.plot import Plot
-
-    from ezpz_tui.core.watching.metrics import Drawing, MetricStore, Mode, PlotSettings, XAxis
+    from ezpz_tui.core.watching.metrics.plot import Drawing, Mode, PlotSettings
+    from ezpz_tui.core.watching.metrics.store import MetricStore, XAxis
 
 REDRAW_S = 0.5
 """Least time between two redraws caused by arriving data."""
@@ -51,154 +46,6 @@ SMOOTHING = (0.0, 0.6, 0.9, 0.99)
 
 MODE_NAMES: dict[Mode, str] = {"rank": "one rank", "all": "all ranks", "band": "mean, min–max"}
 """The views ``v`` cycles through, as the status line names them before data arrives."""
-
-MARKER = "hd"
-"""plotext's half-block marker: 2x2 dots per cell, and a third cheaper to build than braille."""
-
-BAND_MARKER = "sd"
-"""Full blocks: one stroke per column fills the band solid."""
-
-RGB = tuple[int, int, int]
-
-
-@dataclass(frozen=True)
-class PlotColours:
-    """Line, band and warning colours taken from a theme (``App.theme_variables``)."""
-
-    lines: tuple[RGB, ...]
-    band: RGB
-    mark: RGB
-
-    @classmethod
-    def from_theme(cls, variables: Mapping[str, str]) -> PlotColours:
-        palette = group_palette(variables)
-        primary = palette[0]
-        surface = Color.parse(variables.get("surface", "#1e1e1e"))
-        return cls(
-            lines=tuple(c.rgb for c in palette),
-            band=primary.blend(surface, 0.55).rgb,
-            mark=Color.parse(variables.get("error", "#ff0000")).rgb,
-        )
-
-    def of(self, colour: int, band: bool = False) -> RGB:
-        return self.band if band else self.lines[colour % len(self.lines)]
-
-
-def paint(plt: Plot, drawing: Drawing, colours: PlotColours) -> None:
-    """Hand ``drawing`` to plotext (already cleared, sized and themed by the caller), and a
-    vertical line in the theme's error colour where the data first turned NaN or infinite.
-
-    Lines are drawn in half blocks, except over a band: there everything is in full blocks,
-    because a half-block cell of a line replaces the band's cell and leaves a hole around it.
-    """
-    ends: list[float] = []
-    band = any(t.band for t in drawing.traces)
-    for trace in drawing.traces:
-        x = _tame(trace.x)
-        ends += (x[0], x[-1])
-        marker = BAND_MARKER if band else MARKER
-        plt.plot(x, _tame(trace.y), marker=marker, color=colours.of(trace.colour, trace.band))
-    if drawing.mark is not None:
-        (mark,) = _tame([drawing.mark])
-        plt.vline(mark, color=colours.mark)
-        low, high = min([*ends, mark]), max([*ends, mark])
-        if low < high:  # the first NaN may lie past the last finite point
-            plt.xlim(low, high)
-
-
-PLOTEXT_LIMIT = 1e300
-"""plotext's tick arithmetic overflows on spans near 1e308 and on subnormal spans (below
-2.2e-308): values are clipped to this size, and subnormal ones flushed to zero."""
-
-
-def _tame(values: list[float]) -> list[float]:
-    """``values`` plotext can scale: a finite loss of 1e308 is drawn at the edge, not fatal."""
-    return [
-        0.0 if -1e-300 < v < 1e-300 else max(-PLOTEXT_LIMIT, min(PLOTEXT_LIMIT, v)) for v in values
-    ]
-
-
-_STYLES: dict[tuple[object, object, object], Style] = {}
-
-
-def _cell_style(fullground: object, style: object, background: object) -> Style:
-    """The rich Style of one plotext colour triple, parsed once from plotext's own escape code
-    so every colour form plotext accepts (names, 256-colour numbers, RGB) means the same."""
-    key = (fullground, style, background)
-    found = _STYLES.get(key)
-    if found is None:
-        spans = Text.from_ansi(colors_to_ansi(fullground, style, background) + "x").spans
-        first = spans[0].style if spans else None
-        found = _STYLES[key] = first if isinstance(first, Style) else Style()
-    return found
-
-
-def canvas_text(plt: Plot) -> Text:
-    """Build ``plt`` and return its picture as a rich Text, read off plotext's character matrix.
-
-    ``plt.build()`` renders the matrix to an ANSI string that ``Text.from_ansi`` parses back:
-    together about 12 ms of a 120x30 redraw. Reading the matrix (the steps of ``build()`` up to
-    the string) gives the same cells in about 2 ms.
-    """
-    plt._set_sizes()
-    plt._build_matrix()
-    matrix = plt.monitor.matrix
-    text = Text(no_wrap=True, overflow="crop", end="")
-    for row in range(matrix.rows - 1, -1, -1):
-        cells = zip(
-            matrix.marker[row],
-            matrix.fullground[row],
-            matrix.style[row],
-            matrix.background[row],
-            strict=True,
-        )
-        for (fullground, style, background), run in groupby(cells, key=lambda c: c[1:]):
-            text.append("".join(c[0] for c in run), _cell_style(fullground, style, background))
-        if row:
-            text.append("\n")
-    return text
-
-
-class MetricPlot(PlotextPlot):
-    """The plot area of :class:`MetricsView`: paints what the view prepared, cached until the
-    drawing, the size or the theme changes (a focus change or an unrelated repaint costs
-    nothing)."""
-
-    DEFAULT_CSS = """
-    MetricPlot { background: $surface; color: $text-muted; }
-    """
-
-    def __init__(self, view: MetricsView) -> None:
-        super().__init__(id="metrics-plot")
-        self._view = view
-        self._painted: Drawing | None = None  # what _text shows, at which size and theme
-        self._painted_at: tuple[int, int, str] = (0, 0, "")
-        self._text = Text()
-
-    def on_resize(self) -> None:
-        """Decimation depends on the width: prepare the drawing again, status line included."""
-        self._view.redraw()
-
-    def render(self) -> RenderResult:
-        width, height = self.size
-        drawing = self._view.drawing(width)
-        if drawing is None or not drawing.traces:
-            message = drawing.message if drawing and drawing.message else None
-            return Text(message or self._view.waiting_message(), style="italic", justify="center")
-        at = (width, height, self.app.theme)
-        if drawing is not self._painted or at != self._painted_at:
-            plt = self.plt
-            plt.clear_figure()
-            plt.plotsize(width, height)
-            plt._set_size(width, height)  # as PlotextPlot.render does: plotsize alone lags
-            plt.theme(self._get_plotext_theme_name(self.app.theme))
-            try:
-                paint(plt, drawing, self._view.colours)
-                self._text = canvas_text(plt)
-            except Exception as exc:  # a plotext corner case must cost a plot, not the TUI
-                self._text = Text(f"the plot failed to draw: {exc!r}", style="italic")
-            self._painted, self._painted_at = drawing, at
-        return self._text
 
 
 class MetricsView(Widget, can_focus=True):
@@ -227,15 +74,8 @@ class MetricsView(Widget, can_focus=True):
     MetricsView:focus > #metrics-status { background: $primary 25%; color: $text; }
     """
 
-    def __init__(
-        self,
-        *,
-        name: str | None = None,
-        id: str | None = None,
-        classes: str | None = None,
-        disabled: bool = False,
-    ) -> None:
-        super().__init__(name=name, id=id, classes=classes, disabled=disabled)
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
         self.run_name = ""
         self.store: MetricStore | None = None
         self._pending: dict[int, RecordColumns | Sequence[Record]] = {}
@@ -322,7 +162,7 @@ class MetricsView(Widget, can_focus=True):
         if not self._pending and not self._pending_restarts:
             return
         if self.store is None:
-            from ezpz_tui.core.watching.metrics import MetricStore
+            from ezpz_tui.core.watching.metrics.store import MetricStore
 
             self.store = MetricStore()
         for rank in self._pending_restarts:
@@ -407,7 +247,7 @@ class MetricsView(Widget, can_focus=True):
         metric = self.current_metric()
         if metric is None:
             return None
-        from ezpz_tui.core.watching.metrics import PlotSettings
+        from ezpz_tui.core.watching.metrics.plot import PlotSettings
 
         return PlotSettings(
             metric=metric,
@@ -426,7 +266,7 @@ class MetricsView(Widget, can_focus=True):
             return None
         key = (self._frame, self._overlay_generation, settings, width)
         if key != self._drawing_key or self._drawing is None:
-            from ezpz_tui.core.watching.metrics import prepare_plot
+            from ezpz_tui.core.watching.metrics.plot import prepare_plot
 
             self._drawing = prepare_plot(self.store, self.overlays, settings, width)
             self._drawing_key = key
@@ -503,7 +343,7 @@ class MetricsView(Widget, can_focus=True):
         """``⚠ NaN on rank 3 from step 20 (+2 ranks)`` for the metric's first non-finite value."""
         if self.store is None:
             return ""
-        from ezpz_tui.core.watching.metrics import nonfinite_word
+        from ezpz_tui.core.watching.metrics.store import nonfinite_word
 
         bad = self.store.nonfinite(metric)
         if not bad:

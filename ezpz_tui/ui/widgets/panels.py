@@ -1,18 +1,29 @@
-"""The small read-only panels: allocation facts, doctor checks, the summary bar."""
+"""The small read-only panels: allocation facts, doctor checks, the summary bar.
+
+They are on the first frame, so the core modules they format with load when first used.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.message import Message
 from textual.widgets import Static
 
-from ezpz_tui.core.checking.doctor import Check
-from ezpz_tui.core.launching.allocation import Allocation, format_duration
-from ezpz_tui.core.launching.plan import short_host
 from ezpz_tui.ui.widgets.table import VimTable
+
+if TYPE_CHECKING:
+    from ezpz_tui.core.checking.check import Check
+    from ezpz_tui.core.launching.allocation import Allocation
+    from ezpz_tui.core.launching.plan import LaunchPlan
 
 Clock = Callable[[], float]
 
@@ -34,6 +45,9 @@ class AllocationPanel(Static):
         self.tick()
 
     def tick(self) -> None:
+        from ezpz_tui.core.launching.allocation import format_duration
+        from ezpz_tui.core.launching.plan import short_host
+
         alloc = self.alloc
         if alloc is None:
             return
@@ -59,9 +73,19 @@ class AllocationPanel(Static):
 
 
 class DoctorPanel(Vertical):
-    """Each check with its status and reason; the highlighted one's remedy below the list."""
+    """Each check with its status and reason; the highlighted one's remedy below the list.
 
-    def compose(self):  # type: ignore[no-untyped-def]
+    :meth:`run` probes in a worker; the answer arrives as :class:`Checked`, shown here and
+    passed on to the screen (the summary counts the errors).
+    """
+
+    @dataclass(eq=False)
+    class Checked(Message):
+        """Every check has answered."""
+
+        checks: list[Check]
+
+    def compose(self) -> ComposeResult:
         yield Static("Doctor: running checks …", id="doctor-title")
         yield VimTable(id="doctor-table")
         yield Static("", id="doctor-remedy")
@@ -72,8 +96,19 @@ class DoctorPanel(Vertical):
         table.is_heading = lambda row: self.checks[row].level != "ok"
         self.checks: list[Check] = []
 
-    def set_running(self) -> None:
+    def run(self, alloc: Allocation, plan: LaunchPlan | None, outputs: Path) -> None:
+        """Run the checks again (the probes take seconds: subprocesses import torch)."""
         self.query_one("#doctor-title", Static).update("Doctor: running checks …")
+        self._probe(alloc, plan, outputs)
+
+    @work(thread=True, exclusive=True, group="doctor")
+    def _probe(self, alloc: Allocation, plan: LaunchPlan | None, outputs: Path) -> None:
+        from ezpz_tui.core.checking.doctor import run_checks
+
+        self.post_message(self.Checked(run_checks(alloc, plan, outputs=outputs)))
+
+    def on_doctor_panel_checked(self, message: Checked) -> None:
+        self.set_checks(message.checks)
 
     def set_checks(self, checks: list[Check]) -> None:
         self.checks = checks
@@ -141,7 +176,7 @@ class SummaryBar(Static):
                 text.append(f"  loss {loss:.4g}")
             if steps_per_s is not None:
                 text.append(f"  {steps_per_s:.2f} it/s")
-        text.append(f"  walltime {format_duration(walltime)}")
+        text.append(f"  walltime {_duration(walltime)}")
         if doctor_errors is None:
             text.append("  doctor …")
         elif doctor_errors:
@@ -149,3 +184,12 @@ class SummaryBar(Static):
         else:
             text.append("  doctor ok", "green")
         self.update(text, layout=False)  # one line, always: no relayout per tick
+
+
+def _duration(seconds: float | None) -> str:
+    """``format_duration``, without loading the allocation module for the first frame's ``-``."""
+    if seconds is None:
+        return "-"
+    from ezpz_tui.core.launching.allocation import format_duration
+
+    return format_duration(seconds)

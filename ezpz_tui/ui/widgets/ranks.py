@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual import events
 from textual.message import Message
 
-from ezpz_tui.core.watching.followers import strip_ansi
 from ezpz_tui.core.watching.monitor import RunMonitor
+from ezpz_tui.core.watching.tails import strip_ansi
 from ezpz_tui.ui.palette import bindings_for
 from ezpz_tui.ui.widgets.linelist import LineList, fits
 from ezpz_tui.ui.widgets.runs import STATE_STYLE as RUN_STATE_STYLE
@@ -36,10 +37,9 @@ class RankList(LineList):
     RankList { overflow-x: hidden; }
     """
 
+    @dataclass(eq=False)
     class Selected(Message):
-        def __init__(self, rank: int) -> None:
-            super().__init__()
-            self.rank = rank
+        rank: int
 
     class Chosen(Message):
         """Enter: the user wants to read the selected rank's log."""
@@ -123,7 +123,11 @@ class RankList(LineList):
         """Put the cursor on ``rank``; False when the run has no such rank."""
         if rank not in self._order:
             return False
-        self.move_to(self._order.index(rank))
+        row = self._order.index(rank)
+        self.move_to(row, scroll=False)
+        # The list grows with the rows it shows (up to a share of the tab): scroll once the
+        # layout has its new height, or a row that will fit scrolls the list needlessly.
+        self.call_after_refresh(self.scroll_to_row, row)
         return True
 
     def on_resize(self) -> None:

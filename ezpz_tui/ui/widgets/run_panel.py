@@ -3,20 +3,23 @@
 The rank list sits above the log, not beside it: between the sidebars the main column is often
 only 45-55 columns wide, and a log line needs the width more than the list does.
 
-The app owns the follower and hands each batch's :class:`~ezpz_tui.core.watching.monitor.Changes` to
-:meth:`RunPanel.apply`; reading older lines and whole lines from disk runs in workers here.
+The screen owns the follower and hands each batch's :class:`~ezpz_tui.core.watching.monitor.Changes`
+to :meth:`RunPanel.apply`; reading older lines and whole lines from disk runs in workers here,
+which report back with :class:`RunPanel.OlderRead` and :class:`RunPanel.LineRead`.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.message import Message
 from textual.widgets import Static
 
 from ezpz_tui.core.watching.monitor import (
@@ -54,6 +57,21 @@ class RunPanel(Vertical):
     RunPanel #log { height: 1fr; }
     """
 
+    @dataclass(eq=False)
+    class OlderRead(Message):
+        """Lines of ``rank``'s log before byte ``offset``, read back from disk."""
+
+        rank: int
+        offset: int
+        older: list[LogLine]
+
+    @dataclass(eq=False)
+    class LineRead(Message):
+        """The whole text of a log line that was cut to fit the buffer."""
+
+        line: LogLine
+        text: str
+
     def __init__(self, clock: Callable[[], float] = time.time, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.clock = clock
@@ -88,7 +106,7 @@ class RunPanel(Vertical):
         self.log.show([], 0, max(1, len(monitor.ranks)))
 
     def show_details(self, details: RunDetails) -> None:
-        state = details.state.get("state", "unknown")
+        state = details.state.state
         header = Text(details.path.name, "bold")
         header.append("  ")
         header.append(state, STATE_STYLE.get(state, ""))
@@ -99,8 +117,8 @@ class RunPanel(Vertical):
             header.append("  (read-only: not started here)", "dim")
         if details.plan.get("parent"):
             header.append(f"\nparent {details.plan['parent']}", "dim")
-        if details.state.get("reason"):
-            header.append(f"\n{details.state['reason']}", "yellow")
+        if details.state.reason:
+            header.append(f"\n{details.state.reason}", "yellow")
         self.query_one("#run-header", Static).update(header)
 
     def apply(self, changes: Changes) -> None:
@@ -127,7 +145,7 @@ class RunPanel(Vertical):
 
     @on(RankList.Selected)
     def _rank_selected(self, event: RankList.Selected) -> None:
-        if self.monitor is None or not self.app.is_running:  # not while the app closes
+        if self.monitor is None:
             return
         if self.ranks.has_focus:
             self._user_moved = True
@@ -135,8 +153,7 @@ class RunPanel(Vertical):
 
     @on(LogView.StatusChanged)
     def _status_changed(self) -> None:
-        if self.app.is_running:  # not while the app closes: the children may be gone
-            self.query_one("#log-status", Static).update(self.log.status_text())
+        self.query_one("#log-status", Static).update(self.log.status_text())
 
     @on(RankList.Chosen)
     def _rank_chosen(self) -> None:
@@ -179,12 +196,12 @@ class RunPanel(Vertical):
     @work(thread=True, group="older")
     def _read_older(self, path: Path, rank: int, offset: int) -> None:
         older = read_lines_before(path, rank, offset, OLDER_CHUNK)
-        self.app.call_from_thread(self._older_ready, rank, offset, older)
+        self.post_message(self.OlderRead(rank, offset, older))
 
-    def _older_ready(self, rank: int, offset: int, older: list[LogLine]) -> None:
+    def on_run_panel_older_read(self, message: OlderRead) -> None:
         log = self.log
-        if log.rank == rank and log.lines and log.lines[0][OFFSET] == offset:
-            log.prepend(older)
+        if log.rank == message.rank and log.lines and log.lines[0][OFFSET] == message.offset:
+            log.prepend(message.older)
         else:
             log.older_pending = False
 
@@ -192,15 +209,18 @@ class RunPanel(Vertical):
     def _show_line(self, event: LogView.ShowLine) -> None:
         line = event.line
         if self.monitor is None or line[OFFSET] < 0 or not line[CUT]:
-            self._line_ready(line, line[TEXT])
+            self._show_whole(line, line[TEXT])
         else:
             self._read_whole(self.monitor.log_path(line[RANK]), line)
 
     @work(thread=True, group="whole-line")
     def _read_whole(self, path: Path, line: LogLine) -> None:
-        self.app.call_from_thread(self._line_ready, line, read_whole_line(path, line))
+        self.post_message(self.LineRead(line, read_whole_line(path, line)))
 
-    def _line_ready(self, line: LogLine, text: str) -> None:
+    def on_run_panel_line_read(self, message: LineRead) -> None:
+        self._show_whole(message.line, message.text)
+
+    def _show_whole(self, line: LogLine, text: str) -> None:
         title = f"rank {line[RANK]}, byte {line[OFFSET]}, {line[LENGTH]} bytes"
         shown = styled(text)
         shown.no_wrap = False

@@ -1,19 +1,28 @@
-"""The runs list: this TUI's runs and earlier ones; Enter opens one, ``c`` overlays its metrics."""
+"""The runs list: this TUI's runs and earlier ones; Enter opens one, ``c`` overlays its metrics.
+
+The list reads the outputs directory in a worker (:meth:`RunsPanel.list_runs`) and reports what
+it found with :class:`RunsPanel.Listed`; the screen, which knows which runs this process started,
+shows it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Static
 
-from ezpz_tui.core.launching.runstore import RunSummary, read_run_toml, read_state
 from ezpz_tui.ui.palette import bindings_for
 from ezpz_tui.ui.widgets.table import VimTable
+
+if TYPE_CHECKING:  # the list is on the first frame; the run store loads with the first listing
+    from ezpz_tui.core.launching.runstore import RunStore, RunSummary
+    from runtime.rundir import RunState
 
 STATE_STYLE = {
     "running": "bold green",
@@ -50,15 +59,30 @@ class RunsPanel(Vertical):
 
     BINDINGS = bindings_for("runs")
 
+    @dataclass(eq=False)
     class Open(Message):
-        def __init__(self, path: Path) -> None:
-            super().__init__()
-            self.path = path
+        path: Path
 
+    @dataclass(eq=False)
     class Compare(Message):
-        def __init__(self, path: Path) -> None:
-            super().__init__()
-            self.path = path
+        path: Path
+
+    @dataclass(eq=False)
+    class Listed(Message):
+        """The run directories on disk, and the header facts of the run asked about."""
+
+        runs: list[RunSummary]
+        details: RunDetails | None
+
+    def list_runs(self, store: RunStore, details_of: Path | None) -> None:
+        """Read ``store`` again, and the state and plan of the run in ``details_of``."""
+        self._list(store, details_of)
+
+    @work(thread=True, exclusive=True, group="runs")
+    def _list(self, store: RunStore, details_of: Path | None) -> None:
+        runs = store.list_runs()
+        details = read_run_details(details_of) if details_of else None
+        self.post_message(self.Listed(runs, details))
 
     def compose(self) -> ComposeResult:
         yield Static("Runs", id="runs-title")
@@ -126,14 +150,17 @@ class RunDetails:
     """The run header's facts, read from disk by a worker."""
 
     path: Path
-    state: dict
+    state: RunState
     plan: dict
 
 
 def read_run_details(path: Path) -> RunDetails:
     """State and plan of a run, never raising on a half-written or foreign run."""
+    from ezpz_tui.core.launching.liveness import run_state
+    from ezpz_tui.core.launching.runstore import read_run_toml
+
     try:
         meta = read_run_toml(path)
-    except Exception:  # a foreign or broken run.toml still opens
+    except Exception:  # a foreign or broken record still opens
         meta = {}
-    return RunDetails(path, read_state(path), meta)
+    return RunDetails(path, run_state(path), meta)

@@ -1,8 +1,8 @@
 """The topology grid: host x accelerator cells with rank numbers, coloured by one kind of group.
 
-It paints what :mod:`ezpz_tui.core.launching.topology` lays out, so every decision about what to show (which
-hosts to fold into a summary line, how to shorten names) is made, and tested, without a terminal.
-This widget only adds colour and keys:
+It paints what :mod:`ezpz_tui.core.launching.topology` lays out, so every decision about what
+to show (which hosts to fold into a summary line, how to shorten names) is made, and tested,
+without a terminal. This widget only adds colour and keys:
 
 - group colours come from the current theme (primary, warning, success, error, accent,
   secondary, then hue turns of the primary for themes whose colours coincide), so a theme change
@@ -31,17 +31,10 @@ from textual.strip import Strip
 
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.plan import LaunchPlan
-from ezpz_tui.core.launching.topology import (
-    Cell,
-    Line,
-    Span,
-    Topology,
-    build_topology,
-    describe_cell,
-    layout_topology,
-    next_colour_by,
-)
-from ezpz_tui.ui.palette import APP_NAVIGATION, app_bindings_for, bindings_for
+from ezpz_tui.core.launching.topology.describe import describe_cell
+from ezpz_tui.core.launching.topology.layout import Line, Span, layout_topology
+from ezpz_tui.core.launching.topology.model import Cell, Topology, build_topology, next_colour_by
+from ezpz_tui.ui.palette import SCREEN_NAVIGATION, bindings_for, screen_bindings_for
 
 PALETTE_SIZE = 8
 """Distinct group colours before they repeat in another style."""
@@ -113,7 +106,7 @@ class TopologyGrid(ScrollView, can_focus=True):
 
     BINDINGS = (
         bindings_for("navigation", only={"cursor_down", "cursor_up", "first", "last"})
-        + app_bindings_for("navigation", APP_NAVIGATION)
+        + screen_bindings_for("navigation", SCREEN_NAVIGATION)
         + bindings_for("topology")
     )
 
@@ -148,15 +141,8 @@ class TopologyGrid(ScrollView, can_focus=True):
     colour_by: reactive[str] = reactive("tp")
     """The dimension whose groups colour the cells: tp, pp, cp or dp."""
 
-    def __init__(
-        self,
-        *,
-        name: str | None = None,
-        id: str | None = None,
-        classes: str | None = None,
-        disabled: bool = False,
-    ) -> None:
-        super().__init__(name=name, id=id, classes=classes, disabled=disabled)
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
         self._plan: LaunchPlan | None = None
         self._alloc: Allocation | None = None
         self.topology: Topology | None = None

@@ -1,0 +1,253 @@
+"""The table itself: what a binding is, the default bindings, and the layout people read.
+
+The default table is written as text: one aligned row per action, under a `[scope]` heading that
+holds until the next one. A row is `keys | action | footer | description`: keys in the notation
+of `ezpz_tui.keymap.keys`, comma separated; the footer label (empty: not in the footer); the
+sentence the help screen and the docs show. Text, not calls: 53 rows of one shape read best as
+a table.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ezpz_tui.keymap.keys import key_label
+
+SCOPES: dict[str, str] = {
+    "global": "Everywhere",
+    "navigation": "In lists, logs and plots",
+    "ranks": "Rank list",
+    "log": "Rank logs",
+    "runs": "Runs",
+    "plot": "Metrics",
+    "form": "Launch form",
+    "topology": "Topology grid",
+    "dialog": "Dialogs",
+}
+"""Where a binding applies, in the order the help screen and the docs list them, with a title."""
+
+CONTEXTS: tuple[frozenset[str], ...] = (
+    frozenset({"global", "navigation", "log"}),
+    frozenset({"global", "navigation", "ranks"}),
+    frozenset({"global", "navigation", "runs"}),
+    frozenset({"global", "navigation", "plot"}),
+    frozenset({"global", "form"}),
+    frozenset({"global", "navigation", "topology"}),
+    frozenset({"dialog"}),
+)
+"""Scopes that are active at the same time. A focused log sees global + navigation + log keys;
+a dialog (a modal screen) sees only its own. Two bindings conflict only when some context holds
+both of their scopes."""
+
+
+@dataclass(frozen=True)
+class KeyBinding:
+    """One row of the table: the keys that run one action in one scope.
+
+    `keys` holds canonical keys; a chord's steps are separated by a space (`"z z"`). `footer` is
+    the short label shown in the footer; an empty footer keeps the binding out of it. Every
+    binding is listed on the help screen and in the docs with its `description`.
+    """
+
+    keys: tuple[str, ...]
+    action: str
+    description: str
+    scope: str
+    footer: str = ""
+
+    @property
+    def single_keys(self) -> tuple[str, ...]:
+        """The keys that act on their own; these become Textual bindings."""
+        return tuple(k for k in self.keys if " " not in k)
+
+    @property
+    def chords(self) -> tuple[tuple[str, ...], ...]:
+        """The multi-key sequences; Textual cannot bind these, `ChordMachine` handles them."""
+        return tuple(tuple(k.split(" ")) for k in self.keys if " " in k)
+
+    @property
+    def is_chord(self) -> bool:
+        """Whether this action is reached by chords (its keys are all chords or all single)."""
+        return bool(self.chords)
+
+    @property
+    def label(self) -> str:
+        """The keys as people read them: `j, down`."""
+        return ", ".join(key_label(k) for k in self.keys)
+
+    @property
+    def binding_id(self) -> str:
+        """The Textual binding id, the handle `App.set_keymap` uses to rebind this action."""
+        return f"ezpz.{self.action}"
+
+    @property
+    def textual_keys(self) -> str:
+        """The comma-separated key string a Textual `Binding` takes (empty for chords)."""
+        return ",".join(self.single_keys)
+
+
+@dataclass(frozen=True)
+class Keymap:
+    """The whole table. Immutable: overrides make a new one."""
+
+    bindings: tuple[KeyBinding, ...]
+
+    def __iter__(self) -> Iterator[KeyBinding]:
+        return iter(self.bindings)
+
+    def __getitem__(self, action: str) -> KeyBinding:
+        """The binding of `action` (each action has exactly one row); KeyError if unknown."""
+        for binding in self.bindings:
+            if binding.action == action:
+                return binding
+        raise KeyError(action)
+
+    def in_scope(self, scope: str) -> tuple[KeyBinding, ...]:
+        """The bindings of one scope, in table order (what a widget of that scope binds)."""
+        return tuple(b for b in self.bindings if b.scope == scope)
+
+    def chords(self) -> dict[tuple[str, ...], str]:
+        """Every chord and its action: the input of `ChordMachine`."""
+        return {chord: b.action for b in self.bindings for chord in b.chords}
+
+    def textual_overrides(self) -> dict[str, str]:
+        """`{binding id: "key,key"}` for the single-key bindings that differ from the defaults.
+
+        Widgets declare their Textual `BINDINGS` from `DEFAULT_KEYMAP` at class level (with
+        `binding_id` as the id); passing this to `App.set_keymap` applies the user's overrides to
+        all of them at once, including screens opened later.
+        """
+        return {
+            b.binding_id: b.textual_keys
+            for b in self.bindings
+            if b.single_keys and b.keys != DEFAULT_KEYMAP[b.action].keys
+        }
+
+
+_SCOPE_HEADING = re.compile(r"\[(\w+)\]")
+
+
+def parse_table(text: str) -> Keymap:
+    """The keymap written in `text` (the format of this module's docstring); `#` starts a
+    comment line."""
+    bindings: list[KeyBinding] = []
+    scope = ""
+    for line in map(str.strip, text.splitlines()):
+        if not line or line.startswith("#"):
+            continue
+        if heading := _SCOPE_HEADING.fullmatch(line):
+            scope = heading[1]
+            continue
+        keys, action, footer, description = (cell.strip() for cell in line.split("|"))
+        bindings.append(KeyBinding(tuple(keys.split(",")), action, description, scope, footer))
+    return Keymap(tuple(bindings))
+
+
+DEFAULT_KEYMAP = parse_table(
+    """
+# DESIGN.md section 5, meanings kept as the author's site gives them. The order matters beyond
+# the help screen's grouping: it decides which clash an override is told about first.
+[navigation]
+j,down     | cursor_down          |          | Next item
+k,up       | cursor_up            |          | Previous item
+g          | first                |          | First item in the region
+G          | last                 |          | Last item in the region
+z z        | center               |          | Centre the focused item
+[global]
+h          | region_left          |          | Move to the region on the left
+l          | region_right         |          | Move to the region on the right
+[navigation]
+]          | next_heading         |          | Next heading (section, error, run)
+[          | previous_heading     |          | Previous heading (section, error, run)
+}          | next_block           |          | Next block
+{          | previous_block       |          | Previous block
+ctrl+d     | half_page_down       |          | Half a page down
+ctrl+u     | half_page_up         |          | Half a page up
+[global]
+z h        | toggle_left_sidebar  |          | Show or hide the left sidebar
+z l        | toggle_right_sidebar |          | Show or hide the right sidebar
+H          | focus_left           |          | Focus the left region
+J          | focus_main           |          | Focus the main region
+K          | focus_top            |          | Focus the top region
+L          | focus_right          |          | Focus the right region
+ctrl+p,:   | command_palette      | palette  | Command palette
+ctrl+x     | pick_theme           |          | Pick a theme
+?          | show_help            | keys     | Show the key bindings
+[dialog]
+escape     | close                |          | Close the dialog
+[navigation]
+ctrl+o     | history_back         |          | Back in the view history
+# Terminals (and tmux) send ctrl+i as Tab; listing both makes it work everywhere, and the
+# navigation scope keeps Tab free for moving between fields of the launch form.
+ctrl+i,tab | history_forward      |          | Forward in the view history
+/          | search               |          | Search
+n          | next_match           |          | Next match
+N          | previous_match       |          | Previous match
+[global]
+# The builders' keys: one key each for launch and relaunch, shown in the footer.
+r          | launch               | launch   | Launch the plan as a new run
+R          | relaunch             | relaunch | Stop the run, launch the edited plan
+X          | stop_run             | stop     | Stop the run (asks first)
+D          | rerun_doctor         |          | Run the doctor checks again
+# vim's gt / gT without the g, which already means "first item".
+t          | next_tab             |          | Next tab of the main region (Launch, Run, Metrics)
+T          | previous_tab         |          | Previous tab of the main region
+q          | quit                 | quit     | Quit (asks first while a run is alive)
+F          | toggle_fullscreen    |          | Full screen the focused view, or back
+[ranks]
+# Typing a rank's number in the rank list selects it (digits within a second add up).
+0,1,2,3,4,5,6,7,8,9 | type_rank   |          | Go to the rank with this number
+enter      | choose               |          | Read the selected rank's log
+[log]
+f          | toggle_follow        | follow   | Follow the log end on or off (G resumes)
+a          | toggle_all_ranks     | all      | All ranks interleaved, or the selected rank
+# less's & : keep only the lines that match (here: "@0,3-5 text" = ranks and text).
+&          | filter               |          | Filter lines by rank (@0,3-5) and text
+enter      | show_line            |          | Show the line under the cursor whole
+[plot]
+m          | next_metric          |          | Plot the next metric
+M          | previous_metric      |          | Plot the previous metric
+v          | cycle_view           |          | One rank, all ranks, or mean with min/max band
+s          | cycle_smoothing      |          | Smoothing off / 0.6 / 0.9 / 0.99 (EMA)
+y          | toggle_log_scale     |          | log10 y axis on or off
+x          | toggle_x_axis        |          | x axis: step or time
+[runs]
+c          | compare_run          |          | Overlay this run on the plots, or remove it
+[topology]
+o          | cycle_colour         | colour   | Colour ranks by the next group (TP, PP, CP, DP)
+[form]
+# In a form field letters are typed; Esc (or Enter) leaves the field so keys act again.
+escape     | leave_field          |          | Leave the field (single keys act again)
+[dialog]
+# The answers in a dialog (ConfirmScreen, theme picker).
+y,enter    | confirm              |          | Yes / keep the choice
+n          | cancel               |          | No
+"""
+)
+"""The default bindings: every key the UI knows, exactly once."""
+
+
+def grouped(keymap: Keymap) -> list[tuple[str, tuple[KeyBinding, ...]]]:
+    """`(scope title, bindings)` for each scope that has bindings, in `SCOPES` order: the layout
+    of the help screen and of the docs."""
+    groups = ((title, keymap.in_scope(scope)) for scope, title in SCOPES.items())
+    return [(title, bindings) for title, bindings in groups if bindings]
+
+
+def markdown_table(keymap: Keymap) -> str:
+    """The keymap as a Markdown table for the docs, grouped by scope in `SCOPES` order."""
+    lines = ["| keys | action | meaning | where |", "| --- | --- | --- | --- |"]
+    for title, bindings in grouped(keymap):
+        for b in bindings:
+            keys = " / ".join(_code(key_label(k)) for k in b.keys)
+            lines.append(f"| {keys} | `{b.action}` | {b.description} | {title} |")
+    return "\n".join(lines) + "\n"
+
+
+def _code(text: str) -> str:
+    text = text.replace("|", "\\|")
+    fence = "``" if "`" in text else "`"
+    pad = " " if "`" in text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"

@@ -1,0 +1,101 @@
+"""What workers and threads tell the main screen, one typed Textual message each.
+
+Every probe, file read and process call runs off the UI thread and reports back by posting one
+of these to the screen, which handles it in an ``on_…`` method on the UI thread. Textual drops a
+message posted to a screen that is closing and a closing screen still has all its widgets while
+it works through its queue, so no handler needs to ask whether the app is going away.
+
+Messages are dataclasses (Textual's ``Message`` initialises itself in ``__post_init__``), compared
+by identity like any other message.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from textual.message import Message
+
+if TYPE_CHECKING:
+    from ezpz_tui.core.launching.allocation import Allocation
+    from ezpz_tui.core.launching.supervisor import RunHandle
+    from ezpz_tui.core.session import Preview
+    from ezpz_tui.core.watching.metrics.store import MetricStore
+    from ezpz_tui.core.watching.monitor import Prepared
+    from ezpz_tui.ui.opened_run import OpenedRun
+    from runtime.rundir import RunState
+
+
+@dataclass(eq=False)
+class AllocationDetected(Message):
+    """The job this process runs in (or this host alone): a session can start."""
+
+    alloc: Allocation
+
+
+@dataclass(eq=False)
+class PreviewReady(Message):
+    """The launch the edited plan would make (None: it could not be computed)."""
+
+    preview: Preview | None
+
+
+@dataclass(eq=False)
+class RunStateChanged(Message):
+    """Posted from the supervisor's watcher thread whenever a run records a state."""
+
+    handle: RunHandle
+    state: RunState
+
+
+@dataclass(eq=False)
+class Launched(Message):
+    """A launch (or relaunch) started: its run is to be opened."""
+
+    handle: RunHandle
+
+
+@dataclass(eq=False)
+class RunsStopped(Message):
+    """Stopping runs has finished; ``then_exit`` when the stop was the first half of a quit."""
+
+    then_exit: bool
+
+
+@dataclass(eq=False)
+class OverlayLoaded(Message):
+    """An earlier run's metrics, read to be overlaid on the plots."""
+
+    path: Path
+    store: MetricStore
+
+
+class Handoff(Message):
+    """A message from the follower thread, which waits on ``taken`` before it reads on: what it
+    reads never queues up faster than the UI applies it, and the screen lays out the change
+    before the next one. The handler sets it (``done``) whatever happens."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.taken = threading.Event()
+
+    def done(self) -> None:
+        self.taken.set()
+
+
+@dataclass(eq=False)
+class RanksExpected(Handoff):
+    """The opened run's record says how many ranks it has, before their files appear."""
+
+    run: OpenedRun
+    world: int
+
+
+@dataclass(eq=False)
+class BatchRead(Handoff):
+    """One batch of the opened run's files, prepared off the UI thread."""
+
+    run: OpenedRun
+    prepared: Prepared

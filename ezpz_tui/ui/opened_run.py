@@ -1,0 +1,122 @@
+"""The run the Run and Metrics tabs show, followed live until another opens.
+
+Its files are read by a plain daemon thread, not a Textual worker: the thread lives as long as
+the run is open, and "wait for the workers" must keep meaning "wait for the short jobs". The
+thread posts each batch to the screen and waits until the screen has applied it, so batches
+never pile up in the UI's queue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ezpz_tui.core.launching.runstore import read_run_toml
+from ezpz_tui.core.watching.followers import Progress, RunFollower
+from ezpz_tui.core.watching.monitor import RunMonitor
+from ezpz_tui.ui.messages import BatchRead, Handoff, RanksExpected
+
+if TYPE_CHECKING:
+    from textual.message_pump import MessagePump
+
+    from ezpz_tui.core.watching.monitor import Prepared
+    from ezpz_tui.ui.widgets.metrics import MetricsView
+    from ezpz_tui.ui.widgets.run_panel import RunPanel
+
+FOLLOW_INTERVAL_S = 0.1  # how often the follower hands a batch to the UI (DESIGN: 50-250 ms)
+READ_BYTES = 1 << 20  # per file and poll
+BACKLOG_BYTES_PER_LINE = 200  # a generous training log line, to start a log near its end
+TAKEN_POLL_S = 0.05  # how often a thread waiting for the UI looks whether it should stop
+
+
+class OpenedRun:
+    """``path`` shown in ``run_panel`` and ``metrics``; :meth:`start` follows it for
+    ``screen``, which hands the thread's messages back to :meth:`expect_ranks` and
+    :meth:`apply`."""
+
+    def __init__(
+        self,
+        path: Path,
+        stall_after: float,
+        screen: MessagePump,
+        run_panel: RunPanel,
+        metrics: MetricsView,
+    ) -> None:
+        self.path = path
+        self.state: str | None = None  # as last read from disk, for runs not started here
+        self.progress = Progress()
+        self.monitor = RunMonitor(path, stall_after=stall_after)
+        self._screen = screen
+        self._app = screen.app
+        self._run_panel = run_panel
+        self._metrics = metrics
+        self._stop = threading.Event()
+
+    def start(self, read_only: bool) -> None:
+        self._run_panel.open(self.monitor, read_only=read_only)
+        self._metrics.set_run(self.path.name)
+        context = contextvars.copy_context()
+        name = f"follow {self.path.name}"
+        threading.Thread(target=context.run, args=(self._follow,), name=name, daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def expect_ranks(self, world: int) -> None:
+        self.monitor.expect_ranks(world)
+        self._run_panel.ranks.update_rows()
+
+    def apply(self, prepared: Prepared, now: float) -> bool:
+        """Show one batch; True when the run's progress (step, loss, rate) moved."""
+        self._run_panel.apply(self.monitor.apply(prepared, now))
+        batch = prepared.batch
+        if not (batch.records or batch.metric_restarts):
+            return False
+        self._metrics.add_records(batch.records, batch.metric_restarts)
+        lowest = min(batch.records, default=None)
+        if lowest is None:
+            return False
+        self.progress.update(batch.records[lowest])
+        return True
+
+    def _handed_over(self, message: Handoff) -> bool:
+        """Post ``message`` and wait until the screen took it; False when it never will."""
+        if not self._screen.post_message(message):
+            return False
+        while not message.taken.wait(TAKEN_POLL_S):
+            if self._stop.is_set():
+                return False
+        return True
+
+    def _follow(self) -> None:
+        monitor, stop = self.monitor, self._stop
+        try:
+            sizes = read_run_toml(monitor.run_dir).get("sizes", {})
+        except Exception:  # a foreign run: the ranks appear as their files do
+            sizes = {}
+        world = sizes.get("world_size")
+        try:
+            expected = isinstance(world, int) and 0 < world <= 1 << 20
+            if expected and not self._handed_over(RanksExpected(self, world)):
+                return
+            # Existing logs start near their ends (older lines are read back on demand) and
+            # one poll reads at most READ_BYTES of a file: opening a 256-rank run with hours
+            # of logs must not read gigabytes before the first frame.
+            follower = RunFollower(
+                monitor.run_dir,
+                read_bytes=READ_BYTES,
+                log_backlog=monitor.keep_per_rank * BACKLOG_BYTES_PER_LINE,
+            )
+            for batch in follower.watch(stop, interval_s=FOLLOW_INTERVAL_S):
+                prepared = monitor.prepare(batch)
+                if stop.is_set() or not self._handed_over(BatchRead(self, prepared)):
+                    break
+        except RuntimeError:  # the app's loop closed while a batch was on its way
+            stop.set()
+        except Exception as exc:  # a bug must not take the UI down: say so and stop following
+            message = f"Stopped following {monitor.run_dir.name}: {exc!r}"
+            with contextlib.suppress(RuntimeError):  # the app may be gone too
+                self._app.notify(message, severity="error", timeout=30)

@@ -1,0 +1,138 @@
+"""The keys that start and stop runs (``r``, ``R``, ``X``) and the workers behind them.
+
+A launch or a stop waits on processes, so it runs in a thread worker and reports back with a
+message; a relaunch or a stop of a live run asks first. The main screen provides the launch form,
+the session and the opened run this acts on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from textual import work
+
+from ezpz_tui.ui.messages import Launched, RunsStopped
+from ezpz_tui.ui.screens.regions import RegionNavigation
+
+if TYPE_CHECKING:
+    from ezpz_tui.core.launching.plan import LaunchPlan
+    from ezpz_tui.core.launching.supervisor import RunHandle
+    from ezpz_tui.core.session import Session
+    from ezpz_tui.keymap.table import Keymap
+    from ezpz_tui.ui.opened_run import OpenedRun
+    from ezpz_tui.ui.widgets.launch_form import LaunchForm
+
+
+class RunControl(RegionNavigation):
+    """Launch, relaunch and stop on a screen that has a launch form and may have a run open."""
+
+    keymap: Keymap
+    session: Session | None
+    opened: OpenedRun | None
+    form: LaunchForm
+
+    if TYPE_CHECKING:  # provided by the main screen
+
+        async def open_run(self, path: Path) -> None: ...
+
+        def _refresh_runs(self) -> None: ...
+
+    @work(thread=True, group="launch")
+    def _launch_worker(self, plan: LaunchPlan, relaunch: bool) -> None:
+        from ezpz_tui.core.launching.plan import LaunchRefused
+
+        assert self.session is not None
+        try:
+            handle = self.session.relaunch(plan) if relaunch else self.session.launch(plan)
+        except LaunchRefused as exc:
+            self.app.notify(str(exc), title="Not launched", severity="error")
+        except (OSError, ValueError) as exc:
+            self.app.notify(str(exc), title="Launch failed", severity="error")
+        else:
+            self.post_message(Launched(handle))
+
+    @work(thread=True, group="stop")
+    def stop_runs(self, handles: list[RunHandle], then_exit: bool) -> None:
+        """Stop ``handles`` one after the other; ``then_exit``: quit the app afterwards."""
+        for handle in handles:
+            result = handle.stop()
+            if not result.clean:
+                left = ", ".join(map(str, result.remaining))
+                self.app.notify(f"Processes left after stop: {left}", severity="error")
+        self.post_message(RunsStopped(then_exit))
+
+    async def on_launched(self, message: Launched) -> None:
+        await self.open_run(message.handle.run_dir)
+        self.notify(f"Started {message.handle.run_dir.name}", timeout=4)
+
+    def on_runs_stopped(self, message: RunsStopped) -> None:
+        if message.then_exit:
+            self.app.exit()
+        else:
+            self._refresh_runs()
+
+    def _handle_of(self, path: Path) -> RunHandle | None:
+        """This process's handle of the run in ``path``; None for a run it did not start."""
+        if self.session is None:
+            return None
+        return next((h for h in self.session.supervisor.handles if h.run_dir == path), None)
+
+    def _current(self) -> RunHandle | None:
+        return self.session.current if self.session else None
+
+    def action_launch(self) -> None:
+        form = self.form
+        if self.session is None:
+            self.notify("Still detecting the allocation.", severity="warning")
+        elif not form.can_launch or form.plan is None:
+            self.notify(
+                "Fix the plan first: "
+                + " ".join(p.message for p in form.problems if p.level == "error"),
+                severity="error",
+            )
+        else:
+            self._launch_worker(form.plan, relaunch=False)
+
+    def action_relaunch(self) -> None:
+        from ezpz_tui.ui.screens.confirm import ConfirmScreen
+
+        form = self.form
+        handle = self._current()
+        if not form.can_launch or form.plan is None or self.session is None:
+            self.action_launch()
+            return
+        plan = form.plan
+        if handle is None or handle.wait(0) is not None:
+            self._launch_worker(plan, relaunch=handle is not None)
+            return
+        sizes = f"tp={plan.tp} pp={plan.pp} cp={plan.cp}"
+        question = f"Stop {handle.run_dir.name} and relaunch with {sizes}?"
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._launch_worker(plan, relaunch=True)
+
+        self.app.push_screen(ConfirmScreen(question, self.keymap), answered)
+
+    def action_stop_run(self) -> None:
+        from ezpz_tui.ui.screens.confirm import ConfirmScreen
+
+        opened = self.opened
+        if opened is not None and self._handle_of(opened.path) is None:
+            self.notify(
+                f"{opened.path.name} was not started by this ezpz-tui: it is shown read-only "
+                "and cannot be stopped from here.",
+                severity="warning",
+            )
+            return
+        handle = self._handle_of(opened.path) if opened else self._current()
+        if handle is None or handle.wait(0) is not None:
+            self.notify("No run of this session is alive.")
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.stop_runs([handle], then_exit=False)
+
+        self.app.push_screen(ConfirmScreen(f"Stop {handle.run_dir.name}?", self.keymap), answered)

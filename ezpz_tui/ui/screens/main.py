@@ -1,0 +1,387 @@
+"""The main screen: the regions, what fills them, and the run opened in the Run tab.
+
+Layout: a summary bar on top; the left sidebar holds the allocation and the doctor; the main
+column holds the topology grid (the "top" region) over tabs for the launch form, the opened run
+and metrics; the right sidebar holds the runs list. Everything that touches a process, a file or
+a probe runs in a thread worker and reports back with a message (``ezpz_tui.ui.messages``); the
+UI thread only renders models.
+
+The first frame is the frame of the regions alone: their widgets (the form, the lists, the grid)
+are imported and mounted right after it has been painted, the Run and Metrics views the first
+time a run opens or their tab shows. Until the regions are there the screen's keys wait.
+
+The keys that launch and stop runs are ``screens.launching``; moving between the regions is
+``screens.regions``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Footer, TabbedContent, TabPane
+
+from ezpz_tui.ui.messages import (
+    AllocationDetected,
+    BatchRead,
+    OverlayLoaded,
+    PreviewReady,
+    RanksExpected,
+    RunStateChanged,
+)
+from ezpz_tui.ui.palette import APP_ACTIONS, PaletteCommand, global_bindings
+from ezpz_tui.ui.screens.launching import RunControl
+from ezpz_tui.ui.widgets.panels import AllocationPanel, DoctorPanel, SummaryBar
+from ezpz_tui.ui.widgets.runs import RunsPanel
+
+if TYPE_CHECKING:
+    from ezpz_tui.core.checking.check import Check
+    from ezpz_tui.core.launching.allocation import Allocation
+    from ezpz_tui.core.launching.plan import LaunchPlan
+    from ezpz_tui.core.session import Session
+    from ezpz_tui.keymap.table import Keymap
+    from ezpz_tui.ui.app import EzpzApp
+    from ezpz_tui.ui.opened_run import OpenedRun
+    from ezpz_tui.ui.widgets.launch_form import LaunchForm
+    from ezpz_tui.ui.widgets.metrics import MetricsView
+    from ezpz_tui.ui.widgets.ranks import RankList
+    from ezpz_tui.ui.widgets.run_panel import RunPanel
+    from ezpz_tui.ui.widgets.topology import TopologyGrid
+
+TABS = (("Launch", "tab-launch"), ("Run", "tab-run"), ("Metrics", "tab-metrics"))
+RUNS_REFRESH_S = 2.0
+NARROW = 110  # below this width the right sidebar starts hidden
+NARROW_LEFT = 100  # below this width the left sidebar and the grid shrink
+
+
+@dataclass(frozen=True)
+class StartUp:
+    """What the main screen starts from. ``outputs`` None: the default, found when the session
+    starts. ``alloc``, ``checks`` and ``clock`` replace detection, the doctor's probes and time
+    (fixtures for snapshots and tests). ``attach`` opens a run at start, read-only unless this
+    process started it."""
+
+    clock: Callable[[], float]
+    stall_after: float
+    outputs: Path | None = None
+    alloc: Allocation | None = None
+    checks: list[Check] | None = None
+    attach: Path | None = None
+
+
+class MainScreen(RunControl):
+    BINDINGS = global_bindings()
+
+    # Mounted after the first frame; the run views the first time a run opens or a tab shows.
+    grid: TopologyGrid
+    run_panel: RunPanel
+    metrics: MetricsView
+
+    def __init__(self, start: StartUp, keymap: Keymap) -> None:
+        super().__init__()
+        self.start = start
+        self.keymap = keymap
+        self.clock = start.clock
+        self.session: Session | None = None
+        self.doctor_checks: list[Check] | None = None
+        self.opened: OpenedRun | None = None
+        self.started = False  # every region mounted and the start-up run (if any) opened
+        self._run_views_lock = asyncio.Lock()
+        self._run_views_mounted = False
+
+    # --- layout and start-up ----------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield SummaryBar(id="summary")
+        with Horizontal(id="body"):
+            with Vertical(id="left", classes="region"):
+                yield AllocationPanel(self.clock, id="allocation")
+            yield Vertical(id="center")
+            yield Vertical(id="right", classes="region")
+        yield Footer(show_command_palette=False)
+
+    def on_mount(self) -> None:
+        if self.app.size.width < NARROW:
+            self.query_one("#right").display = False
+        self.set_class(self.app.size.width < NARROW_LEFT, "narrow")
+        self._update_summary()
+        self.call_after_refresh(self._mount_regions)
+
+    async def _mount_regions(self) -> None:
+        """After the first frame: the regions' widgets, then the allocation they show."""
+        from ezpz_tui.ui.widgets.launch_form import LaunchForm
+        from ezpz_tui.ui.widgets.topology import TopologyGrid
+
+        start = self.start
+        if start.alloc is None:
+            self._detect_allocation()  # first: the probes run while the widgets mount
+        tabs = TabbedContent(id="main", classes="region")
+        for title, pane in TABS:
+            tabs.compose_add_child(TabPane(title, id=pane))
+        self.grid = TopologyGrid(id="topology", classes="region")
+        await self.query_one("#left").mount(DoctorPanel(id="doctor"))
+        await self.query_one("#center").mount_all([self.grid, tabs])
+        await self.query_one("#right").mount(RunsPanel(id="runs"))
+        self.form = LaunchForm(id="form")
+        await self.query_one("#tab-launch").mount(self.form)
+        if self.focus_chain:  # what Textual's auto focus does once a screen is composed
+            self.focus_chain[0].focus()
+        if start.attach is None:
+            self.form.focus()
+        if start.alloc is not None:
+            self.post_message(AllocationDetected(start.alloc))
+        self.set_interval(1.0, self._tick)
+        self.set_interval(RUNS_REFRESH_S, self._refresh_runs)
+        if start.attach is not None:
+            await self.open_run(start.attach)
+            # After the tab switch has settled: it would otherwise pass the focus on again.
+            self.call_after_refresh(lambda: self.run_panel.ranks.focus())
+        self.started = True
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The screen's own keys wait for its regions (a key typed ahead at start-up)."""
+        return self.started or action in APP_ACTIONS
+
+    async def _mount_run_views(self) -> None:
+        """The Run and Metrics tabs' views (the follower, the log, plotext), mounted the first
+        time a run opens or either tab is shown."""
+        async with self._run_views_lock:
+            if self._run_views_mounted:
+                return
+            from ezpz_tui.ui.widgets.metrics import MetricsView
+            from ezpz_tui.ui.widgets.run_panel import RunPanel
+
+            self.run_panel = RunPanel(self.clock, id="run-panel")
+            self.metrics = MetricsView(id="metrics")
+            await self.query_one("#tab-run").mount(self.run_panel)
+            await self.query_one("#tab-metrics").mount(self.metrics)
+            self._run_views_mounted = True
+
+    def on_unmount(self) -> None:
+        if self.opened is not None:
+            self.opened.stop()
+
+    def on_resize(self) -> None:
+        self.set_class(self.app.size.width < NARROW_LEFT, "narrow")
+
+    # --- workers: everything that waits ------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="allocation")
+    def _detect_allocation(self) -> None:
+        from ezpz_tui.core.launching.allocation import detect_allocation
+
+        self.post_message(AllocationDetected(detect_allocation()))
+
+    @work(thread=True, exclusive=True, group="preview")
+    def _preview_worker(self, plan: LaunchPlan) -> None:
+        assert self.session is not None
+        try:
+            preview = self.session.preview(plan)
+        except (OSError, ValueError) as exc:
+            self.app.notify(f"Preview failed: {exc}", severity="error")
+            preview = None
+        self.post_message(PreviewReady(preview))
+
+    @work(thread=True, group="overlay")
+    def _load_overlay(self, path: Path) -> None:
+        from ezpz_tui.core.watching.metrics.load import load_store
+
+        self.post_message(OverlayLoaded(path, load_store(path)))
+
+    # --- what the workers report --------------------------------------------------------------
+
+    def on_allocation_detected(self, message: AllocationDetected) -> None:
+        from ezpz_tui.core.launching.plan import default_plan
+        from ezpz_tui.core.session import Session
+
+        alloc = message.alloc
+        self.session = Session(alloc, self.start.outputs)
+        self.session.supervisor.add_listener(
+            lambda handle, state: self.post_message(RunStateChanged(handle, state))
+        )
+        self.query_one(AllocationPanel).set_allocation(alloc)
+        self.form.set_plan(alloc, default_plan(alloc))
+        if self.start.checks is not None:
+            self.query_one(DoctorPanel).post_message(DoctorPanel.Checked(self.start.checks))
+        else:
+            self.action_rerun_doctor()
+        self._refresh_runs()
+
+    def on_doctor_panel_checked(self, message: DoctorPanel.Checked) -> None:
+        self.doctor_checks = message.checks
+        self._update_summary()
+
+    def on_preview_ready(self, message: PreviewReady) -> None:
+        self.form.set_preview(message.preview)
+
+    def on_runs_panel_listed(self, message: RunsPanel.Listed) -> None:
+        assert self.session is not None
+        mine = {h.run_dir for h in self.session.supervisor.handles}
+        self.query_one(RunsPanel).set_runs(message.runs, self.clock(), mine)
+        details, opened = message.details, self.opened
+        if details is not None and opened is not None and details.path == opened.path:
+            opened.state = details.state.state
+            self.run_panel.show_details(details)
+        self._update_summary()
+
+    def on_run_state_changed(self, message: RunStateChanged) -> None:
+        self._refresh_runs()
+
+    def on_ranks_expected(self, message: RanksExpected) -> None:
+        try:
+            if message.run is self.opened:
+                message.run.expect_ranks(message.world)
+        finally:
+            message.done()
+
+    def on_batch_read(self, message: BatchRead) -> None:
+        try:
+            if message.run is self.opened and message.run.apply(message.prepared, self.clock()):
+                self._update_summary()
+        finally:
+            message.done()
+
+    def on_overlay_loaded(self, message: OverlayLoaded) -> None:
+        path = message.path
+        if not self.metrics.toggle_overlay(path.name, message.store):
+            self.notify(f"{path.name} has no metrics to overlay.", severity="warning")
+            return
+        runs = self.query_one(RunsPanel)
+        runs.mark_compared(runs.compared | {path})
+        self.notify(f"Overlaid {path.name} on the plots (Metrics tab).", timeout=3)
+
+    # --- what the widgets report -------------------------------------------------------------
+
+    def on_rank_list_selected(self, message: RankList.Selected) -> None:
+        self.metrics.set_selected_rank(message.rank)
+
+    @on(RunsPanel.Compare)
+    async def _compare_requested(self, message: RunsPanel.Compare) -> None:
+        await self._mount_run_views()
+        runs = self.query_one(RunsPanel)
+        if message.path in runs.compared:
+            self.metrics.toggle_overlay(message.path.name, None)
+            runs.mark_compared(runs.compared - {message.path})
+        else:
+            self._load_overlay(message.path)
+
+    def on_launch_form_changed(self, message: LaunchForm.Changed) -> None:
+        form = self.form
+        if form.plan is not None and form.alloc is not None:
+            self.grid.update_plan(form.plan, form.alloc)
+        if message.plan is None or self.session is None:
+            form.set_preview(None)
+        else:
+            self._preview_worker(message.plan)
+
+    @on(TabbedContent.TabActivated)
+    async def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        """The grid shows the plan being edited; the Run and Metrics tabs need the height."""
+        launch = event.pane.id == "tab-launch"
+        self.grid.display = launch
+        if not launch:
+            await self._mount_run_views()
+
+    async def _step_tab(self, step: int) -> None:
+        tabs = self.query_one(TabbedContent)
+        ids = [pane.id for pane in tabs.query(TabPane) if pane.id]
+        pane = ids[(ids.index(tabs.active) + step) % len(ids)]
+        if pane != "tab-launch":
+            await self._mount_run_views()
+        tabs.active = pane
+        self._focus_region("main")
+
+    async def action_next_tab(self) -> None:
+        await self._step_tab(1)
+
+    async def action_previous_tab(self) -> None:
+        await self._step_tab(-1)
+
+    @on(RunsPanel.Open)
+    async def _open_requested(self, message: RunsPanel.Open) -> None:
+        """Enter in the runs list: read the run. On a narrow screen the list gives its room
+        back to the run (zl shows it again)."""
+        await self.open_run(message.path)
+        if self.app.size.width < NARROW:
+            self.query_one("#right").display = False
+        self.run_panel.ranks.focus()
+
+    # --- the opened run ----------------------------------------------------------------------
+
+    async def open_run(self, path: Path) -> None:
+        """Show ``path``: its ranks, logs and metrics, followed live until another opens."""
+        from ezpz_tui.ui.opened_run import OpenedRun
+
+        await self._mount_run_views()
+        path = Path(path)
+        if self.opened is not None:
+            self.opened.stop()
+        self.opened = OpenedRun(path, self.start.stall_after, self, self.run_panel, self.metrics)
+        self.opened.start(read_only=self._handle_of(path) is None)
+        self.query_one(TabbedContent).active = "tab-run"
+        self._refresh_runs()
+        self._update_summary()
+
+    def _tick(self) -> None:
+        self.query_one(AllocationPanel).tick()
+        if self.opened is not None:
+            self.run_panel.tick()
+        self._update_summary()
+
+    def _refresh_runs(self) -> None:
+        if self.session is not None:
+            opened = self.opened.path if self.opened else None
+            self.query_one(RunsPanel).list_runs(self.session.store, opened)
+
+    def _update_summary(self) -> None:
+        opened = self.opened
+        handle = self._handle_of(opened.path) if opened else self._current()
+        alloc = self.session.alloc if self.session else None
+        checks, progress = self.doctor_checks, opened.progress if opened else None
+        name = opened.path.name if opened else handle.run_dir.name if handle else None
+        self.query_one(SummaryBar).show(
+            run=name,
+            state=handle.state.state if handle else opened.state if opened else None,
+            step=progress.step if progress else None,
+            loss=progress.loss if progress else None,
+            steps_per_s=progress.steps_per_s if progress else None,
+            walltime=alloc.walltime_left(self.clock()) if alloc else None,
+            doctor_errors=None if checks is None else sum(c.level == "error" for c in checks),
+        )
+
+    # --- actions -----------------------------------------------------------------------------
+
+    def action_rerun_doctor(self) -> None:
+        session = self.session
+        if session is None or self.start.checks is not None:
+            return
+        self.doctor_checks = None
+        self._update_summary()
+        self.query_one(DoctorPanel).run(session.alloc, self.form.plan, session.store.outputs)
+
+    def palette_commands(self) -> Iterable[PaletteCommand]:
+        if not self.started:
+            return
+        km, app = self.keymap, cast("EzpzApp", self.app)
+        yield PaletteCommand.for_action(km, "launch", self.action_launch)
+        yield PaletteCommand.for_action(km, "relaunch", self.action_relaunch)
+        yield PaletteCommand.for_action(km, "stop_run", self.action_stop_run)
+        yield PaletteCommand.for_action(km, "rerun_doctor", self.action_rerun_doctor)
+        yield PaletteCommand.for_action(km, "pick_theme", app.action_pick_theme)
+        yield PaletteCommand.for_action(km, "show_help", app.action_show_help)
+        yield PaletteCommand.for_action(km, "toggle_left_sidebar", self.action_toggle_left_sidebar)
+        yield PaletteCommand.for_action(
+            km, "toggle_right_sidebar", self.action_toggle_right_sidebar
+        )
+        for run in self.query_one(RunsPanel).runs[:50]:
+            yield PaletteCommand(
+                f"Open run {run.run_id}", f"{run.state}", lambda path=run.path: self.open_run(path)
+            )
+        yield PaletteCommand.for_action(km, "quit", app.action_quit)

@@ -1,0 +1,453 @@
+"""The run directory (DESIGN.md section 3) as code: every name in it and its two records.
+
+A run directory is the contract between the ranks, the supervisor, the run store, the followers
+and the CLI, and it is read by other versions of this program and by ezpz's own tools. Its names
+are spelled here once so they cannot drift apart; ranks import this module, so it needs only the
+standard library and does nothing at import.
+
+The two records keep the JSON shape earlier versions wrote, so old runs still open:
+
+* ``state.json`` (:class:`RunState`) has one writer, the run's supervisor, which rewrites it
+  whole through a temporary file (:func:`runtime.atomic.write_atomic`): a reader on any node sees
+  the old state or the new, never half of one. Only the five :data:`WRITTEN` states are written;
+  ``lost`` and ``unknown`` exist for readers, which may be wrong about a run and so never write.
+  ``updated`` is the supervisor's heartbeat, refreshed every :data:`HEARTBEAT_S` while the run is
+  live; a reader on another node calls the run lost once it is :data:`STALE_AFTER_S` old.
+* ``status/rank-NNNNN.json`` (:class:`RankStatus`) is written by the rank's capture wrapper when
+  the command starts and again when it ends.
+
+Readers never raise on bad input: a state that cannot be read is ``unknown`` with the reason, a
+status file that cannot be read yet (torn, foreign) is skipped, a field of the wrong type is
+taken as not recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from runtime.atomic import write_atomic
+
+RUN_TOML = "run.toml"
+STATE_JSON = "state.json"
+LAUNCHER_LOG = "launcher.log"
+SUMMARY_JSON = "summary.json"
+METRICS_NC = "metrics.nc"
+HOSTFILE = "hostfile"
+BAD_HOSTS = "bad_hosts.txt"  # in the outputs directory: shared by the runs in it
+LOGS, STATUS, METRICS, TELEMETRY = "logs", "status", "metrics", "telemetry"
+RANK_FOLDERS = (LOGS, STATUS, METRICS)  # made before any rank starts
+
+# How readers find ranks by file name. ezpz writes ``metrics-<rank>.jsonl``, or one
+# ``metrics.jsonl`` whose records name their rank, in the run directory or below it.
+LOG_FILE = re.compile(r"rank-(\d+)\.log")
+STATUS_FILE = re.compile(r"rank-(\d+)\.json")
+JSONL_FILE = re.compile(r"rank-(\d+)\.jsonl")
+EZPZ_METRICS_FILE = re.compile(r"metrics-(\d+)\.jsonl")
+EZPZ_SHARED_METRICS = "metrics.jsonl"
+
+HEARTBEAT_S = 10.0
+# Generous, because node clocks drift and a TUI can be suspended for a while.
+STALE_AFTER_S = 120.0
+_MAX_RECORD_BYTES = 1 << 20
+
+
+def _rank_file(rank: int, suffix: str) -> str:
+    return f"rank-{rank:05d}{suffix}"
+
+
+class _InRun:
+    """A path in the run directory, read as an attribute of :class:`RunDir`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, run: RunDir, owner: object = None) -> Path:
+        return run.path / self.name
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """The paths of one run: ``RunDir(path).log(3)`` instead of a path spelled out."""
+
+    path: Path
+
+    run_toml = _InRun(RUN_TOML)
+    state_json = _InRun(STATE_JSON)
+    launcher_log = _InRun(LAUNCHER_LOG)
+    summary_json = _InRun(SUMMARY_JSON)
+    metrics_nc = _InRun(METRICS_NC)
+    hostfile = _InRun(HOSTFILE)
+    logs_dir = _InRun(LOGS)
+    status_dir = _InRun(STATUS)
+    metrics_dir = _InRun(METRICS)
+    telemetry_dir = _InRun(TELEMETRY)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    def log(self, rank: int) -> Path:
+        return self.logs_dir / _rank_file(rank, ".log")
+
+    def status(self, rank: int) -> Path:
+        return self.status_dir / _rank_file(rank, ".json")
+
+    def metrics(self, rank: int) -> Path:
+        return self.metrics_dir / _rank_file(rank, ".jsonl")
+
+    def telemetry(self, rank: int) -> Path:
+        return self.telemetry_dir / _rank_file(rank, ".jsonl")
+
+    def make_folders(self) -> None:
+        for name in RANK_FOLDERS:
+            (self.path / name).mkdir(parents=True, exist_ok=True)
+
+    def logs(self) -> list[tuple[Path, int]]:
+        """Every rank log with its rank, by rank."""
+        return _numbered(self.logs_dir, LOG_FILE)
+
+    def statuses(self) -> list[tuple[Path, int]]:
+        """Every rank status file with its rank, by rank."""
+        return _numbered(self.status_dir, STATUS_FILE)
+
+    def looks_like_run(self) -> bool:
+        """Whether anything here was written by a run (ours or ezpz's); never raises."""
+        if self.run_toml.is_file() or self.state_json.is_file():
+            return True
+        if any((self.path / name).is_dir() for name in RANK_FOLDERS):
+            return True
+        try:
+            return any(p.suffix == ".jsonl" for p in self.path.iterdir())
+        except OSError:
+            return False
+
+
+def metric_files(run_dir: str | os.PathLike[str]) -> list[tuple[Path, int]]:
+    """Metric JSONL files of a run, ours and ezpz's, with the rank each defaults to, by rank."""
+    root = Path(run_dir)
+    found: list[tuple[Path, int]] = []
+    ours = sorted((root / METRICS).glob("*.jsonl"))
+    for path in ours + sorted(root.glob("**/metrics*.jsonl")):
+        for pattern in (JSONL_FILE, EZPZ_METRICS_FILE):
+            match = pattern.search(path.name)
+            if match:
+                found.append((path, int(match.group(1))))
+                break
+        else:
+            if path.name == EZPZ_SHARED_METRICS:
+                found.append((path, 0))
+    unique = dict(found)
+    return sorted(unique.items(), key=lambda item: (item[1], str(item[0])))
+
+
+def _numbered(folder: Path, pattern: re.Pattern[str]) -> list[tuple[Path, int]]:
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match:
+            found.append((Path(entry.path), int(match.group(1))))
+    return sorted(found, key=lambda item: item[1])
+
+
+# --- the vocabulary ---------------------------------------------------------------------------
+
+
+class _Word(str, Enum):
+    """A state word that compares, hashes, prints and serialises as its plain value, so JSON,
+    TOML, format strings and the UI's style tables take it as the string it is."""
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+class State(_Word):
+    """A run's state: five are written, ``lost`` and ``unknown`` only ever derived by readers."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    LOST = "lost"  # pending/running, but nobody is left to record its end
+    UNKNOWN = "unknown"  # no readable state.json
+
+
+WRITTEN = (State.PENDING, State.RUNNING, State.SUCCEEDED, State.FAILED, State.STOPPED)
+LIVE = frozenset({State.PENDING, State.RUNNING})
+FINAL = frozenset({State.SUCCEEDED, State.FAILED, State.STOPPED})
+
+
+class RankState(_Word):
+    """A rank's state: the wrapper writes running, succeeded or failed; the rest are derived."""
+
+    WAITING = "waiting"  # no status file yet
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STALLED = "stalled"  # silent while its peers are not
+    IDLE = "idle"  # silent, with no status file to say it runs (a run ezpz made)
+    UNKNOWN = "unknown"  # a status file with a state this version does not know
+
+
+RANK_WRITTEN = (RankState.RUNNING, RankState.SUCCEEDED, RankState.FAILED)
+RANK_ENDED = frozenset({RankState.SUCCEEDED, RankState.FAILED})
+
+
+# --- the records ------------------------------------------------------------------------------
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _strs(value: Any) -> tuple[str, ...] | None:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    return None
+
+
+def _ints(value: Any) -> tuple[int, ...] | None:
+    if isinstance(value, list) and all(_int(v) is not None for v in value):
+        return tuple(value)
+    return None
+
+
+def _flag(value: Any) -> bool:
+    return value is True
+
+
+# How a field is read back, by its declared type; a value of another type is not recorded.
+_READ_AS: dict[str, Callable[[Any], Any]] = {
+    "int | None": _int,
+    "float | None": _number,
+    "str | None": _str,
+    "tuple[str, ...] | None": _strs,
+    "tuple[int, ...] | None": _ints,
+    "bool": _flag,
+}
+
+
+def _read_fields(cls: type, data: Mapping[str, Any], skip: set[str]) -> dict[str, Any]:
+    """The fields of ``cls`` that ``data`` holds, each read as its declared type."""
+    return {
+        f.name: _READ_AS[str(f.type)](data[f.name])
+        for f in fields(cls)
+        if f.name in data and f.name not in skip
+    }
+
+
+_OWNER = ("host", "boot_id", "pid_ns", "supervisor_pid", "supervisor_start_ticks")
+
+
+def _to_json(record: RunState | RankStatus, kept_null: Callable[[str], bool]) -> dict[str, Any]:
+    """A record's JSON object: unset fields left out unless ``kept_null`` says otherwise, then
+    the keys it was read with that this version does not know."""
+    out: dict[str, Any] = {}
+    for f in fields(record):
+        value = getattr(record, f.name)
+        if f.name in ("recorded_state", "extra") or value is False:
+            continue
+        if value is None and not kept_null(f.name):
+            continue
+        out[f.name] = value.value if isinstance(value, Enum) else value
+        if isinstance(value, tuple):
+            out[f.name] = list(value)
+    return out | {k: v for k, v in record.extra.items() if k not in out}
+
+
+def _encode(data: Mapping[str, Any]) -> bytes:
+    return json.dumps(data, indent=1, allow_nan=False).encode("utf-8") + b"\n"
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What ``state.json`` says about a run, plus what a reader derived (``lost``, a reason).
+
+    Unset fields are left out of the file, except that the supervisor's identity is written
+    whole and so is a launcher's outcome (``exit_code``, ``signal``), with null where there is
+    none: the shape earlier versions wrote. Keys this version does not know stay in ``extra``
+    and are written back unchanged.
+    """
+
+    state: State
+    run_id: str | None = None
+    created: float | None = None
+    # Who supervises the run: its pids mean something only where host, boot and pid namespace
+    # are this machine's.
+    host: str | None = None
+    boot_id: str | None = None
+    pid_ns: int | None = None
+    supervisor_pid: int | None = None
+    supervisor_start_ticks: int | None = None
+    updated: float | None = None
+    launcher_pid: int | None = None
+    launcher_start_ticks: int | None = None
+    start: float | None = None
+    stop_requested: float | None = None
+    end: float | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    signal_name: str | None = None
+    stopped_by_user: bool = False
+    reason: str | None = None  # why it failed to start, or why a reader sees it as it does
+    stop_signals: tuple[str, ...] | None = None
+    stop_remaining: tuple[int, ...] | None = None
+    stop_elapsed_s: float | None = None
+    recorded_state: State | None = None  # derived, never written: what the file said
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE
+
+    def _kept_null(self, name: str) -> bool:
+        if name in _OWNER:
+            return self.supervisor_pid is not None
+        if name == "launcher_start_ticks":
+            return self.launcher_pid is not None
+        if name in ("exit_code", "signal"):
+            return self.end is not None and self.launcher_pid is not None
+        return False
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``state.json`` object for this state."""
+        return _to_json(self, self._kept_null)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunState:
+        """Read a ``state.json`` object; an unknown state word is ``unknown`` with a reason."""
+        values = _read_fields(cls, data, {"state", "recorded_state", "extra"})
+        extra = {k: v for k, v in data.items() if k not in values and k != "state"}
+        word = data.get("state")
+        if word in WRITTEN:
+            return cls(State(word), **values, extra=extra)
+        reason = f"{STATE_JSON} has an unrecognised state {word!r}"
+        return cls(State.UNKNOWN, **{**values, "reason": reason}, extra=extra)
+
+
+def _unknown(reason: str) -> RunState:
+    return RunState(State.UNKNOWN, reason=reason)
+
+
+def read_state(run_dir: str | os.PathLike[str]) -> RunState:
+    """The state as ``state.json`` records it, or ``unknown`` with the reason; never raises.
+
+    Whether a live state is still true (its supervisor may be gone) is for the reader to judge:
+    :func:`ezpz_tui.core.launching.runstore.run_state` does on the machines where it can.
+    """
+    path = RunDir(Path(run_dir)).state_json
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(_MAX_RECORD_BYTES + 1)
+    except FileNotFoundError:
+        return _unknown(f"no {STATE_JSON} (not started by ezpz-tui?)")
+    except OSError as exc:
+        return _unknown(f"cannot read {STATE_JSON}: {exc.strerror or exc}")
+    if len(raw) > _MAX_RECORD_BYTES:
+        return _unknown(f"{STATE_JSON} is implausibly large")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        return _unknown(f"{STATE_JSON} is not valid JSON ({exc})")
+    if not isinstance(data, dict):
+        return _unknown(f"{STATE_JSON} does not hold a JSON object")
+    return RunState.from_json(data)
+
+
+def write_state(run_dir: str | os.PathLike[str], state: RunState) -> RunState:
+    """Rewrite ``state.json`` as ``state`` with a fresh heartbeat; returns what was written.
+
+    ``ValueError`` for a state readers derive (``lost``, ``unknown``): writing one would
+    replace what the run's supervisor knows with a guess.
+    """
+    if state.state not in WRITTEN:
+        words = ", ".join(WRITTEN)
+        raise ValueError(f"state must be one of {words}, not {str(state.state)!r}")
+    written = replace(state, updated=time.time(), recorded_state=None)
+    write_atomic(RunDir(Path(run_dir)).state_json, _encode(written.to_json()))
+    return written
+
+
+@dataclass(frozen=True)
+class RankStatus:
+    """What ``status/rank-NNNNN.json`` says about one rank, as its capture wrapper wrote it.
+
+    The wrapper writes every field but the last four from the start (null until known); those
+    appear only when they apply.
+    """
+
+    rank: int
+    local_rank: int | None = None
+    world_size: int | None = None
+    host: str | None = None
+    wrapper_pid: int | None = None
+    pid: int | None = None
+    command: tuple[str, ...] | None = None
+    start: float | None = None
+    end: float | None = None
+    state: RankState = RankState.RUNNING
+    exit_code: int | None = None
+    signal: int | None = None
+    error: str | None = None  # why the command could not be started
+    signal_name: str | None = None
+    signals_received: tuple[str, ...] | None = None  # what the wrapper forwarded
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The status file's object."""
+        return _to_json(self, lambda name: name not in _SOMETIMES)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], rank: int) -> RankStatus:
+        """Read a status object; ``rank`` (from the file name) when it names none. A missing
+        state is ``running`` (the wrapper writes one; a rank is running until it says not)."""
+        values = _read_fields(cls, data, {"rank", "state", "extra"})
+        extra = {k: v for k, v in data.items() if k not in values and k not in ("rank", "state")}
+        word = data.get("state") or RankState.RUNNING
+        state = RankState(word) if word in RANK_WRITTEN else RankState.UNKNOWN
+        own = _int(data.get("rank"))
+        return cls(rank if own is None else own, **values, state=state, extra=extra)
+
+
+_SOMETIMES = frozenset({"error", "signal_name", "signals_received"})
+
+
+def read_status(path: Path, rank: int) -> RankStatus | None:
+    """One rank's status; ``None`` while it cannot be read (not there, torn, not an object)."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(_MAX_RECORD_BYTES + 1)
+        data = json.loads(raw) if len(raw) <= _MAX_RECORD_BYTES else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    return RankStatus.from_json(data, rank) if isinstance(data, dict) else None
+
+
+def read_statuses(run_dir: str | os.PathLike[str]) -> list[RankStatus]:
+    """Every rank status that can be read, by rank."""
+    found = (read_status(path, rank) for path, rank in RunDir(Path(run_dir)).statuses())
+    return [status for status in found if status is not None]
+
+
+def write_status(run_dir: str | os.PathLike[str], status: RankStatus) -> None:
+    """Rewrite the rank's status file whole, so a follower never reads half of it."""
+    write_atomic(RunDir(Path(run_dir)).status(status.rank), _encode(status.to_json()))

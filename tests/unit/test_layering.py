@@ -1,0 +1,73 @@
+"""The layering of DESIGN.md section 2, as import-linter contracts (pyproject.toml) and as what a
+fresh TUI process has imported.
+
+The contracts see every import statement; the subprocess sees what actually loads, which is
+what the lazy imports the contracts ignore must never turn into.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+
+def _lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
+    """lint-imports with the project's contracts on the packages found from ``cwd``."""
+    argv = [LINT_IMPORTS, "--no-cache", "--no-logo", "--config", REPO / "pyproject.toml"]
+    return subprocess.run(
+        [str(a) for a in argv], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_the_contracts_hold() -> None:
+    done = _lint_imports(REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Contracts: 3 kept, 0 broken." in done.stdout
+
+
+def test_a_forbidden_import_breaks_a_contract(tmp_path: Path) -> None:
+    for package in ("runtime", "ezpz_tui"):
+        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("*.pyc"))
+    env_py = tmp_path / "runtime" / "env.py"
+    lines = env_py.read_text().splitlines()
+    env_py.write_text("\n".join([*lines, "import textual"]) + "\n")
+    done = _lint_imports(tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "runtime never imports ezpz_tui, textual or rich BROKEN" in done.stdout
+    assert f"runtime.env -> textual (l.{len(lines) + 1})" in done.stdout
+
+
+_IMPORT_THE_TUI = """
+import importlib, pkgutil, sys
+import ezpz_tui
+from ezpz_tui import cli
+names = [
+    m.name for m in pkgutil.walk_packages(ezpz_tui.__path__, "ezpz_tui.")
+    if not m.name.endswith("__main__")
+]
+for name in names:
+    importlib.import_module(name)
+cli.build_parser()
+assert "ezpz_tui.ui.app" in sys.modules and "textual" in sys.modules
+print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "mpi4py"))))
+"""
+
+
+def test_the_tui_process_imports_no_torch() -> None:
+    """Every module of ezpz_tui (the app, the CLI, the core) imported in a fresh interpreter,
+    since this pytest process has imported torch for other tests."""
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT_THE_TUI],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "", f"imported by the TUI: {done.stdout}"
