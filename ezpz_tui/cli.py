@@ -184,6 +184,20 @@ def _plan_from_args(args: argparse.Namespace) -> Any:
     )
 
 
+def _rank_env(launch: Any) -> dict[str, Any]:
+    """What every rank is given to find its place and its peers (torchrun's contract)."""
+    from runtime.env import TORCHRUN_VARS
+
+    meet = launch.rendezvous
+    given_by = "torchrun" if launch.launcher == "torchrun" else "runtime.capture"
+    out: dict[str, Any] = {"vars": list(TORCHRUN_VARS), "given_by": given_by}
+    if meet is not None and given_by == "torchrun":
+        out.update(rdzv_endpoint=meet.endpoint(), why=meet.why)
+    elif meet is not None:
+        out.update(MASTER_ADDR=meet.addr, MASTER_PORT=meet.port, why=meet.why)
+    return out
+
+
 def _dry_run(session: Any, plan: Any) -> int:
     """The launch as JSON, exactly what would run; exit 2 when the plan has errors."""
     preview = session.preview(plan)
@@ -197,6 +211,7 @@ def _dry_run(session: Any, plan: Any) -> int:
             hostfile=str(launch.hostfile) if launch.hostfile else None,
             hostfile_hosts=preview.hostfile_hosts,
             notes=launch.notes,
+            rank_env=_rank_env(launch),
             world_size=plan.world_size(session.alloc),
             sizes={"tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "dp": plan.dp(session.alloc)},
         )

@@ -24,7 +24,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from runtime.env import RUN_DIR_VAR, rank_info_or_single
+from runtime.env import RANK_SOURCE_VAR, RUN_DIR_VAR, RankInfo, rank_info_or_single, torchrun_env
 from runtime.rundir import RankState, RankStatus, RunDir, write_status
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
@@ -41,11 +41,21 @@ def _omp_threads(local_world_size: int) -> str:
     return str(max(per_rank, 1))
 
 
-def child_env(run_dir: Path, local_world_size: int) -> dict[str, str]:
+def child_env(run_dir: Path, info: RankInfo) -> dict[str, str]:
+    """The rank's environment: torchrun's contract whatever the launcher, so a script written
+    for torchrun (a bare ``init_process_group()``, Accelerate, Lightning) runs unchanged.
+
+    Values already there win: torchrun set its own, and a user's own setting is theirs.
+    MASTER_ADDR/MASTER_PORT come from the launcher's env flags, chosen once for the run.
+    """
     env = dict(os.environ)
     env[RUN_DIR_VAR] = str(run_dir)
     env["PYTHONUNBUFFERED"] = "1"
-    env.setdefault("OMP_NUM_THREADS", _omp_threads(local_world_size))
+    env.setdefault("OMP_NUM_THREADS", _omp_threads(info.local_world_size))
+    if info.source != "torchrun":
+        for name, value in torchrun_env(info).items():
+            env.setdefault(name, value)
+        env.setdefault(RANK_SOURCE_VAR, info.source)
     return env
 
 
@@ -79,7 +89,7 @@ def run(run_dir: Path, command: list[str]) -> int:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=child_env(run_dir, info.local_world_size),
+                env=child_env(run_dir, info),
                 close_fds=False,
             )
         except OSError as exc:

@@ -55,17 +55,25 @@ _LAUNCHER_VARS: tuple[tuple[str, _Names, _Names, _Names, _Names, _Names], ...] =
     ("slurm", ("SLURM_PROCID",), ("SLURM_LOCALID",), ("SLURM_NTASKS",), (), ("SLURM_NODEID",)),
 )
 
-# Variables a launcher sets per rank; a launch scrubs them so a stale value from the shell the
-# TUI was started in can never make every rank believe it is rank 0 of a different job.
-RANK_VARS: tuple[str, ...] = (
+# torchrun's per-rank contract: what ``init_process_group()``'s default ``env://`` rendezvous,
+# Accelerate and Lightning read. The capture wrapper derives the first five from whichever
+# launcher started the rank; the supervisor picks the last two once per run.
+TORCHRUN_VARS: tuple[str, ...] = (
     "RANK",
     "LOCAL_RANK",
     "WORLD_SIZE",
     "LOCAL_WORLD_SIZE",
     "GROUP_RANK",
-    "MASTER_ADDR",
-    "MASTER_PORT",
 )
+RENDEZVOUS_VARS: tuple[str, ...] = ("MASTER_ADDR", "MASTER_PORT")
+
+# Which launcher's variables the capture wrapper derived the torchrun contract from: once it has
+# set RANK, a rank would otherwise read itself as started by torchrun.
+RANK_SOURCE_VAR = "EZPZ_RANK_SOURCE"
+
+# Variables a launcher sets per rank; a launch scrubs them so a stale value from the shell the
+# TUI was started in can never make every rank believe it is rank 0 of a different job.
+RANK_VARS: tuple[str, ...] = (*TORCHRUN_VARS, *RENDEZVOUS_VARS, RANK_SOURCE_VAR)
 
 # Parallelism sizes travel from the launch plan to every rank through these.
 SIZE_VARS: dict[str, str] = {"tp": "EZPZ_TP", "pp": "EZPZ_PP", "cp": "EZPZ_CP"}
@@ -132,8 +140,16 @@ def rank_info(env: Mapping[str, str] | None = None) -> RankInfo | None:
             local = rank % local_size
         if node is None:
             node = rank // local_size
+        if source == "torchrun":
+            source = env.get(RANK_SOURCE_VAR) or source
         return RankInfo(rank, local, size, local_size, node, source)
     return None
+
+
+def torchrun_env(info: RankInfo) -> dict[str, str]:
+    """torchrun's per-rank variables for a rank placed by any launcher."""
+    values = (info.rank, info.local_rank, info.world_size, info.local_world_size, info.node_index)
+    return {name: str(value) for name, value in zip(TORCHRUN_VARS, values, strict=True)}
 
 
 def _expand_counts(spec: str) -> list[int]:

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ezpz_tui.core.launching.allocation import Allocation
+from ezpz_tui.core.launching.allocation import Allocation, probe_node_address
 from ezpz_tui.core.launching.launcher import Launch, LaunchConfig, build_launch
 from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused, Problem, check
 from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S
@@ -63,6 +63,18 @@ class Session:
         self.supervisor = supervisor or Supervisor()
         self.python = python  # the interpreter every rank runs
         self.current: RunHandle | None = None
+        self._addresses: dict[str, str] = {}
+
+    def _address(self, host: str) -> str:
+        """How the ranks reach ``host``: Slurm's NodeAddr for it, asked once per host."""
+        if self.alloc.scheduler != "SLURM":
+            return host
+        if host not in self._addresses:
+            self._addresses[host] = probe_node_address(host) or host
+        return self._addresses[host]
+
+    def _config(self) -> LaunchConfig:
+        return LaunchConfig(self.python, address=self._address)
 
     def preview(self, plan: LaunchPlan) -> Preview:
         """The launch ``plan`` would make, with every problem it has."""
@@ -71,7 +83,7 @@ class Session:
         except LaunchRefused as refused:
             return Preview(refused.found, None, [])
         shown = self.store.outputs / PLACEHOLDER_RUN_ID
-        launch = build_launch(checked, shown, LaunchConfig(self.python))
+        launch = build_launch(checked, shown, self._config())
         hosts = list(launch.hostfile_hosts) or _listed_hosts(launch.hostfile)
         return Preview(list(checked.warnings), launch, hosts)
 
@@ -80,7 +92,7 @@ class Session:
         plan with errors, before anything is made."""
         checked = check(plan, self.alloc)
         run_dir = self.store.create(plan.to_dict(), checked.sizes, parent=parent, meta=checked.meta)
-        return build_launch(checked, run_dir, LaunchConfig(self.python))
+        return build_launch(checked, run_dir, self._config())
 
     def _start(
         self, launch: Launch, old: RunHandle | None, grace_s: tuple[float, float]

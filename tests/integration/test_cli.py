@@ -9,7 +9,6 @@ PBS server. Local launches run for real through the mpich wheel's mpiexec.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -24,7 +23,7 @@ import pytest
 
 from ezpz_tui.core.launching.runstore import read_run_toml
 from runtime.env import SIZE_VARS
-from tests.envs import without_job
+from tests.fixtures.cli import base_env, cli, kill_leftovers, run_dirs
 from tests.fixtures.runs import first_run_logged, wait_for
 from tests.procs import processes_of
 
@@ -43,27 +42,6 @@ SOPHIA_HOSTS = ["sophia-gpu-07.lab.alcf.anl.gov", "sophia-gpu-12.lab.alcf.anl.go
 
 
 # --- helpers -------------------------------------------------------------------------------
-
-
-def base_env(outputs: Path) -> dict[str, str]:
-    """This environment without any job, pointing the CLI at ``outputs``."""
-    env = without_job()
-    env["EZPZ_OUTPUTS"] = str(outputs)
-    return env
-
-
-def cli(
-    args: list[str], env: Mapping[str, str], timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PY, "-m", "ezpz_tui", *args],
-        env=dict(env),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def stub_tools(bin_dir: Path, names: tuple[str, ...] = ("mpiexec", "mpirun", "srun")) -> Path:
@@ -105,6 +83,9 @@ def pbs_env(tmp_path: Path, machine: str, hosts: list[str], slots: int = 1) -> d
 def slurm_env(tmp_path: Path, machine: str) -> dict[str, str]:
     """The environment ``salloc`` gives on Perlmutter (GPU nodes) or Frontier, srun on PATH."""
     bin_dir = stub_tools(tmp_path / "bin")
+    # scontrol as a compute node answers it: every node at the address its name resolves to.
+    scontrol = bin_dir / "scontrol"
+    scontrol.write_text('#!/bin/sh\necho "NodeName=$4 Arch=x86_64 NodeAddr=$4 NodeHostName=$4"\n')
     env = base_env(tmp_path / "outputs")
     env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", SLURM_JOB_ID="987654")
     if machine == "perlmutter":
@@ -129,18 +110,6 @@ def dry_run(args: list[str], env: Mapping[str, str]) -> dict[str, Any]:
     proc = cli(["launch", "--dry-run", *args], env)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     return json.loads(proc.stdout)
-
-
-def run_dirs(outputs: Path) -> list[Path]:
-    return sorted(p for p in outputs.iterdir() if p.is_dir()) if outputs.is_dir() else []
-
-
-def kill_leftovers(outputs: Path) -> None:
-    """Never leave a failing test's ranks running into the next test."""
-    for run_dir in run_dirs(outputs):
-        for pid in processes_of(run_dir):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
 
 
 def flag_value(argv: list[str], flag: str) -> str:
@@ -341,6 +310,40 @@ def test_dry_run_slurm_uses_srun_with_an_explicit_nodelist(
     sub_head = ranks_part(subset["argv"])
     assert "-N1" in sub_head and f"-n{per_node}" in sub_head
     assert f"--nodelist={hosts[1]}" in sub_head
+
+
+@pytest.mark.parametrize(
+    ("machine", "addr"),
+    [
+        ("polaris", POLARIS_HOSTS[0]),
+        ("aurora", "x4102c7s0b0n0.hsn.cm.aurora.alcf.anl.gov"),
+        ("perlmutter", "nid001234"),
+    ],
+)
+def test_dry_run_names_the_rendezvous_the_ranks_get(
+    machine: str, addr: str, tmp_path: Path
+) -> None:
+    if machine == "perlmutter":
+        env = slurm_env(tmp_path, machine)
+    else:
+        env = pbs_env(tmp_path, machine, POLARIS_HOSTS if machine == "polaris" else AURORA_HOSTS)
+    out = dry_run(["-n", "2"], env)
+    rank_env = out["rank_env"]
+    assert rank_env["given_by"] == "runtime.capture"
+    names = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK"]
+    assert rank_env["vars"] == names
+    assert rank_env["MASTER_ADDR"] == addr
+    port = rank_env["MASTER_PORT"]
+    assert 29500 <= port < 30500
+    # ...passed with the launcher's own env flags, so every rank on every host gets them.
+    assert out["env"]["MASTER_ADDR"] == addr and out["env"]["MASTER_PORT"] == str(port)
+    head = ranks_part(out["argv"])
+    if machine == "perlmutter":
+        export = next(a for a in head if a.startswith("--export="))
+        assert f"MASTER_ADDR={addr}" in export and f"MASTER_PORT={port}" in export
+    else:
+        assert f"MASTER_ADDR={addr}" in head and f"MASTER_PORT={port}" in head
+    assert any(note.startswith("Each rank gets torchrun's RANK") for note in out["notes"])
 
 
 def test_dry_run_subset_writes_a_filtered_hostfile(tmp_path: Path) -> None:

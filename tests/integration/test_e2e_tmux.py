@@ -267,6 +267,30 @@ def test_newcomer_flow(tmux: Tmux, tmp_path: Path) -> None:
     assert second_state["state"] == "stopped", second_state
 
 
+def test_a_torchrun_script_from_the_launch_form(tmux: Tmux, tmp_path: Path) -> None:
+    """A script that knows only torchrun (a bare init_process_group) launched with ``r`` under
+    the default launcher: the preview says what the ranks get, both ranks agree on the sum."""
+    python = str(EZPZ_TUI.parent / "python")
+    script = REPO / "tests" / "ranks" / "torchrun_plain.py"
+    tmux.start([str(EZPZ_TUI)])
+    tmux.wait_for("the prefilled plan", lambda s: _has(s, "runtime.examples.train", "$ "), 60)
+    replace_field(tmux, ["J", *["Tab"] * 8], f"{python} {script}")
+    tmux.wait_for(
+        "the script and the ranks' torchrun variables in the preview",
+        lambda s: _has(s, "torchrun_plain.py", "Each rank gets torchrun's RANK"),
+        timeout=20,
+    )
+    tmux.keys("r")
+    tmux.wait_for(
+        "the run succeeded", lambda s: _line_with(s, "tp1pp1cp1", "succeeded") is not None, 120
+    )
+    (run_dir,) = run_dirs(tmp_path)
+    for rank in (0, 1):
+        log = (run_dir / "logs" / f"rank-{rank:05d}.log").read_text()
+        assert f"rank={rank} world=2 sum=3.0" in log, log
+    tmux.wait_for("rank 0's line on screen", lambda s: "rank=0 world=2 sum=3.0" in s, 20)
+
+
 def test_watch_a_live_two_rank_run(tmux: Tmux, tmp_path: Path) -> None:
     """A live 2-rank demo, launched headless, watched with ``ezpz-tui attach`` as the issue's
     newcomer does: move between ranks, read a rank's log with vim keys, search it, see the

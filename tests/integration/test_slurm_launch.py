@@ -174,6 +174,22 @@ def _need_two_nodes(cluster: SlurmCluster) -> None:
 # --- 1. one node, two ranks ------------------------------------------------------------------
 
 
+def test_a_torchrun_script_runs_under_srun(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """A bare init_process_group() script: srun gives it no torchrun variables, the capture
+    wrapper derives them and the launch passes MASTER_ADDR/MASTER_PORT."""
+    script = Path(__file__).resolve().parents[1] / "ranks" / "torchrun_plain.py"
+    launch = _launch(
+        slurm_cluster, tmp_path, ["-N1", "-n2"], ["--launcher", "srun"], [PY, str(script)]
+    )
+    run_dir = _launched_ok(launch)
+    options, _program = _srun_argv(run_dir)
+    export = _option(options, None, "--export") or ""
+    assert "MASTER_ADDR=" in export and "MASTER_PORT=" in export, options
+    for rank in (0, 1):
+        log = (run_dir / "logs" / f"rank-{rank:05d}.log").read_text("utf-8", "replace")
+        assert f"rank={rank} world=2 sum=3.0" in log, launch.explain() + log
+
+
 def test_launch_one_node_two_ranks(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     launch = _launch(
         slurm_cluster, tmp_path, ["-N1", "-n2"], ["--ppn", "2"], [*TRAIN, "--steps", "10"]

@@ -25,6 +25,7 @@ from ezpz_tui.core.checking.check import (
     warning,
 )
 from ezpz_tui.core.checking.doctor import CHECKS, run_checks, worst_level
+from ezpz_tui.core.checking.environment import nested_launcher
 from ezpz_tui.core.checking.mpi import mpi_family
 from ezpz_tui.core.launching.allocation import detect_allocation
 from ezpz_tui.core.launching.plan import LaunchPlan
@@ -38,6 +39,7 @@ NAMES = [
     "hostfile",
     "outputs",
     "rank env",
+    "torchrun env",
     "walltime",
     "wandb",
 ]
@@ -106,7 +108,8 @@ def test_doctor_finds_what_is_wrong(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         EZPZ_ACCELERATORS_PER_HOST="cuda:4",
     )
     alloc = detect_allocation(env, probe=False)
-    plan = LaunchPlan(ppn=4, launcher="mpiexec")
+    nested = ("torchrun", "--nproc-per-node", "4", "train.py")
+    plan = LaunchPlan(ppn=4, launcher="mpiexec", command=nested)
     rows = by_name(run_checks(alloc, plan, outputs=read_only_dir(tmp_path), env=env))
     levels = {name: row.level for name, row in rows.items()}
     assert levels == {
@@ -118,6 +121,7 @@ def test_doctor_finds_what_is_wrong(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         "hostfile": "ok",
         "outputs": "error",
         "rank env": "warning",
+        "torchrun env": "warning",
         "walltime": "warning",
         "wandb": "warning",
     }, rows
@@ -132,6 +136,10 @@ def test_doctor_finds_what_is_wrong(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         "Only 4 minutes of walltime left.",
     )
     assert rows["wandb"].remedy == "wandb login, or export WANDB_MODE=offline."
+    assert rows["torchrun env"].reason.startswith(
+        "The command starts its own launcher (torchrun) and mpiexec with 4 ranks per node"
+    )
+    assert rows["torchrun env"].remedy.startswith("Run the script itself (python train.py)")
     assert worst_level(list(rows.values())) == "error"
 
 
@@ -273,3 +281,41 @@ def test_a_declared_check_names_its_rows_and_never_raises(tmp_path: Path) -> Non
         Check(name, "warning", "The check did not finish within 0.5 s.", timed_out(0.5).remedy)
         for name in ("a", "b")
     ]
+
+
+@pytest.mark.parametrize(
+    ("command", "launcher"),
+    [
+        (("torchrun", "--nproc-per-node=4", "train.py"), "torchrun"),
+        (("/opt/conda/bin/torchrun", "train.py"), "torchrun"),
+        (("python3", "-m", "torch.distributed.run", "train.py"), "torchrun"),
+        (("accelerate", "launch", "train.py"), "accelerate launch"),
+        (("lightning", "run", "model", "train.py"), "lightning run"),
+        (("mpiexec", "-n", "2", "python", "train.py"), "mpiexec"),
+        (("accelerate", "config"), None),
+        (("python", "train.py"), None),
+        (("python", "-m", "runtime.examples.train"), None),
+        (("python", "-m"), None),
+    ],
+)
+def test_a_command_that_starts_its_own_launcher(command: tuple[str, ...], launcher: str) -> None:
+    assert nested_launcher(command) == launcher
+
+
+def test_torchrun_env_row(tmp_path: Path) -> None:
+    alloc = detect_allocation({}, probe=False)
+
+    def row(plan: LaunchPlan) -> Check:
+        rows = run_checks(alloc, plan, outputs=tmp_path, python=NO_PYTHON)
+        return by_name(rows)["torchrun env"]
+
+    plain = row(LaunchPlan(ppn=2, launcher="mpiexec", command=("python", "train.py")))
+    assert plain.level == "ok" and "from mpiexec through runtime.capture" in plain.reason
+    # One torchrun per node under mpiexec is a layout people use on purpose.
+    per_node = LaunchPlan(ppn=1, launcher="mpiexec", command=("torchrun", "train.py"))
+    assert row(per_node).level == "ok"
+    # torchrun starting torchrun is never right.
+    nested = LaunchPlan(ppn=1, launcher="torchrun", command=("torchrun", "train.py"))
+    assert row(nested).level == "warning"
+    own = row(LaunchPlan(ppn=2, launcher="torchrun", command=("python", "train.py")))
+    assert own.level == "ok" and own.reason.startswith("torchrun gives every rank RANK")

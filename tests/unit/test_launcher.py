@@ -13,7 +13,6 @@ import pytest
 
 from ezpz_tui.core.launching.allocation import Allocation, detect_allocation
 from ezpz_tui.core.launching.launcher import (
-    DEFAULT_RDZV_PORT,
     INTEL_XPU_CPU_BIND,
     Launch,
     LaunchConfig,
@@ -23,6 +22,7 @@ from ezpz_tui.core.launching.launcher import (
     format_argv,
 )
 from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused, check
+from ezpz_tui.core.launching.rendezvous import run_port
 from runtime.env import RANK_VARS
 
 PY = "/venv/bin/python"  # a Python with no launcher beside it, as on a site module system
@@ -46,9 +46,12 @@ def launch_of(
     run_dir: Path,
     python: str = PY,
     which: Which = shutil.which,
-    rdzv_port: int = DEFAULT_RDZV_PORT,
+    this_host: str = "login01",
 ) -> Launch:
-    return build_launch(check(plan, alloc), run_dir, LaunchConfig(python, which, rdzv_port))
+    """The launch as built on ``this_host`` (a login node unless a test says otherwise), where
+    every port is free."""
+    config = LaunchConfig(python, which, this_host, port_free=lambda _port: True)
+    return build_launch(check(plan, alloc), run_dir, config)
 
 
 def capture(run_dir: Path, command: tuple[str, ...] = CMD, python: str = PY) -> list[str]:
@@ -90,8 +93,13 @@ def env_flags(flag: str, env: dict[str, str]) -> list[str]:
     return out
 
 
-def sizes(tp: int = 1, pp: int = 1, cp: int = 1, omp: int | None = None) -> dict[str, str]:
+def sizes(
+    tp: int = 1, pp: int = 1, cp: int = 1, omp: int | None = None, meet: str | None = None
+) -> dict[str, str]:
+    """The env a launch passes its ranks; ``meet``: the MASTER_ADDR of a run dir named run."""
     env = {"EZPZ_TP": str(tp), "EZPZ_PP": str(pp), "EZPZ_CP": str(cp)}
+    if meet is not None:
+        env.update(MASTER_ADDR=meet, MASTER_PORT=str(run_port("run")))
     if omp is not None:
         env["OMP_NUM_THREADS"] = str(omp)
     return env
@@ -104,7 +112,7 @@ def test_polaris_all_nodes(tmp_path: Path) -> None:
     alloc = pbs(tmp_path, POLARIS, "1234567.polaris-pbs-01.hsn.cm.polaris.alcf.anl.gov")
     run_dir = tmp_path / "run"
     launch = launch_of(LaunchPlan(ppn=4, tp=2, command=CMD), alloc, run_dir, PY, which)
-    env = sizes(tp=2, omp=8)
+    env = sizes(tp=2, omp=8, meet=POLARIS[0])  # the nodefile already names the HSN
     assert list(launch.argv) == [
         PALS,
         "--envall",
@@ -151,14 +159,20 @@ def test_polaris_nodes_without_exclusion(tmp_path: Path) -> None:
     assert "--np=8" in launch.argv
 
 
-@pytest.mark.parametrize(("hosts", "machine"), [(AURORA, "Aurora"), (SUNSPOT, "Sunspot")])
-def test_intel_xpu_machines(tmp_path: Path, hosts: list[str], machine: str) -> None:
+@pytest.mark.parametrize(
+    ("hosts", "machine", "hsn"),
+    [
+        (AURORA, "Aurora", "x4102c5s2b0n0.hsn.cm.aurora.alcf.anl.gov"),
+        (SUNSPOT, "Sunspot", "x1921c0s0b0n0.hsn.cm.sunspot.alcf.anl.gov"),
+    ],
+)
+def test_intel_xpu_machines(tmp_path: Path, hosts: list[str], machine: str, hsn: str) -> None:
     alloc = pbs(tmp_path, hosts, "8765.pbs-0001")
     assert alloc.machine == machine
     run_dir = tmp_path / "run"
     plan = LaunchPlan(ppn=12, tp=2, pp=2, cp=3, command=CMD)
     launch = launch_of(plan, alloc, run_dir, PY, which)
-    env = sizes(tp=2, pp=2, cp=3, omp=3)
+    env = sizes(tp=2, pp=2, cp=3, omp=3, meet=hsn)
     assert list(launch.argv) == [
         PALS,
         "--envall",
@@ -191,6 +205,8 @@ def test_sophia_uses_open_mpi_mpirun(tmp_path: Path) -> None:
     env = {
         **sizes(),
         "NCCL_DEBUG": "INFO",
+        "MASTER_ADDR": SOPHIA[0],  # no high-speed-network name there
+        "MASTER_PORT": str(run_port("run")),
         "OMP_NUM_THREADS": str(max(1, alloc.cpus_per_host // 8)),
     }
     assert launch.launcher == "mpirun"
@@ -248,11 +264,12 @@ def test_perlmutter_all_nodes(tmp_path: Path) -> None:
         "--kill-on-bad-exit=1",
         "--cpus-per-task=32",
         "--gpus-per-node=4",
-        "--export=ALL,EZPZ_TP=4,EZPZ_PP=1,EZPZ_CP=1,OMP_NUM_THREADS=32",
+        "--export=ALL,EZPZ_TP=4,EZPZ_PP=1,EZPZ_CP=1,MASTER_ADDR=nid001140,"
+        f"MASTER_PORT={run_port('run')},OMP_NUM_THREADS=32",
         *capture(run_dir),
     ]
     assert launch.hostfile is None
-    assert launch.env == sizes(tp=4, omp=32)
+    assert launch.env == sizes(tp=4, omp=32, meet="nid001140")
 
 
 def test_perlmutter_subset_names_its_nodes(tmp_path: Path) -> None:
@@ -290,7 +307,8 @@ def test_frontier(tmp_path: Path) -> None:
         "--kill-on-bad-exit=1",
         "--cpus-per-task=14",
         "--gpus-per-node=8",
-        "--export=ALL,EZPZ_TP=1,EZPZ_PP=2,EZPZ_CP=1,OMP_NUM_THREADS=7",
+        "--export=ALL,EZPZ_TP=1,EZPZ_PP=2,EZPZ_CP=1,OMP_NUM_THREADS=7,"
+        f"MASTER_ADDR=frontier00001,MASTER_PORT={run_port('run')}",
         *capture(run_dir),
     ]
 
@@ -351,7 +369,7 @@ def test_torchrun_on_perlmutter_runs_one_per_node(tmp_path: Path) -> None:
         "--rdzv-backend",
         "c10d",
         "--rdzv-endpoint",
-        "nid001140:29500",
+        f"nid001140:{run_port(run_dir.name)}",
         "--rdzv-id",
         run_dir.name,
         *capture(run_dir)[1:],
@@ -361,8 +379,10 @@ def test_torchrun_on_perlmutter_runs_one_per_node(tmp_path: Path) -> None:
 def test_torchrun_on_polaris_is_not_cpu_bound(tmp_path: Path) -> None:
     alloc = pbs(tmp_path, POLARIS, "1.polaris-pbs-01")
     run_dir = tmp_path / "run"
-    plan = LaunchPlan(nodes=2, ppn=4, launcher="torchrun", command=CMD)
-    launch = launch_of(plan, alloc, run_dir, PY, which, rdzv_port=29600)
+    # A port the user chose is the rendezvous port, never replaced.
+    env = {"MASTER_PORT": "29600"}
+    plan = LaunchPlan(nodes=2, ppn=4, launcher="torchrun", env=env, command=CMD)
+    launch = launch_of(plan, alloc, run_dir, PY, which)
     omp = max(1, alloc.cpus_per_host // 4)
     assert list(launch.argv[:7]) == [
         PALS,
@@ -373,7 +393,7 @@ def test_torchrun_on_polaris_is_not_cpu_bound(tmp_path: Path) -> None:
         f"--hostfile={run_dir / 'hostfile'}",
         "--cpu-bind=none",
     ]
-    assert list(launch.argv[7:15]) == env_flags("--env", sizes(omp=omp))
+    assert list(launch.argv[7:17]) == env_flags("--env", {**sizes(), **env, **sizes(omp=omp)})
     assert f"{POLARIS[0]}:29600" in launch.argv
 
 
@@ -389,7 +409,8 @@ def test_local_uses_the_venv_mpiexec(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     venv_bin = Path(sys.executable).parent
     assert (venv_bin / "mpiexec.hydra").exists(), "the test venv has the mpich wheel"
-    launch = launch_of(LaunchPlan(ppn=2, command=CMD), alloc, run_dir, sys.executable, which)
+    plan = LaunchPlan(ppn=2, command=CMD)
+    launch = launch_of(plan, alloc, run_dir, sys.executable, which, this_host="laptop")
     omp = str(max(1, alloc.cpus_per_host // 2))
     assert list(launch.argv) == [
         str(venv_bin / "mpiexec"),
@@ -408,6 +429,12 @@ def test_local_uses_the_venv_mpiexec(tmp_path: Path) -> None:
         "-genv",
         "EZPZ_CP",
         "1",
+        "-genv",
+        "MASTER_ADDR",
+        "127.0.0.1",  # every rank on this host
+        "-genv",
+        "MASTER_PORT",
+        str(run_port("run")),
         "-genv",
         "OMP_NUM_THREADS",
         omp,
@@ -469,7 +496,7 @@ def test_missing_launcher_is_noted(tmp_path: Path) -> None:
         LaunchPlan(launcher="mpiexec", command=CMD), alloc, tmp_path, PY, lambda _: None
     )
     assert launch.argv[0] == "mpiexec"
-    assert list(launch.notes) == ["mpiexec is not on PATH here; load the module that provides it."]
+    assert launch.notes[-1] == "mpiexec is not on PATH here; load the module that provides it."
 
 
 def test_format_argv_quotes_for_a_shell() -> None:

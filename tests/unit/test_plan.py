@@ -88,7 +88,7 @@ def test_every_error_at_once() -> None:
         pp=-1,
         launcher="srun",
         command=(),
-        env={"EZPZ_TP": "2", "MASTER_ADDR": "h", "1BAD": "x"},
+        env={"EZPZ_TP": "2", "RANK": "0", "MASTER_PORT": "http", "1BAD": "x"},
     )
     assert messages(validate(plan, alloc)) == [
         "Excluded host x9999 is not in the allocation (x1000, x1001).",
@@ -99,7 +99,8 @@ def test_every_error_at_once() -> None:
         "srun needs a Slurm allocation, but this is PBS.",
         "The command is empty: give the program to run, e.g. python train.py.",
         "EZPZ_TP comes from the TP size; set TP instead.",
-        "MASTER_ADDR is set for each rank by the launcher and cannot be overridden.",
+        "RANK is set for each rank by the launcher and cannot be overridden.",
+        "MASTER_PORT='http' is not a port number (1-65535).",
         "'1BAD' is not a valid environment variable name.",
     ]
     fields = [p.field for p in validate(plan, alloc)]
@@ -111,6 +112,7 @@ def test_every_error_at_once() -> None:
         "pp",
         "launcher",
         "command",
+        "env",
         "env",
         "env",
         "env",

@@ -33,6 +33,7 @@ CHECKS: tuple[Declared, ...] = (
     hosts.hostfile,
     filesystem.output_dir,
     environment.rank_env,
+    environment.torchrun_contract,
     environment.walltime,
     environment.wandb,
 )

@@ -1,4 +1,5 @@
-"""What the shell and the job hand the ranks: stray rendezvous variables, walltime, wandb login.
+"""What the shell and the job hand the ranks: stray rendezvous variables, torchrun's contract,
+walltime, wandb login.
 
 Each of these fails late and quietly when wrong (a rendezvous waiting 30 minutes, a job killed
 mid-run, a login prompt nobody answers), so they are said before the launch instead.
@@ -7,10 +8,12 @@ mid-run, a login prompt nobody answers), so they are said before the launch inst
 from __future__ import annotations
 
 import netrc
+from collections.abc import Sequence
 from importlib.util import find_spec
+from pathlib import Path
 
 from ezpz_tui.core.checking.check import Context, Verdict, declare, error, ok, warning
-from runtime.env import RANK_VARS
+from runtime.env import RANK_VARS, TORCHRUN_VARS
 
 WALLTIME_WARN_S = 600.0
 
@@ -26,6 +29,49 @@ def rank_env(ctx: Context) -> Verdict:
         "rendezvous wait 30 minutes for peers that never come; ezpz-tui removes them from "
         "the launcher's environment.",
         f"unset {names}",
+    )
+
+
+# Programs that start ranks themselves; as a rank's command each would start a world of its own.
+_LAUNCHER_PROGRAMS = frozenset({"torchrun", "deepspeed", "mpiexec", "mpirun", "srun"})
+_LAUNCHER_SUBCOMMANDS = {"accelerate": "launch", "lightning": "run", "fabric": "run"}
+_LAUNCHER_MODULES = {"torch.distributed.run": "torchrun", "torch.distributed.launch": "torchrun"}
+
+
+def nested_launcher(command: Sequence[str]) -> str | None:
+    """The launcher a command starts (``torchrun train.py``, ``accelerate launch ...``)."""
+    words = list(command)
+    if not words:
+        return None
+    program = Path(words[0]).name
+    if program in _LAUNCHER_PROGRAMS:
+        return program
+    sub = _LAUNCHER_SUBCOMMANDS.get(program)
+    if sub is not None and words[1:2] == [sub]:
+        return f"{program} {sub}"
+    if program.startswith("python") and "-m" in words[:-1]:
+        return _LAUNCHER_MODULES.get(words[words.index("-m") + 1])
+    return None
+
+
+@declare("torchrun env")
+def torchrun_contract(ctx: Context) -> Verdict:
+    kind = ctx.launcher()
+    nested = nested_launcher(ctx.plan.command) if ctx.plan else None
+    names = ", ".join(TORCHRUN_VARS)
+    if nested and (kind == "torchrun" or ctx.ppn > 1):
+        starts = "torchrun" if kind == "torchrun" else f"{kind} with {ctx.ppn} ranks per node"
+        return warning(
+            f"The command starts its own launcher ({nested}) and {starts} would start one per "
+            "rank: worlds that never meet, or more ranks than the plan says.",
+            f"Run the script itself (python train.py): every rank already gets {names}, "
+            "MASTER_ADDR and MASTER_PORT; or set 1 rank per node to run one launcher per node.",
+        )
+    if kind == "torchrun":
+        return ok(f"torchrun gives every rank {names}, MASTER_ADDR and MASTER_PORT.")
+    return ok(
+        f"Every rank gets torchrun's {names}, MASTER_ADDR and MASTER_PORT from {kind} through "
+        "runtime.capture: scripts written for torchrun run unchanged."
     )
 
 

@@ -305,6 +305,22 @@ def probe_walltime(sched: str, job: str | None, timeout_s: float) -> float | Non
     return None
 
 
+_NODE_ADDR = re.compile(r"\bNodeAddr=(\S+)")
+
+
+def parse_node_addr(output: str) -> str | None:
+    """The address in ``scontrol show node -o NODE`` output."""
+    match = _NODE_ADDR.search(output)
+    return match.group(1) if match else None
+
+
+def probe_node_address(host: str, timeout_s: float = 5.0) -> str | None:
+    """Where Slurm reaches ``host`` (its NodeAddr), which a site may set apart from the name;
+    None when scontrol cannot tell in time."""
+    output = _run(["scontrol", "show", "node", "-o", host], timeout_s)
+    return parse_node_addr(output) if output else None
+
+
 def _walltime_from_env(env: Mapping[str, str], now: float) -> float | None:
     """Slurm 23.02+ exports the projected end; reading it costs no scheduler round trip."""
     end = env.get("SLURM_JOB_END_TIME", "").strip()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import shlex
 import shutil
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,14 @@ from pathlib import Path
 
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan
+from ezpz_tui.core.launching.rendezvous import (
+    PortFree,
+    Rendezvous,
+    choose,
+    contract_note,
+    port_free,
+    same_name,
+)
 from runtime.env import SIZE_VARS
 from runtime.rundir import RunDir
 
@@ -51,17 +60,18 @@ POLARIS_DEPTH = 8
 VERBOSE_BIND_MAX_RANKS = 1024
 # Past this many hosts srun reads the node list from a file rather than one huge argument.
 SRUN_INLINE_NODELIST_MAX = 256
-DEFAULT_RDZV_PORT = 29500
 
 
 @dataclass(frozen=True)
 class LaunchConfig:
     """What building a launch takes from this machine: the Python the ranks run, how launchers
-    are found (tests pass their own), torchrun's multi-node rendezvous port."""
+    are found, this host's name and whether a port is free here (tests pass their own)."""
 
     python: str = sys.executable
     which: Which = shutil.which
-    rdzv_port: int = DEFAULT_RDZV_PORT
+    this_host: str = field(default_factory=socket.gethostname)
+    port_free: PortFree = port_free
+    address: Callable[[str], str] = same_name  # how a host is reached (Slurm's NodeAddr)
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,7 @@ class Launch:
     hostfile_hosts: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     cwd: Path | None = None
+    rendezvous: Rendezvous | None = None  # None: torchrun --standalone picks its own
 
 
 def _local_binary(name: str, python: str, which: Which) -> str | None:
@@ -137,6 +148,7 @@ class _Step:
     notes: list[str]
     hostfile: Path | None = None
     hostfile_hosts: tuple[str, ...] = ()
+    rendezvous: Rendezvous | None = None
 
     @property
     def world(self) -> int:
@@ -167,6 +179,7 @@ class _Step:
             hostfile=self.hostfile,
             hostfile_hosts=self.hostfile_hosts,
             notes=tuple(self.notes),
+            rendezvous=self.rendezvous,
         )
 
 
@@ -312,12 +325,15 @@ def build_launch(checked: CheckedPlan, run_dir: Path, config: LaunchConfig | Non
         env.setdefault("OMP_NUM_THREADS", str(_threads(alloc.cpus_per_host, ppn)))
         if alloc.scheduler == "none":
             program += ["--standalone", "--nnodes", "1", "--nproc-per-node", str(ppn)]
+            notes.append(contract_note(kind, None))
             return _Step(alloc, hosts, ppn, run_dir, env, [], notes).launch(program + capture, kind)
+        meet = _rendezvous(checked, hosts, run_dir, config)
         program += ["--nnodes", str(len(hosts)), "--nproc-per-node", str(ppn)]
-        program += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"{hosts[0]}:{config.rdzv_port}"]
+        program += ["--rdzv-backend", "c10d", "--rdzv-endpoint", meet.endpoint()]
         program += ["--rdzv-id", run_dir.name, *capture]
+        notes.append(contract_note(kind, meet))
         # torchrun starts the ranks of one node; a per-node launcher starts one torchrun each.
-        step = _Step(alloc, hosts, 1, run_dir, env, program, notes)
+        step = _Step(alloc, hosts, 1, run_dir, env, program, notes, rendezvous=meet)
         if alloc.scheduler == "SLURM" and which("srun"):
             notes.append("srun starts one torchrun per node; torchrun starts that node's ranks.")
             return step.launch(_srun_argv(which("srun") or "srun", step), kind)
@@ -325,7 +341,10 @@ def build_launch(checked: CheckedPlan, run_dir: Path, config: LaunchConfig | Non
         notes.append(f"{wrapper} starts one torchrun per node; torchrun starts its ranks.")
         return step.launch(_mpi_argv(wrapper, which(wrapper) or wrapper, step, bind=False), kind)
 
-    step = _Step(alloc, hosts, ppn, run_dir, env, [python, *capture], notes)
+    meet = _rendezvous(checked, hosts, run_dir, config)
+    env.update(meet.env())
+    notes.append(contract_note(kind, meet))
+    step = _Step(alloc, hosts, ppn, run_dir, env, [python, *capture], notes, rendezvous=meet)
     if kind == "srun":
         return step.launch(_srun_argv(which("srun") or "srun", step), kind)
     local = alloc.scheduler == "none"
@@ -333,6 +352,15 @@ def build_launch(checked: CheckedPlan, run_dir: Path, config: LaunchConfig | Non
     if binary is None:
         notes.append(f"{kind} is not on PATH here; load the module that provides it.")
     return step.launch(_mpi_argv(kind, binary or kind, step, bind=True), kind)
+
+
+def _rendezvous(
+    checked: CheckedPlan, hosts: Sequence[str], run_dir: Path, config: LaunchConfig
+) -> Rendezvous:
+    given = checked.plan.env_dict()
+    machine = checked.alloc.machine
+    here = config.this_host
+    return choose(hosts, machine, run_dir.name, here, given, config.port_free, config.address)
 
 
 def format_argv(argv: Sequence[str]) -> str:

@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ezpz_tui.core.launching.allocation import Allocation
-from runtime.env import RANK_VARS, RUN_DIR_VAR, SIZE_VARS
+from runtime.env import RANK_VARS, RENDEZVOUS_VARS, RUN_DIR_VAR, SIZE_VARS
 
 LAUNCHERS = ("auto", "mpiexec", "srun", "mpirun", "torchrun")
 DEMO_MODULE = "runtime.examples.train"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_LAUNCHER_OWNED = frozenset((*RANK_VARS, RUN_DIR_VAR))
+# The user may choose the rendezvous (MASTER_ADDR/MASTER_PORT); the rest is each rank's own.
+_LAUNCHER_OWNED = frozenset((*RANK_VARS, RUN_DIR_VAR)) - frozenset(RENDEZVOUS_VARS)
 
 
 def demo_command() -> tuple[str, ...]:
@@ -269,7 +270,7 @@ def validate(plan: LaunchPlan, alloc: Allocation) -> list[Problem]:
         error("command", "The command's first item (the program to run) is empty.")
 
     by_size_var = {var: name for name, var in SIZE_VARS.items()}
-    for key, _value in plan.env:
+    for key, value in plan.env:
         if not _ENV_NAME.fullmatch(key):
             error("env", f"{key!r} is not a valid environment variable name.")
         elif key in by_size_var:
@@ -277,7 +278,13 @@ def validate(plan: LaunchPlan, alloc: Allocation) -> list[Problem]:
             error("env", f"{key} comes from the {name.upper()} size; set {name.upper()} instead.")
         elif key in _LAUNCHER_OWNED:
             error("env", f"{key} is set for each rank by the launcher and cannot be overridden.")
+        elif key == "MASTER_PORT" and not _is_port(value):
+            error("env", f"MASTER_PORT={value!r} is not a port number (1-65535).")
     return problems
+
+
+def _is_port(text: str) -> bool:
+    return text.strip().isdigit() and 1 <= int(text) <= 65535
 
 
 class LaunchRefused(ValueError):
