@@ -189,19 +189,34 @@ FINAL = frozenset({State.SUCCEEDED, State.FAILED, State.STOPPED})
 
 
 class RankState(_Word):
-    """A rank's state: the wrapper writes running, succeeded or failed; the rest are derived."""
+    """A rank's state. Its wrapper writes running, succeeded or failed; the run's supervisor
+    rewrites the end of a rank it or a peer's failure ended (killed, stopped) and gives one to a
+    rank whose wrapper could not write its own; the rest are derived by readers."""
 
     WAITING = "waiting"  # no status file yet
     RUNNING = "running"
     SUCCEEDED = "succeeded"
-    FAILED = "failed"
+    FAILED = "failed"  # ended by its own exit code or a signal nobody here sent
+    KILLED = "killed"  # ended by the launcher or the supervisor after another rank failed
+    STOPPED = "stopped"  # ended by the user's stop
+    LOST = "lost"  # no end recorded and nobody left to record one
+    RAISED = "raised"  # its log ends in an uncaught traceback while its process lives on
     STALLED = "stalled"  # silent while its peers are not
     IDLE = "idle"  # silent, with no status file to say it runs (a run ezpz made)
     UNKNOWN = "unknown"  # a status file with a state this version does not know
 
 
-RANK_WRITTEN = (RankState.RUNNING, RankState.SUCCEEDED, RankState.FAILED)
-RANK_ENDED = frozenset({RankState.SUCCEEDED, RankState.FAILED})
+RANK_WRITTEN = (
+    RankState.RUNNING,
+    RankState.SUCCEEDED,
+    RankState.FAILED,
+    RankState.KILLED,
+    RankState.STOPPED,
+    RankState.LOST,
+)
+RANK_ENDED = frozenset(
+    {RankState.SUCCEEDED, RankState.FAILED, RankState.KILLED, RankState.STOPPED, RankState.LOST}
+)
 
 
 # --- the records ------------------------------------------------------------------------------
@@ -309,6 +324,8 @@ class RunState:
     signal_name: str | None = None
     stopped_by_user: bool = False
     reason: str | None = None  # why it failed to start, or why a reader sees it as it does
+    failed_rank: int | None = None  # the first rank to fail, whose failure ended the run
+    cause: str | None = None  # that failure in words, e.g. "rank 1 on x1: exit 3"
     stop_signals: tuple[str, ...] | None = None
     stop_remaining: tuple[int, ...] | None = None
     stop_elapsed_s: float | None = None
@@ -391,8 +408,8 @@ def write_state(run_dir: str | os.PathLike[str], state: RunState) -> RunState:
 class RankStatus:
     """What ``status/rank-NNNNN.json`` says about one rank, as its capture wrapper wrote it.
 
-    The wrapper writes every field but the last four from the start (null until known); those
-    appear only when they apply.
+    The wrapper writes every field up to ``state``, ``exit_code`` and ``signal`` from the start
+    (null until known); the rest appear only when they apply.
     """
 
     rank: int
@@ -410,6 +427,9 @@ class RankStatus:
     error: str | None = None  # why the command could not be started
     signal_name: str | None = None
     signals_received: tuple[str, ...] | None = None  # what the wrapper forwarded
+    cause: str | None = None  # why the supervisor gave it this end, e.g. "after rank 1 failed"
+    ended_by: str | None = None  # who wrote the end when the wrapper did not: "supervisor"
+    leftovers: tuple[str, ...] | None = None  # processes the rank left, ended by its wrapper
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -428,7 +448,9 @@ class RankStatus:
         return cls(rank if own is None else own, **values, state=state, extra=extra)
 
 
-_SOMETIMES = frozenset({"error", "signal_name", "signals_received"})
+_SOMETIMES = frozenset(
+    {"error", "signal_name", "signals_received", "cause", "ended_by", "leftovers"}
+)
 
 
 def read_status(path: Path, rank: int) -> RankStatus | None:
