@@ -6,7 +6,10 @@ Every command answers bad input with one readable line and exit status 2, never 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
 import sys
 from collections.abc import Iterable
 from dataclasses import asdict
@@ -245,66 +248,118 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 
 def _follow(handle: Any, quiet: bool) -> int:
-    """Print rank 0's log as it grows until the run ends; Ctrl-C (or SIGTERM) stops the run."""
+    """Print rank 0's log as it grows until the run ends, as srun would: Ctrl-C, SIGTERM or
+    SIGHUP (the terminal closed) stop the run; a closed or full stdout stops the printing only,
+    never the supervision."""
     from ezpz_tui.core.launching.processes import deferred_signals
     from runtime.rundir import RunDir
 
+    out = _Out(quiet)
     log = RunDir(handle.run_dir).log(0)
     offset = 0
-    with deferred_signals() as stop_requested:
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    with deferred_signals(stops) as stop_requested:
         while True:
             code = handle.wait(0.2)
-            if not quiet:
-                offset = _print_new(log, offset)
+            offset = out.copy(log, offset)
             if stop_requested:
-                print("\nezpz-tui: stopping the run ...", file=sys.stderr)
+                _say(f"\nezpz-tui: stopping the run ({signal.Signals(stop_requested[0]).name}) ...")
                 result = handle.stop()
-                if not quiet:
-                    _print_new(log, offset)
+                out.copy(log, offset)
                 state = "clean" if result.clean else f"left {result.remaining}"
-                print(f"ezpz-tui: stopped ({state}) after {result.elapsed_s:.1f}s", file=sys.stderr)
-                return 130
+                _say(f"ezpz-tui: stopped ({state}) after {result.elapsed_s:.1f}s")
+                return 128 + stop_requested[0]
             if code is not None:
                 break
-    if not quiet:
-        _print_new(log, offset)
+    out.copy(log, offset)
     return _report_end(handle)
 
 
-def _print_new(path: Path, offset: int) -> int:
-    try:
-        with path.open("rb") as fh:
-            fh.seek(offset)
-            data = fh.read()
-    except OSError:
-        return offset
-    if data:
-        sys.stdout.write(data.decode("utf-8", errors="replace"))
-        sys.stdout.flush()
-    return offset + len(data)
+def _say(message: str) -> None:
+    """A line on stderr that never raises: the terminal may be gone (SIGHUP) or stderr full."""
+    with contextlib.suppress(OSError, ValueError):
+        print(message, file=sys.stderr, flush=True)
+
+
+class _Out:
+    """Rank 0's log copied to stdout until stdout refuses (``| head -1``, ``> /dev/full``):
+    then the copying stops and stdout points at /dev/null, so Python's own flush at exit cannot
+    fail either, and the run goes on being supervised."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.on = not quiet
+
+    def copy(self, path: Path, offset: int) -> int:
+        if not self.on:
+            return offset
+        try:
+            with path.open("rb") as fh:
+                fh.seek(offset)
+                data = fh.read()
+        except OSError:
+            return offset
+        if data:
+            try:
+                sys.stdout.write(data.decode("utf-8", errors="replace"))
+                sys.stdout.flush()
+            except (OSError, ValueError) as exc:
+                self._stop_printing(exc)
+        return offset + len(data)
+
+    def _stop_printing(self, exc: BaseException) -> None:
+        self.on = False
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        why = getattr(exc, "strerror", None) or type(exc).__name__
+        _say(f"ezpz-tui: stdout refused rank 0's log ({why}); the run goes on, followed quietly")
 
 
 def _report_end(handle: Any) -> int:
-    """The run's exit status (128+N for a signal), with failing ranks and launcher output."""
+    """The run's exit status, with its failed and killed ranks and the launcher's output.
+
+    As srun does, a run that failed exits with its first failed rank's status (128+N for a
+    signal), not with whatever the launcher returned while its other ranks were stopped.
+    """
+    from ezpz_tui.core.launching.ending import how
     from runtime.rundir import LAUNCHER_LOG, RankState, RunDir, State, read_statuses
 
     run, state = RunDir(handle.run_dir), handle.state
-    failed = [
-        f"rank {status.rank} ({status.signal_name or f'exit {status.exit_code}'})"
-        for status in read_statuses(run.path)
-        if status.state == RankState.FAILED
-    ]
+    statuses = read_statuses(run.path)
+    failed = [f"rank {s.rank} ({how(s)})" for s in statuses if s.state == RankState.FAILED]
+    killed = [s.rank for s in statuses if s.state == RankState.KILLED]
     if failed:
-        print(f"ezpz-tui: failed ranks: {', '.join(failed)}", file=sys.stderr)
-        print(f"ezpz-tui: rank logs in {run.logs_dir}", file=sys.stderr)
-    if state.state != State.SUCCEEDED:
+        _say(f"ezpz-tui: failed ranks: {', '.join(failed)}")
+    if killed:
+        _say(f"ezpz-tui: killed after rank {state.failed_rank} failed: {_ranks(killed)}")
+    if failed or killed:
+        _say(f"ezpz-tui: rank logs in {run.logs_dir}")
+    if state.state not in (State.SUCCEEDED, State.STOPPED):
         tail = _tail(run.launcher_log, 15)
         if tail:
-            print(f"ezpz-tui: {LAUNCHER_LOG} ends with:\n" + tail, file=sys.stderr)
-    print(f"ezpz-tui: run {state.state} ({run.path.name})", file=sys.stderr)
+            _say(f"ezpz-tui: {LAUNCHER_LOG} ends with:\n" + tail)
+    _say(f"ezpz-tui: run {state.state} ({run.path.name})")
+    first = next((s for s in statuses if s.rank == state.failed_rank), None)
+    if state.state == State.FAILED and first is not None:
+        if first.exit_code is not None:
+            return first.exit_code
+        if first.signal is not None:
+            return 128 + first.signal
     if state.exit_code is not None:
         return state.exit_code
     return 128 + state.signal if state.signal is not None else 1
+
+
+def _ranks(ranks: list[int]) -> str:
+    """``0-3,7``: a long list of ranks in a line."""
+    spans: list[list[int]] = []
+    for rank in sorted(ranks):
+        if spans and rank == spans[-1][1] + 1:
+            spans[-1][1] = rank
+        else:
+            spans.append([rank, rank])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def _tail(path: Path, lines: int) -> str:

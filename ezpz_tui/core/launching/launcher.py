@@ -89,6 +89,7 @@ class Launch:
     notes: tuple[str, ...] = ()
     cwd: Path | None = None
     rendezvous: Rendezvous | None = None  # None: torchrun --standalone picks its own
+    world_size: int | None = None  # ranks the launcher starts: each should write a status
 
 
 def _local_binary(name: str, python: str, which: Which) -> str | None:
@@ -180,6 +181,7 @@ class _Step:
             hostfile_hosts=self.hostfile_hosts,
             notes=tuple(self.notes),
             rendezvous=self.rendezvous,
+            world_size=self.world,
         )
 
 

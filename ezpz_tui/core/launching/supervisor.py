@@ -12,7 +12,12 @@ to reach a run's processes, and there is none for a directory someone else start
 another run is read-only (:func:`ezpz_tui.core.launching.runstore.run_state`).
 
 A watcher thread per run waits on the launcher, refreshes the heartbeat, and writes the final
-state without anyone polling; listeners learn of each state change from that thread.
+state without anyone polling; listeners learn of each state change from that thread. It also
+fails fast, as ``srun --kill-on-bad-exit`` and torchrun do: one ``stat`` of the status folder
+every :data:`FAIL_FAST_POLL_S` says whether a rank ended, and a rank that failed on its own
+account stops the rest of the job (MPICH's Hydra would let its peers run on into a collective
+that never completes). When the launcher has exited, the watcher gives every rank its true end
+(:mod:`~ezpz_tui.core.launching.ending`) before the run's.
 """
 
 from __future__ import annotations
@@ -29,6 +34,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ezpz_tui.core.launching.ending import (
+    cause_of,
+    finalise,
+    first_failure,
+    status_dir_stamp,
+    world_size_of,
+)
 from ezpz_tui.core.launching.launcher import Launch
 from ezpz_tui.core.launching.processes import (
     DEFAULT_GRACE_S,
@@ -39,12 +51,25 @@ from ezpz_tui.core.launching.processes import (
     start_ticks,
     supervised_here,
 )
+from ezpz_tui.core.launching.tether import Tether, start_tether
 from runtime.env import RANK_VARS, RUN_DIR_VAR
-from runtime.rundir import HEARTBEAT_S, RunDir, RunState, State, read_state, write_state
+from runtime.rundir import (
+    HEARTBEAT_S,
+    RankState,
+    RankStatus,
+    RunDir,
+    RunState,
+    State,
+    read_state,
+    read_statuses,
+    write_state,
+)
 
 log = logging.getLogger(__name__)
 
 START_FAILED_CODE = 127  # the shell's "command not found", as runtime.capture uses it
+FAIL_FAST_POLL_S = 0.5  # how often the watcher looks at the status folder: one stat
+FAIL_FAST_GRACE_S = (2.0, 3.0)  # the failed job's other ranks: after SIGINT, after SIGTERM
 
 Listener = Callable[["RunHandle", RunState], None]
 
@@ -97,6 +122,8 @@ class RunHandle:
         self._returncode: int | None = None
         self._state = recorded
         self._stop_requested = False
+        self._failure: RankStatus | None = None  # the rank whose failure is ending the run
+        self._tether: Tether | None = None
         self._lock = threading.Lock()  # state writes and the stop-vs-exit decision
         self._stop_lock = threading.Lock()  # one stop at a time
         self._done = threading.Event()  # set once the final state is recorded
@@ -161,36 +188,84 @@ class RunHandle:
             state = self._write(
                 State.RUNNING, launcher_pid=proc.pid, launcher_start_ticks=ticks, start=time.time()
             )
+        try:
+            self._tether = start_tether(self.run_dir, proc.pid, ticks)
+        except OSError as exc:
+            log.warning("no tether for %s (it dies with this process): %s", self.run_dir, exc)
         self.supervisor._notify(self, state)
         threading.Thread(target=self._watch, name=f"watch {self.run_dir.name}", daemon=True).start()
 
     def _watch(self) -> None:
         assert self._proc is not None
+        beat = time.monotonic()
+        stamp: int | None = None
         while True:
             try:
-                code = self._proc.wait(timeout=HEARTBEAT_S)
+                code = self._proc.wait(timeout=FAIL_FAST_POLL_S)
                 break
             except subprocess.TimeoutExpired:
+                pass
+            if self.supervisor.kill_on_bad_exit:
+                stamp = self._fail_fast(stamp)
+            if time.monotonic() - beat >= HEARTBEAT_S:
+                beat = time.monotonic()
                 with self._lock:
                     self._write(self._state.state)  # heartbeat for readers on other nodes
+        self._record_end(code)
+
+    def _fail_fast(self, stamp: int | None) -> int | None:
+        """Stop the job when a rank has failed on its own account; returns the folder stamp."""
+        now = status_dir_stamp(RunDir(self.run_dir).status_dir)
+        if now == stamp or self._failure is not None or self._stop_requested:
+            return now
+        own = [s for s in read_statuses(self.run_dir) if s.state == RankState.FAILED]
+        first = first_failure(s for s in own if not s.signals_received)
+        if first is None:
+            return now
         with self._lock:
-            # A stop asked for before the exit was seen wins: the user ended it, whatever code.
             if self._stop_requested:
+                return now
+            self._failure = first
+            state = self._write(State.RUNNING, failed_rank=first.rank, cause=cause_of(first))
+        self.supervisor._notify(self, state)
+        log.info("%s: %s failed; stopping the other ranks", self.run_dir.name, cause_of(first))
+        threading.Thread(
+            target=self._processes.stop, args=(FAIL_FAST_GRACE_S,), daemon=True
+        ).start()
+        return now
+
+    def _record_end(self, code: int) -> None:
+        """The launcher has exited: every rank's end, then the run's (the order readers rely on:
+        a final run has final ranks)."""
+        with self._lock:
+            if self._failure is not None:  # a rank's failure ended it, whatever else happened
+                name, by_user = State.FAILED, False
+            elif self._stop_requested:  # a stop asked for before the exit: the user ended it
                 name, by_user = State.STOPPED, True
             else:
                 name, by_user = (State.SUCCEEDED if code == 0 else State.FAILED), False
             self._returncode = code
             sig = -code if code < 0 else None  # killed by a signal: no exit code of its own
-            state = self._write(
-                name,
+            statuses = read_statuses(self.run_dir)
+            first = self._failure or first_failure(statuses)
+            end = replace(
+                self._state,
+                state=name,
                 end=time.time(),
                 stopped_by_user=by_user,
                 exit_code=None if sig else code,
                 signal=sig,
                 signal_name=signal_name(sig) if sig else None,
             )
+            if name == State.FAILED and first is not None:
+                end = replace(end, failed_rank=first.rank, cause=cause_of(first))
+            world = self.launch.world_size or world_size_of(statuses)
+            finalise(self.run_dir, end, world, end.end or time.time())
+            state = self._write(name, **{k: getattr(end, k) for k in _END_FIELDS})
             self._done.set()
         self.supervisor._notify(self, state)
+        if self._tether is not None:
+            self._tether.release()
 
     # --- stopping -------------------------------------------------------------------------
 
@@ -230,10 +305,26 @@ class RunHandle:
             )
 
 
-class Supervisor:
-    """Starts launches and keeps the handles that are the only way to stop them."""
+_END_FIELDS = (
+    "end",
+    "stopped_by_user",
+    "exit_code",
+    "signal",
+    "signal_name",
+    "failed_rank",
+    "cause",
+)
 
-    def __init__(self) -> None:
+
+class Supervisor:
+    """Starts launches and keeps the handles that are the only way to stop them.
+
+    ``kill_on_bad_exit`` (the config's ``[launch] kill_on_bad_exit``): stop a run's other ranks
+    as soon as one fails; off leaves them running, for jobs that tolerate a lost rank.
+    """
+
+    def __init__(self, kill_on_bad_exit: bool = True) -> None:
+        self.kill_on_bad_exit = kill_on_bad_exit
         self._handles: list[RunHandle] = []
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()

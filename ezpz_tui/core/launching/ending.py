@@ -1,0 +1,168 @@
+"""How a run and each of its ranks really ended, decided once by whoever supervised the run.
+
+A rank's wrapper records how its own command ended, but it cannot know why: a rank that died of
+SIGTERM may have been stopped by the user or torn down by the launcher after a peer crashed, and
+a wrapper the launcher SIGKILLed records nothing at all. The supervisor knows the rest of the
+story (whether the user asked for a stop, which rank failed first), so when the launcher has
+exited it rewrites every rank's end in those terms (:func:`final_statuses`) and records the
+run's first cause (:func:`first_failure`). Readers that find an end-less rank in a run nobody
+supervises any more derive the same words without writing (:func:`derived_state`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from runtime.rundir import (
+    RANK_ENDED,
+    RankState,
+    RankStatus,
+    RunState,
+    State,
+    read_statuses,
+    write_status,
+)
+
+# What a signal usually means when it ends a rank that nobody here stopped.
+SIGNAL_MEANINGS = {
+    "SIGKILL": "killed, often the OOM killer or the batch system",
+    "SIGSEGV": "segmentation fault: a native crash",
+    "SIGBUS": "bus error: bad memory access, often a full /dev/shm or a failing node",
+    "SIGABRT": "aborted: an assertion or a fatal library error",
+    "SIGFPE": "arithmetic fault in native code",
+    "SIGILL": "illegal instruction: a binary built for another CPU",
+    "SIGTERM": "terminated from outside: the launcher, the batch system or a time limit",
+    "SIGINT": "interrupted",
+    "SIGHUP": "its terminal or its parent went away",
+    "SIGPIPE": "wrote to a closed pipe",
+}
+
+# Signals a launcher or a stop uses to end the ranks it tears down.
+_TEARDOWN = frozenset({"SIGINT", "SIGTERM", "SIGKILL", "SIGHUP"})
+SUPERVISOR = "supervisor"
+
+
+def how(status: RankStatus) -> str:
+    """A rank's end in a few words: ``exit 3``, ``SIGSEGV (segmentation fault: ...)``."""
+    if status.signal_name:
+        meaning = SIGNAL_MEANINGS.get(status.signal_name)
+        return f"{status.signal_name} ({meaning})" if meaning else status.signal_name
+    if status.exit_code is not None:
+        return f"exit {status.exit_code}"
+    return str(status.state)
+
+
+def _own_failure(status: RankStatus) -> bool:
+    """Failed by itself: its wrapper forwarded no stop signal to it."""
+    return status.state == RankState.FAILED and not status.signals_received
+
+
+def first_failure(statuses: Iterable[RankStatus]) -> RankStatus | None:
+    """The rank whose failure ended the run: the earliest to fail on its own account, else the
+    earliest to fail at all; ties go to the lowest rank."""
+    failed = [s for s in statuses if s.state == RankState.FAILED]
+    own = [s for s in failed if _own_failure(s)]
+    pool = own or failed
+    if not pool:
+        return None
+    return min(pool, key=lambda s: (s.end is None, s.end or 0.0, s.rank))
+
+
+def cause_of(status: RankStatus) -> str:
+    """The run's cause when ``status`` failed first: ``rank 1 on x1: exit 3``."""
+    where = f" on {status.host}" if status.host else ""
+    return f"rank {status.rank}{where}: {how(status)}"
+
+
+def _ended_by_peer(status: RankStatus, first: RankStatus) -> bool:
+    """A rank torn down after ``first`` failed: it got a stop forwarded, or died of a teardown
+    signal no earlier than ``first``."""
+    if status.rank == first.rank or status.state != RankState.FAILED:
+        return False
+    if status.signals_received:
+        return True
+    late = status.end is None or first.end is None or status.end >= first.end
+    return status.signal_name in _TEARDOWN and late
+
+
+def final_statuses(
+    statuses: Sequence[RankStatus], run: RunState, world_size: int | None, now: float
+) -> list[RankStatus]:
+    """The statuses to rewrite now that the launcher of ``run`` (already final) has exited.
+
+    * The user's stop: ranks still running, or failed by the stop signal forwarded to them,
+      are ``stopped``.
+    * A failure: ranks still running, or torn down after the first failure, are ``killed``
+      with ``after rank N failed`` as their cause.
+    * Anything else still running (a launcher that exited on its own, a wrapper killed before
+      it could write) is ``lost``, as is a rank of the world that never wrote a status.
+    """
+    stopped = run.state == State.STOPPED
+    first = None if stopped else first_failure(statuses)
+    changed = []
+    for status in statuses:
+        end = status.end if status.end is not None else now
+        if stopped and (status.state == RankState.RUNNING or status.signals_received):
+            if status.state in (RankState.RUNNING, RankState.FAILED):
+                word = run.reason or "stopped by the user"
+                changed.append(_end(status, RankState.STOPPED, word, end))
+        elif first is not None and (
+            status.state == RankState.RUNNING or _ended_by_peer(status, first)
+        ):
+            changed.append(_end(status, RankState.KILLED, f"after rank {first.rank} failed", end))
+        elif status.state == RankState.RUNNING:
+            code = run.exit_code if run.exit_code is not None else run.signal_name
+            word = f"no end recorded; the launcher ended ({code})"
+            changed.append(_end(status, RankState.LOST, word, end))
+    seen = {s.rank for s in statuses}
+    for rank in range(world_size or 0):
+        if rank not in seen:
+            word = "no status: the rank never started, or its wrapper could not write"
+            changed.append(_end(RankStatus(rank=rank), RankState.LOST, word, now))
+    return changed
+
+
+def _end(status: RankStatus, state: RankState, cause: str, end: float) -> RankStatus:
+    return replace(status, state=state, cause=cause, ended_by=SUPERVISOR, end=end)
+
+
+def finalise(run_dir: Path, run: RunState, world_size: int | None, now: float) -> list[RankStatus]:
+    """Rewrite the end of every rank :func:`final_statuses` names; a disk that refuses one
+    stops nothing (readers derive the same words)."""
+    changed = final_statuses(read_statuses(run_dir), run, world_size, now)
+    for status in changed:
+        try:
+            write_status(run_dir, status)
+        except OSError:
+            continue
+    return changed
+
+
+def derived_state(status: RankStatus, run: RunState) -> RankState:
+    """What a reader should show for a rank whose record says ``running`` when the run itself
+    has ended or been lost: the word its supervisor would have written."""
+    if status.state in RANK_ENDED or run.live:
+        return status.state
+    if run.state == State.STOPPED:
+        return RankState.STOPPED
+    if run.state == State.FAILED and run.failed_rank not in (None, status.rank):
+        return RankState.KILLED
+    return RankState.LOST
+
+
+def world_size_of(statuses: Iterable[RankStatus]) -> int | None:
+    """The world size the ranks agree on, if they say."""
+    sizes = {s.world_size for s in statuses if s.world_size}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def status_dir_stamp(status_dir: Path) -> int | None:
+    """The status folder's modification time: each status write renames a file into it, so
+    one ``stat`` says whether any rank's status changed."""
+    try:
+        return os.stat(status_dir).st_mtime_ns
+    except OSError:
+        return None

@@ -1,0 +1,192 @@
+"""Every rank's true end and no run left unsupervised: ``ezpz-tui launch`` on real mpiexec ranks,
+crashed, stopped, hung up on, killed, and printing into a closed or full stdout."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.cli import PY, REPO, base_env, cli, kill_leftovers, run_dirs
+from tests.procs import processes_of
+
+# Rank 1 says a line and ends as told (exit code or signal); rank 0 would sleep for a minute.
+RANKS = """
+import os, sys, time
+rank = int(os.environ["RANK"])
+print(f"rank {rank} up", flush=True)
+if rank == 1:
+    time.sleep(1.5)
+    print("rank 1 gives up", flush=True)
+    how = sys.argv[1]
+    if how.startswith("SIG"):
+        os.kill(os.getpid(), getattr(__import__("signal"), how))
+    os._exit(int(how))
+time.sleep(60)
+"""
+
+SLEEPERS = """
+import os, time
+print(f"rank {os.environ['RANK']} up", flush=True)
+time.sleep(60)
+"""
+
+CHATTY = """
+import os, time
+rank = os.environ["RANK"]
+for i in range(40):
+    print(f"rank {rank} line {i}", flush=True)
+    time.sleep(0.05)
+"""
+
+
+@pytest.fixture
+def outputs(tmp_path: Path) -> Iterator[Path]:
+    out = tmp_path / "outputs"
+    try:
+        yield out
+    finally:
+        kill_leftovers(out)
+
+
+def statuses(run_dir: Path) -> dict[int, dict]:
+    return {
+        int(p.stem.split("-")[1]): json.loads(p.read_text())
+        for p in sorted((run_dir / "status").glob("rank-*.json"))
+    }
+
+
+def state(run_dir: Path) -> dict:
+    return json.loads((run_dir / "state.json").read_text())
+
+
+def the_run(outputs: Path) -> Path:
+    dirs = run_dirs(outputs)
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+@pytest.mark.parametrize(("how", "word"), [("3", "exit 3"), ("SIGKILL", "SIGKILL")])
+def test_a_crashed_rank_ends_the_job_and_its_peer_is_killed(
+    outputs: Path, how: str, word: str
+) -> None:
+    began = time.monotonic()
+    proc = cli(["launch", "--ppn", "2", "--", PY, "-c", RANKS, how], base_env(outputs), 120)
+    took = time.monotonic() - began
+    run_dir = the_run(outputs)
+    ranks = statuses(run_dir)
+    # Rank 0 would have slept 60 s: fail-fast (or the launcher's own teardown) ended it.
+    assert took < 30, (took, proc.stderr)
+    assert ranks[1]["state"] == "failed", ranks[1]
+    assert ranks[0]["state"] == "killed", ranks[0]
+    assert ranks[0]["cause"] == "after rank 1 failed"
+    recorded = state(run_dir)
+    assert recorded["state"] == "failed" and recorded["failed_rank"] == 1
+    assert recorded["cause"].startswith("rank 1") and word in recorded["cause"]
+    assert "killed after rank 1 failed: 0" in proc.stderr
+    expected = 3 if how == "3" else 128 + signal.SIGKILL
+    assert proc.returncode == expected, proc.stderr
+    assert not processes_of(run_dir)
+
+
+def _launch(outputs: Path, script: str, **kwargs: object) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [PY, "-m", "ezpz_tui", "launch", "--ppn", "2", "--", PY, "-c", script],
+        env=base_env(outputs),
+        cwd=REPO,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        **kwargs,  # type: ignore[call-overload]
+    )
+
+
+def _wait_for_ranks(outputs: Path, count: int = 2, timeout: float = 60) -> Path:
+    """The run directory once every rank has said it is up."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        dirs = run_dirs(outputs)
+        logs = sorted((dirs[0] / "logs").glob("rank-*.log")) if dirs else []
+        if len(logs) == count and all("up" in p.read_text(errors="replace") for p in logs):
+            return dirs[0]
+        time.sleep(0.1)
+    raise AssertionError("the ranks did not start")
+
+
+def _wait_final(run_dir: Path, timeout: float = 40) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        recorded = state(run_dir)
+        if recorded["state"] not in ("pending", "running"):
+            return recorded
+        time.sleep(0.2)
+    raise AssertionError(f"still {state(run_dir)['state']}")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_stops_the_run_and_no_rank_is_marked_failed(
+    outputs: Path, sig: signal.Signals
+) -> None:
+    proc = _launch(outputs, SLEEPERS, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run_dir = _wait_for_ranks(outputs)
+    proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err
+    recorded = state(run_dir)
+    assert recorded["state"] == "stopped" and recorded.get("stopped_by_user") is True
+    assert {r: s["state"] for r, s in statuses(run_dir).items()} == {0: "stopped", 1: "stopped"}
+    assert "failed" not in err
+    assert not processes_of(run_dir)
+
+
+def test_a_killed_launch_takes_its_run_down_with_it(outputs: Path) -> None:
+    """SIGKILL leaves the CLI no chance: its tether stops the ranks and records the end."""
+    proc = _launch(outputs, SLEEPERS, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_dir = _wait_for_ranks(outputs)
+    proc.kill()
+    proc.wait(10)
+    recorded = _wait_final(run_dir)
+    assert recorded["state"] == "stopped"
+    assert f"pid {proc.pid}" in recorded["reason"] and "stopped with it" in recorded["reason"]
+    ranks = statuses(run_dir)
+    assert {s["state"] for s in ranks.values()} == {"stopped"}, ranks
+    assert not processes_of(run_dir)
+    runs = json.loads(cli(["runs", "--json"], base_env(outputs)).stdout)
+    assert [r["state"] for r in runs] == ["stopped"]
+
+
+def test_a_closed_stdout_stops_the_printing_not_the_run(outputs: Path) -> None:
+    """``ezpz-tui launch | head -1``: the run still ends, and is recorded, as it should."""
+    command = (
+        f"{PY} -m ezpz_tui launch --ppn 2 -- {PY} -c '{CHATTY}' | head -1; "
+        'echo "status=${PIPESTATUS[0]}"'
+    )
+    proc = subprocess.run(
+        ["bash", "-c", command],
+        env=base_env(outputs),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.stdout.splitlines() == ["rank 0 line 0", "status=0"], proc.stderr
+    assert "stdout refused" in proc.stderr
+    run_dir = the_run(outputs)
+    assert state(run_dir)["state"] == "succeeded"
+    assert {s["state"] for s in statuses(run_dir).values()} == {"succeeded"}
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+def test_a_full_stdout_stops_the_printing_not_the_run(outputs: Path) -> None:
+    with open("/dev/full", "w") as full:
+        proc = _launch(outputs, CHATTY, stdout=full, stderr=subprocess.PIPE)
+        _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "No space left on device" in err
+    assert "Traceback" not in err
+    assert state(the_run(outputs))["state"] == "succeeded"
