@@ -17,7 +17,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from runtime.rundir import (
-    RANK_ENDED,
     RankState,
     RankStatus,
     RunState,
@@ -141,14 +140,14 @@ def finalise(run_dir: Path, run: RunState, world_size: int | None, now: float) -
     return changed
 
 
-def derived_state(status: RankStatus, run: RunState) -> RankState:
+def derived_state(rank: int, recorded: RankState, run: RunState) -> RankState:
     """What a reader should show for a rank whose record says ``running`` when the run itself
     has ended or been lost: the word its supervisor would have written."""
-    if status.state in RANK_ENDED or run.live:
-        return status.state
+    if recorded != RankState.RUNNING or run.live:
+        return recorded
     if run.state == State.STOPPED:
         return RankState.STOPPED
-    if run.state == State.FAILED and run.failed_rank not in (None, status.rank):
+    if run.state == State.FAILED and run.failed_rank not in (None, rank):
         return RankState.KILLED
     return RankState.LOST
 

@@ -18,9 +18,10 @@ from operator import add
 from pathlib import Path
 from typing import NamedTuple
 
+from ezpz_tui.core.launching.ending import derived_state
 from ezpz_tui.core.watching.followers import Batch
 from ezpz_tui.core.watching.tails import DEFAULT_MAX_LINE, LineSegment, collapse_cr, strip_ansi
-from runtime.rundir import RANK_ENDED, RankState, RankStatus, RunDir
+from runtime.rundir import RANK_ENDED, RankState, RankStatus, RunDir, RunState
 
 KEEP_PER_RANK = 2000
 KEEP_TOTAL = 256_000  # lines held over all ranks: 2000 each up to 128 ranks, fewer beyond
@@ -64,6 +65,7 @@ class RankInfo:
     status: RankState = RankState.WAITING
     exit_code: int | None = None
     signal_name: str | None = None
+    cause: str | None = None  # why the supervisor gave it its end: "after rank 1 failed"
     ended: float | None = None
     last_activity: float | None = None
     lines: int = 0
@@ -73,12 +75,14 @@ class RankInfo:
     def outcome(self) -> str:
         """How the rank ended, in the words of the rank list: ``exited 0``, ``failed 3``,
         ``SIGSEGV``; empty while it runs."""
-        if self.signal_name:
+        if self.signal_name and self.status == RankState.FAILED:
             return self.signal_name
         if self.status == RankState.SUCCEEDED:
             return "exited 0"
         if self.status == RankState.FAILED:
             return f"failed {self.exit_code}" if self.exit_code is not None else "failed"
+        if self.status in RANK_ENDED:
+            return str(self.status)
         return ""
 
 
@@ -122,6 +126,9 @@ class RunMonitor:
         self.all_lines: deque[LogLine] = deque(maxlen=keep_all)
         self.total_lines = 0
         self._marks = 0
+        # The run's state as last read: once it has ended (or is lost), a rank whose record
+        # still says running is shown as its supervisor would have ended it.
+        self.run_state: RunState | None = None
 
     def _rank(self, rank: int) -> RankInfo:
         info = self.ranks.get(rank)
@@ -201,6 +208,7 @@ class RunMonitor:
         info.host = status.host or info.host
         info.exit_code = status.exit_code
         info.signal_name = status.signal_name
+        info.cause = status.cause
         info.ended = None if status.end is None else float(status.end)
 
     def lines_of(self, rank: int) -> deque[LogLine]:
@@ -218,6 +226,9 @@ class RunMonitor:
         while it writes and ``idle`` once it has been silent for ``stall_after``.
         """
         info = self._rank(rank)
+        run = self.run_state
+        if info.status == RankState.RUNNING and run is not None and not run.live:
+            return derived_state(rank, info.status, run)
         if info.status in RANK_ENDED or info.last_activity is None:
             return info.status
         if now - info.last_activity < self.stall_after:

@@ -228,10 +228,14 @@ class MainScreen(RunControl):
         details, opened = message.details, self.opened
         if details is not None and opened is not None and details.path == opened.path:
             opened.state = details.state.state
+            opened.monitor.run_state = details.state
             self.run_panel.show_details(details)
         self._update_summary()
 
     def on_run_state_changed(self, message: RunStateChanged) -> None:
+        opened = self.opened
+        if opened is not None and opened.path == message.handle.run_dir:
+            opened.monitor.run_state = message.state
         self._refresh_runs()
 
     def on_ranks_expected(self, message: RanksExpected) -> None:

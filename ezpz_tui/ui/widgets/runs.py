@@ -30,6 +30,8 @@ STATE_STYLE = {
     "succeeded": "green",
     "failed": "bold red",
     "stopped": "yellow",
+    "killed": "red",
+    "raised": "bold red",
     "lost": "magenta",
     "unknown": "dim",
 }
