@@ -636,7 +636,10 @@ async def main():
     # torch on purpose, for up to 30 s) are replaced.
     app = EzpzApp(Path(tempfile.mkdtemp()), checks=[Check("python", "ok", "")])
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(1.0)
+        for _ in range(300):  # the preview follows detection and its own worker: under load, late
+            await pilot.pause(0.1)
+            if "runtime.capture" in " ".join(str(p.render()) for p in app.query("#preview")):
+                break
         await app.workers.wait_for_complete()
         assert app.main.session is not None
         assert "runtime.capture" in str(app.query_one("#preview").render())
