@@ -57,6 +57,13 @@ COMMANDS_HELP = {
         "run from there. Works on ezpz's own run directories too.",
     ),
     "plot": ("plot a run's metric in the terminal", None),
+    "why": (
+        "why a run failed: first failing rank, its end, last lines, launcher messages, advice",
+        "Explain RUN's failure on one screen: the first rank that failed on its own and its "
+        "host, its exit code or signal and what that usually means, its traceback or last "
+        "lines, what the launcher said, which ranks were killed as a consequence, and what to "
+        "do. A host a node fault names is added to bad_hosts.txt in the outputs directory.",
+    ),
 }
 
 
@@ -95,6 +102,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--dry-run", action="store_true", help="print the launch as JSON, start nothing")
     p.add_argument("--quiet", action="store_true", help="do not follow rank 0's log")
+    p.add_argument(
+        "--retries",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after a node fault, exclude the host and relaunch, at most N times (default: 0)",
+    )
+    p.add_argument(
+        "--no-exclude-bad",
+        dest="exclude_bad",
+        action="store_false",
+        help="use the hosts listed in the outputs directory's bad_hosts.txt too",
+    )
     _outputs_arg(p)
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command for each rank")
     _outputs_arg(_command(sub, "runs", json=True))
@@ -104,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "plot")
     p.add_argument("run", help=RUN_HELP)
     p.add_argument("--metric", default="loss", help="metric name (default: loss)")
+    _outputs_arg(p)
+    p = _command(sub, "why", json=True)
+    p.add_argument("run", help=RUN_HELP)
     _outputs_arg(p)
     return parser
 
@@ -229,7 +252,9 @@ def cmd_launch(args: argparse.Namespace) -> int:
         plan = _plan_from_args(args)
     except ValueError as exc:
         return _fail(str(exc))
-    session = Session(detect_allocation(), _outputs(args))
+    if args.retries < 0:
+        return _fail(f"--retries must be 0 or more, not {args.retries}")
+    session = Session(detect_allocation(), _outputs(args), exclude_bad=args.exclude_bad)
     if args.dry_run:
         return _dry_run(session, plan)
     try:
@@ -241,7 +266,21 @@ def cmd_launch(args: argparse.Namespace) -> int:
     except (OSError, ValueError, RunStoreError) as exc:
         return _fail(str(exc))
     print(f"ezpz-tui: run {handle.run_dir}", file=sys.stderr)
-    return _follow(handle, quiet=args.quiet)
+    code = _follow(handle, quiet=args.quiet)
+    if not args.retries or code == 130:
+        return code
+    from ezpz_tui.core.launching.failover import retry_after_node_faults
+
+    return retry_after_node_faults(
+        lambda plan, parent: session.launch(plan, parent=parent),
+        lambda handle: _follow(handle, quiet=args.quiet),
+        handle,
+        code,
+        plan,
+        session.alloc,
+        args.retries,
+        lambda line: print(f"ezpz-tui: {line}", file=sys.stderr),
+    )
 
 
 def _follow(handle: Any, quiet: bool) -> int:
@@ -390,6 +429,39 @@ def cmd_attach(args: argparse.Namespace) -> int:
     return run_app(outputs=args.outputs or run_dir.parent, attach=run_dir)
 
 
+def cmd_why(args: argparse.Namespace) -> int:
+    from ezpz_tui.core.launching.failover import record_node_fault
+    from ezpz_tui.core.launching.runstore import RunStore, RunStoreError
+    from ezpz_tui.core.watching.failure import explain, format_failure, outcome
+    from runtime.rundir import LOGS, RUN_TOML, RunDir
+
+    try:
+        run_dir = RunStore(_outputs(args)).resolve(args.run).resolve()
+    except RunStoreError as exc:
+        return _fail(str(exc))
+    if not RunDir(run_dir).looks_like_run():
+        return _fail(f"{run_dir} holds no run: no {RUN_TOML}, {LOGS}/ or metrics files")
+    failure = explain(run_dir)
+    if failure is None:
+        said = outcome(run_dir)
+        print(
+            json.dumps({"run_id": run_dir.name, "failed": False, "outcome": said}, indent=2)
+            if args.json
+            else said
+        )
+        return 0
+    try:
+        added = tuple(record_node_fault(failure))
+    except OSError as exc:
+        print(f"ezpz-tui: cannot record {failure.node_fault_host}: {exc}", file=sys.stderr)
+        added = ()
+    if args.json:
+        print(json.dumps({**failure.to_json(), "failed": True, "bad_hosts_added": added}, indent=2))
+    else:
+        print(format_failure(failure, added))
+    return 0
+
+
 COMMANDS = {
     "info": cmd_info,
     "doctor": cmd_doctor,
@@ -397,6 +469,7 @@ COMMANDS = {
     "runs": cmd_runs,
     "plot": cmd_plot,
     "attach": cmd_attach,
+    "why": cmd_why,
     None: cmd_tui,
 }
 

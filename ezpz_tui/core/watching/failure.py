@@ -269,13 +269,15 @@ def _has_failure(state: RunState, statuses: list[RankStatus]) -> bool:
     return any(s.state == RankState.FAILED and not _ended_by_peer(s) for s in statuses)
 
 
-def _cause(first: RankStatus | None, host: str | None, end: str, word: str | None) -> str:
+def _cause(
+    first: RankStatus | None, host: str | None, end: str, word: str | None, reason: str | None
+) -> str:
     if first is not None:
         where = f" on {host}" if host else ""
         return f"rank {first.rank}{where}: {end}"
     if word:
         return f"the launcher: {word}"
-    return f"the launcher ended with {end}"
+    return f"the launcher ended with {end}" + (f": {reason}" if reason else "")
 
 
 def explain(run_dir: Path) -> Failure | None:
@@ -315,7 +317,7 @@ def explain(run_dir: Path) -> Failure | None:
         signal=signal,
         signal_name=name,
         meaning=said,
-        cause=state.cause or _cause(first, host, end, word),
+        cause=state.cause or _cause(first, host, end, word, state.reason),
         exception=exception,
         traceback=traceback,
         last_lines=last,
