@@ -430,9 +430,8 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 def cmd_why(args: argparse.Namespace) -> int:
-    from ezpz_tui.core.launching.failover import record_node_fault
+    from ezpz_tui.core.launching.failover import why_report
     from ezpz_tui.core.launching.runstore import RunStore, RunStoreError
-    from ezpz_tui.core.watching.failure import explain, format_failure, outcome
     from runtime.rundir import LOGS, RUN_TOML, RunDir
 
     try:
@@ -441,24 +440,7 @@ def cmd_why(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if not RunDir(run_dir).looks_like_run():
         return _fail(f"{run_dir} holds no run: no {RUN_TOML}, {LOGS}/ or metrics files")
-    failure = explain(run_dir)
-    if failure is None:
-        said = outcome(run_dir)
-        print(
-            json.dumps({"run_id": run_dir.name, "failed": False, "outcome": said}, indent=2)
-            if args.json
-            else said
-        )
-        return 0
-    try:
-        added = tuple(record_node_fault(failure))
-    except OSError as exc:
-        print(f"ezpz-tui: cannot record {failure.node_fault_host}: {exc}", file=sys.stderr)
-        added = ()
-    if args.json:
-        print(json.dumps({**failure.to_json(), "failed": True, "bad_hosts_added": added}, indent=2))
-    else:
-        print(format_failure(failure, added))
+    print(why_report(run_dir, args.json, warn=lambda line: print(line, file=sys.stderr)))
     return 0
 
 

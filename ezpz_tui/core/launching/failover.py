@@ -14,14 +14,16 @@ the one host is this machine, and excluding it would only make every later launc
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.bad_hosts import add_bad_hosts, is_listed
 from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused, check, short_host
 from ezpz_tui.core.launching.runstore import RunStoreError
 from ezpz_tui.core.launching.supervisor import RunHandle
-from ezpz_tui.core.watching.failure import Failure, explain
+from ezpz_tui.core.watching.failure import Failure, explain, format_failure, outcome
 from runtime.rundir import State
 
 
@@ -33,6 +35,24 @@ def record_node_fault(failure: Failure) -> list[str]:
     if host is None:
         return []
     return add_bad_hosts(failure.run_dir.parent, [host], failure.run_id, failure.cause)
+
+
+def why_report(run_dir: Path, as_json: bool, warn: Callable[[str], None]) -> str:
+    """What ``ezpz-tui why`` prints: the failure (text or JSON), after recording its node
+    fault's host; or how a run that did not fail ended."""
+    failure = explain(run_dir)
+    if failure is None:
+        said = outcome(run_dir)
+        data = {"run_id": run_dir.name, "failed": False, "outcome": said}
+        return json.dumps(data, indent=2) if as_json else said
+    try:
+        added = tuple(record_node_fault(failure))
+    except OSError as exc:
+        warn(f"ezpz-tui: cannot record {failure.node_fault_host} in bad_hosts.txt: {exc}")
+        added = ()
+    if not as_json:
+        return format_failure(failure, added)
+    return json.dumps({**failure.to_json(), "failed": True, "bad_hosts_added": added}, indent=2)
 
 
 def without_host(plan: LaunchPlan, alloc: Allocation, host: str) -> LaunchPlan:
