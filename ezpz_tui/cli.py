@@ -60,6 +60,13 @@ COMMANDS_HELP = {
         "run from there. Works on ezpz's own run directories too.",
     ),
     "plot": ("plot a run's metric in the terminal", None),
+    "why": (
+        "why a run failed: first failing rank, its end, last lines, launcher messages, advice",
+        "Explain RUN's failure on one screen: the first rank that failed on its own and its "
+        "host, its exit code or signal and what that usually means, its traceback or last "
+        "lines, what the launcher said, which ranks were killed as a consequence, and what to "
+        "do. A host a node fault names is added to bad_hosts.txt in the outputs directory.",
+    ),
 }
 
 
@@ -98,6 +105,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--dry-run", action="store_true", help="print the launch as JSON, start nothing")
     p.add_argument("--quiet", action="store_true", help="do not follow rank 0's log")
+    p.add_argument(
+        "--retries",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after a node fault, exclude the host and relaunch, at most N times (default: 0)",
+    )
+    p.add_argument(
+        "--no-exclude-bad",
+        dest="exclude_bad",
+        action="store_false",
+        help="use the hosts listed in the outputs directory's bad_hosts.txt too",
+    )
     _outputs_arg(p)
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command for each rank")
     _outputs_arg(_command(sub, "runs", json=True))
@@ -107,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "plot")
     p.add_argument("run", help=RUN_HELP)
     p.add_argument("--metric", default="loss", help="metric name (default: loss)")
+    _outputs_arg(p)
+    p = _command(sub, "why", json=True)
+    p.add_argument("run", help=RUN_HELP)
     _outputs_arg(p)
     return parser
 
@@ -232,7 +255,9 @@ def cmd_launch(args: argparse.Namespace) -> int:
         plan = _plan_from_args(args)
     except ValueError as exc:
         return _fail(str(exc))
-    session = Session(detect_allocation(), _outputs(args))
+    if args.retries < 0:
+        return _fail(f"--retries must be 0 or more, not {args.retries}")
+    session = Session(detect_allocation(), _outputs(args), exclude_bad=args.exclude_bad)
     if args.dry_run:
         return _dry_run(session, plan)
     try:
@@ -244,7 +269,21 @@ def cmd_launch(args: argparse.Namespace) -> int:
     except (OSError, ValueError, RunStoreError) as exc:
         return _fail(str(exc))
     print(f"ezpz-tui: run {handle.run_dir}", file=sys.stderr)
-    return _follow(handle, quiet=args.quiet)
+    code = _follow(handle, quiet=args.quiet)
+    if not args.retries or code == 130:
+        return code
+    from ezpz_tui.core.launching.failover import retry_after_node_faults
+
+    return retry_after_node_faults(
+        lambda plan, parent: session.launch(plan, parent=parent),
+        lambda handle: _follow(handle, quiet=args.quiet),
+        handle,
+        code,
+        plan,
+        session.alloc,
+        args.retries,
+        lambda line: print(f"ezpz-tui: {line}", file=sys.stderr),
+    )
 
 
 def _follow(handle: Any, quiet: bool) -> int:
@@ -445,6 +484,21 @@ def cmd_attach(args: argparse.Namespace) -> int:
     return run_app(outputs=args.outputs or run_dir.parent, attach=run_dir)
 
 
+def cmd_why(args: argparse.Namespace) -> int:
+    from ezpz_tui.core.launching.failover import why_report
+    from ezpz_tui.core.launching.runstore import RunStore, RunStoreError
+    from runtime.rundir import LOGS, RUN_TOML, RunDir
+
+    try:
+        run_dir = RunStore(_outputs(args)).resolve(args.run).resolve()
+    except RunStoreError as exc:
+        return _fail(str(exc))
+    if not RunDir(run_dir).looks_like_run():
+        return _fail(f"{run_dir} holds no run: no {RUN_TOML}, {LOGS}/ or metrics files")
+    print(why_report(run_dir, args.json, warn=lambda line: print(line, file=sys.stderr)))
+    return 0
+
+
 COMMANDS = {
     "info": cmd_info,
     "doctor": cmd_doctor,
@@ -452,6 +506,7 @@ COMMANDS = {
     "runs": cmd_runs,
     "plot": cmd_plot,
     "attach": cmd_attach,
+    "why": cmd_why,
     None: cmd_tui,
 }
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ezpz_tui.core.launching.allocation import Allocation, probe_node_address
+from ezpz_tui.core.launching.bad_hosts import bad_hosts_path, exclude_listed, read_bad_hosts
 from ezpz_tui.core.launching.launcher import Launch, LaunchConfig, build_launch
-from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused, Problem, check
+from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan, LaunchRefused, Problem, check
 from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S
 from ezpz_tui.core.launching.runstore import RunStore, RunStoreError, record_launch
 from ezpz_tui.core.launching.supervisor import RunHandle, StopResult, Supervisor
@@ -57,8 +58,10 @@ class Session:
         outputs: Path | None = None,
         supervisor: Supervisor | None = None,
         python: str = sys.executable,
+        exclude_bad: bool = True,
     ) -> None:
         self.alloc = alloc
+        self.exclude_bad = exclude_bad  # skip the hosts in the outputs' bad_hosts.txt
         self.store = RunStore(outputs or default_outputs())
         self.supervisor = supervisor or Supervisor()
         self.python = python  # the interpreter every rank runs
@@ -76,10 +79,31 @@ class Session:
     def _config(self) -> LaunchConfig:
         return LaunchConfig(self.python, address=self._address)
 
+    def check(self, plan: LaunchPlan) -> CheckedPlan:
+        """``plan`` cleared for launching here, without the hosts failures named in
+        ``bad_hosts.txt`` (unless :attr:`exclude_bad` is off): a warning says which were
+        skipped; :class:`LaunchRefused` when they were all there was."""
+        if not self.exclude_bad:
+            return check(plan, self.alloc)
+        screened = exclude_listed(plan, self.alloc, read_bad_hosts(self.store.outputs))
+        if screened is plan:
+            return check(plan, self.alloc)
+        path = bad_hosts_path(self.store.outputs)
+        skipped = ", ".join(screened.exclude[len(plan.exclude) :])
+        if not screened.usable_hosts(self.alloc):
+            message = (
+                f"Every allocated host is listed in {path} ({skipped}): edit it, or launch "
+                "with --no-exclude-bad."
+            )
+            raise LaunchRefused([Problem("error", "exclude", message)])
+        checked = check(screened, self.alloc)
+        note = Problem("warning", "exclude", f"Skipping {skipped}: listed in {path}.")
+        return replace(checked, warnings=(*checked.warnings, note))
+
     def preview(self, plan: LaunchPlan) -> Preview:
         """The launch ``plan`` would make, with every problem it has."""
         try:
-            checked = check(plan, self.alloc)
+            checked = self.check(plan)
         except LaunchRefused as refused:
             return Preview(refused.found, None, [])
         shown = self.store.outputs / PLACEHOLDER_RUN_ID
@@ -90,8 +114,10 @@ class Session:
     def _prepare(self, plan: LaunchPlan, parent: str | None) -> Launch:
         """A recorded launch of ``plan`` in a new run directory; :class:`LaunchRefused` for a
         plan with errors, before anything is made."""
-        checked = check(plan, self.alloc)
-        run_dir = self.store.create(plan.to_dict(), checked.sizes, parent=parent, meta=checked.meta)
+        checked = self.check(plan)
+        run_dir = self.store.create(
+            checked.plan.to_dict(), checked.sizes, parent=parent, meta=checked.meta
+        )
         return build_launch(checked, run_dir, self._config())
 
     def _start(

@@ -1,0 +1,117 @@
+"""Failover: after a node fault, remember the host and run again without it.
+
+At scale a failed node is the most common reason a good job fails, and the same node fails the
+next attempt too. So the host a failure implicates (:attr:`Failure.node_fault_host`) goes to the
+outputs directory's ``bad_hosts.txt``, and ``ezpz-tui launch --retries N`` relaunches on the
+remaining hosts, each attempt its own run with ``parent`` naming the one that failed. A failure
+that does not look like a node's (an exception in the program, the OOM killer) is not retried:
+it would fail again wherever it ran. When the sizes no longer fit on what is left, the retry is
+refused with the plan's own reason rather than silently shrunk.
+
+Only runs on a scheduler's nodes name a faulty host (:func:`explain` decides): on a workstation
+the one host is this machine, and excluding it would only make every later launch refuse.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from ezpz_tui.core.launching.allocation import Allocation
+from ezpz_tui.core.launching.bad_hosts import add_bad_hosts, is_listed
+from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused, check, short_host
+from ezpz_tui.core.launching.runstore import RunStoreError
+from ezpz_tui.core.launching.supervisor import RunHandle
+from ezpz_tui.core.watching.failure import Failure, explain, format_failure, outcome
+from runtime.rundir import State
+
+
+def record_node_fault(failure: Failure) -> list[str]:
+    """Add the host ``failure`` implicates to ``bad_hosts.txt`` beside its run; the hosts added
+    (none when it names none, already lists it, or the run had no scheduler's nodes).
+    ``OSError`` when the file cannot be written."""
+    host = failure.node_fault_host
+    if host is None:
+        return []
+    return add_bad_hosts(failure.run_dir.parent, [host], failure.run_id, failure.cause)
+
+
+def why_report(run_dir: Path, as_json: bool, warn: Callable[[str], None]) -> str:
+    """What ``ezpz-tui why`` prints: the failure (text or JSON), after recording its node
+    fault's host; or how a run that did not fail ended."""
+    failure = explain(run_dir)
+    if failure is None:
+        said = outcome(run_dir)
+        data = {"run_id": run_dir.name, "failed": False, "outcome": said}
+        return json.dumps(data, indent=2) if as_json else said
+    try:
+        added = tuple(record_node_fault(failure))
+    except OSError as exc:
+        warn(f"ezpz-tui: cannot record {failure.node_fault_host} in bad_hosts.txt: {exc}")
+        added = ()
+    if not as_json:
+        return format_failure(failure, added)
+    return json.dumps({**failure.to_json(), "failed": True, "bad_hosts_added": added}, indent=2)
+
+
+def without_host(plan: LaunchPlan, alloc: Allocation, host: str) -> LaunchPlan:
+    """``plan`` with ``host`` excluded, checked on ``alloc``: :class:`LaunchRefused` with the
+    plan's reason when what is left cannot hold it."""
+    if any(short_host(h) == short_host(host) for h in alloc.hosts) and not is_listed(
+        host, plan.exclude
+    ):
+        plan = plan.with_changes(exclude=(*plan.exclude, short_host(host)))
+    check(plan, alloc)
+    return plan
+
+
+Say = Callable[[str], None]
+
+
+def retry_after_node_faults(
+    launch: Callable[[LaunchPlan, str], RunHandle],
+    follow: Callable[[RunHandle], int],
+    first: RunHandle,
+    code: int,
+    plan: LaunchPlan,
+    alloc: Allocation,
+    retries: int,
+    say: Say,
+) -> int:
+    """Relaunch ``plan`` without each failed run's faulty host, at most ``retries`` times.
+
+    ``launch(plan, parent)`` starts a run, ``follow(handle)`` waits for its end and returns its
+    exit status; ``code`` is the status of ``first``. Returns the status of the last run.
+    """
+    handle = first
+    for attempt in range(1, retries + 1):
+        if handle.state.state != State.FAILED:
+            break
+        failure = explain(handle.run_dir)
+        host = failure.node_fault_host if failure is not None else None
+        if failure is None or host is None:
+            cause = failure.cause if failure is not None else str(handle.state.state)
+            say(f"not retrying: {cause} does not look like a node fault")
+            break
+        try:
+            added = record_node_fault(failure)
+        except OSError as exc:
+            say(f"cannot record {host} in bad_hosts.txt: {exc}")
+            added = []
+        if added:
+            say(f"added {host} to {failure.run_dir.parent / 'bad_hosts.txt'}")
+        try:
+            plan = without_host(plan, alloc, host)
+        except LaunchRefused as refused:
+            say(f"cannot retry without {host}: {refused}")
+            break
+        say(f"retry {attempt} of {retries} without {host} (after {failure.cause})")
+        try:
+            handle = launch(plan, handle.run_dir.name)
+        except (OSError, ValueError, RunStoreError) as exc:  # LaunchRefused is a ValueError
+            say(f"cannot retry without {host}: {exc}")
+            break
+        say(f"run {handle.run_dir}")
+        code = follow(handle)
+    return code

@@ -1,0 +1,395 @@
+"""Why a run failed, on one screen: the first cause, not the thousand echoes of it.
+
+When one rank of a large job dies, every other rank dies after it (killed by the launcher, timed
+out in a collective), and each says so in its log: the person reading must find the one rank
+that failed on its own, on which host, how it ended, what that usually means, what its log said
+last, what the launcher said, and what to do next. :func:`explain` gathers exactly that from a
+run directory into a :class:`Failure` that the CLI (``ezpz-tui why``) and the TUI show, and
+:meth:`Failure.to_json` gives machines.
+
+What a reader here can know, and how it decides:
+
+* The first failing rank is the one ``state.json`` names (``failed_rank``, written by the
+  supervisor) or else the ``failed`` rank with the earliest end that a peer's failure did not end
+  (no ``signals_received``, no "after rank N failed" cause).
+* Ranks killed as a consequence are those marked ``killed``; those that ended ``failed`` after
+  the first failure by SIGTERM or SIGINT, or by a SIGKILL their wrapper was sent; and, in a
+  run that has ended, those whose status still says ``running`` (the launcher killed their
+  wrapper before it could write).
+* A node fault is a launcher or crash message that implicates a host (a shepherd killed, a GPU
+  lost, a bus error, NCCL or CUDA failing, srun's "Killed" without an out-of-memory report), or
+  Hydra reporting a process on a named host killed by SIGKILL/SIGBUS without one. Failover
+  excludes that host; nothing else is blamed on a node, and nothing at all on a workstation.
+"""
+
+from __future__ import annotations
+
+import signal as _signal
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ezpz_tui.core.launching.liveness import run_state
+from ezpz_tui.core.launching.runstore import RunStoreError, read_run_toml
+from ezpz_tui.core.watching.exit_meanings import describe_end, meaning
+from ezpz_tui.core.watching.launcher_messages import LauncherMessage, read_messages, read_tail
+from ezpz_tui.core.watching.tails import strip_ansi
+from runtime.rundir import (
+    LAUNCHER_LOG,
+    LIVE,
+    LOGS,
+    RankState,
+    RankStatus,
+    RunDir,
+    RunState,
+    State,
+    read_statuses,
+)
+
+LAST_LINES = 10
+MAX_FRAMES = 24  # lines of a traceback kept, from its end: the frames nearest the raise
+_STOP_SIGNALS = frozenset({"SIGTERM", "SIGINT", "SIGKILL", "SIGHUP"})
+_STOP_NUMBERS = frozenset(int(s) for s in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGKILL))
+_OOM_KINDS = frozenset({"srun_task_oom", "slurm_oom_kill", "cuda_oom", "bad_alloc"})
+_KILL_SIGNALS = frozenset({int(_signal.SIGKILL), int(_signal.SIGBUS)})
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The first cause of a run's failure and what followed from it."""
+
+    run_id: str
+    run_dir: Path
+    state: str  # the run's state as a reader should believe it
+    rank: int | None  # the first failing rank, when one is known
+    host: str | None
+    exit_code: int | None
+    signal: int | None
+    signal_name: str | None
+    meaning: str | None  # what that end usually means
+    cause: str  # the failure in one line
+    exception: str | None  # the last Python exception line in the rank's log
+    traceback: tuple[str, ...]  # that exception's traceback, frames included
+    last_lines: tuple[str, ...]  # the end of the rank's log when it has no traceback
+    messages: tuple[LauncherMessage, ...]  # launcher.log's word, then the rank log's
+    killed: tuple[int, ...]  # ranks ended as a consequence
+    node_fault_host: str | None  # a host the messages implicate, for failover
+    advice: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["run_dir"] = str(self.run_dir)
+        data["messages"] = [m.to_json() for m in self.messages]
+        for key in ("traceback", "last_lines", "killed", "advice"):
+            data[key] = list(data[key])
+        return data
+
+
+# --- a rank's log ------------------------------------------------------------------------------
+
+
+def last_traceback(lines: list[str]) -> tuple[str | None, tuple[str, ...]]:
+    """The last Python traceback in ``lines``: its exception line and the traceback (header,
+    frames, exception); ``(None, ())`` when there is none."""
+    starts = [i for i, line in enumerate(lines) if line.lstrip().startswith(_TRACEBACK)]
+    if not starts:
+        return None, ()
+    block = [lines[starts[-1]].strip()]
+    exception = None
+    for line in lines[starts[-1] + 1 :]:
+        if line.startswith((" ", "\t")):
+            block.append(line.rstrip())
+            continue
+        if line.strip():
+            exception = line.strip()
+            block.append(exception)
+        break
+    if len(block) > MAX_FRAMES:
+        block = [block[0], "  ...", *block[-(MAX_FRAMES - 2) :]]
+    return exception, tuple(block)
+
+
+def _log_lines(path: Path) -> list[str]:
+    return [strip_ansi(line).rstrip() for line in read_tail(path).splitlines()]
+
+
+def _last_lines(lines: list[str], count: int = LAST_LINES) -> tuple[str, ...]:
+    return tuple([line for line in lines if line.strip()][-count:])
+
+
+# --- ranks -------------------------------------------------------------------------------------
+
+
+def _ended_by_peer(status: RankStatus) -> bool:
+    return (
+        status.state == RankState.KILLED
+        or bool(status.signals_received)
+        or (status.cause or "").startswith("after rank")
+    )
+
+
+def first_failing(statuses: list[RankStatus], recorded: int | None) -> RankStatus | None:
+    """The rank whose own failure started it all: as recorded, else the earliest to fail on
+    its own, else the earliest failed at all."""
+    by_rank = {s.rank: s for s in statuses}
+    if recorded is not None and recorded in by_rank:
+        return by_rank[recorded]
+    failed = [s for s in statuses if s.state == RankState.FAILED]
+    own = [s for s in failed if not _ended_by_peer(s)] or failed
+    if not own:
+        return None
+    return min(own, key=lambda s: (s.end if s.end is not None else float("inf"), s.rank))
+
+
+def _stopped_by_signal(status: RankStatus) -> bool:
+    if status.signal_name in _STOP_SIGNALS or status.signal in _STOP_NUMBERS:
+        return True
+    return status.exit_code is not None and status.exit_code - 128 in _STOP_NUMBERS
+
+
+def killed_after(
+    statuses: list[RankStatus], first: RankStatus | None, run_ended: bool
+) -> tuple[int, ...]:
+    """The ranks ended because ``first`` failed (see the module's rules)."""
+    since = first.end if first is not None and first.end is not None else None
+    killed = []
+    for status in statuses:
+        if first is not None and status.rank == first.rank:
+            continue
+        if status.state == RankState.KILLED:
+            killed.append(status.rank)
+        elif status.state == RankState.FAILED and _stopped_by_signal(status):
+            late = since is None or status.end is None or status.end >= since
+            # SIGKILL is also the OOM killer's: only a kill the wrapper was sent counts.
+            sent = _ended_by_peer(status) or status.signal_name in ("SIGTERM", "SIGINT")
+            if late and sent:
+                killed.append(status.rank)
+        elif status.state == RankState.RUNNING and status.end is None and run_ended:
+            killed.append(status.rank)
+    return tuple(killed)
+
+
+# --- the launcher's word -----------------------------------------------------------------------
+
+
+def _rank_messages(run: RunDir, status: RankStatus) -> list[LauncherMessage]:
+    """Crash lines of the rank's own log, credited to that rank and its host."""
+    source = f"{LOGS}/{run.log(status.rank).name}"
+    return [
+        replace(m, rank=status.rank if m.rank is None else m.rank, host=m.host or status.host)
+        for m in read_messages(run.log(status.rank), source)
+    ]
+
+
+def node_fault_host(messages: tuple[LauncherMessage, ...]) -> str | None:
+    """The host a node fault implicates, first named first; ``None`` when the failure looks
+    like the program's (or memory's) rather than a node's."""
+    oom = any(m.kind in _OOM_KINDS for m in messages)
+    for message in messages:
+        if not (message.node_fault and message.host):
+            continue
+        if oom and message.kind == "srun_task_killed":
+            continue  # killed by the OOM killer: the node is fine, the job is too big
+        return message.host
+    if oom:
+        return None
+    killed = any(
+        m.kind in ("hydra_killed_by_signal", "hydra_exit_string", "hydra_exit_code")
+        and (m.signal in _KILL_SIGNALS or m.exit_code in _KILL_SIGNALS)
+        for m in messages
+    )
+    hosts = [m.host for m in messages if m.kind == "hydra_running_at" and m.host]
+    return hosts[0] if killed and hosts else None
+
+
+def on_scheduler_nodes(run_dir: Path) -> bool:
+    """Whether the run ran on a scheduler's nodes (a run with no record is assumed to): on a
+    workstation there is no other node to move to, so no host is blamed."""
+    try:
+        scheduler = read_run_toml(run_dir).get("scheduler")
+    except RunStoreError:
+        return True
+    return scheduler != "none"
+
+
+# --- advice ------------------------------------------------------------------------------------
+
+
+def advise(
+    messages: tuple[LauncherMessage, ...],
+    signal: int | None,
+    exit_code: int | None,
+    exception: str | None,
+    bad_host: str | None,
+) -> tuple[str, ...]:
+    """What to do next, most useful first, chosen by the cause."""
+    kinds = {m.kind for m in messages}
+    out: list[str] = []
+    if bad_host:
+        out.append(
+            f"Exclude {bad_host} and relaunch: the next launch in this outputs directory skips "
+            f"the hosts in bad_hosts.txt (or pass --exclude {bad_host})."
+        )
+    killed = signal == _signal.SIGKILL or exit_code == 128 + _signal.SIGKILL
+    if kinds & _OOM_KINDS or (killed and not bad_host):
+        out.append(
+            "Give each rank more memory: fewer ranks per node (--ppn), a smaller batch or "
+            "sequence, activation checkpointing, or more nodes with FSDP."
+        )
+    if "slurm_time_limit" in kinds:
+        out.append("Ask for more walltime, or checkpoint more often and resume.")
+    if "collective_timeout" in kinds:
+        out.append(
+            "A collective timed out: a rank fell behind or died first. Look for the earliest "
+            "error above; `ezpz-tui stacks` shows where every rank waits on a hang."
+        )
+    if signal in (_signal.SIGSEGV, _signal.SIGABRT) or exit_code in (134, 139):
+        out.append(
+            "A native crash: check the last lines for the library at fault, and that torch, "
+            "the driver and the collective library match."
+        )
+    if exception:
+        out.append(f"Fix the exception in the program: {exception}")
+    if exit_code == 127:
+        out.append("The command was not found on the compute node: check it and its PATH.")
+    if not out:
+        out.append("Read the rank's last lines and the launcher's messages above.")
+    return tuple(out)
+
+
+# --- the whole story ---------------------------------------------------------------------------
+
+
+def _has_failure(state: RunState, statuses: list[RankStatus]) -> bool:
+    if state.state == State.FAILED:
+        return True
+    if state.state in (State.SUCCEEDED, State.STOPPED):
+        return False
+    return any(s.state == RankState.FAILED and not _ended_by_peer(s) for s in statuses)
+
+
+def _cause(
+    first: RankStatus | None, host: str | None, end: str, word: str | None, reason: str | None
+) -> str:
+    if first is not None:
+        where = f" on {host}" if host else ""
+        return f"rank {first.rank}{where}: {end}"
+    if word:
+        return f"the launcher: {word}"
+    return f"the launcher ended with {end}" + (f": {reason}" if reason else "")
+
+
+def explain(run_dir: Path) -> Failure | None:
+    """The failure of the run in ``run_dir``, or ``None`` when it has not failed (succeeded,
+    stopped by the user, still running with no rank failed). Never raises on bad input."""
+    run = RunDir(Path(run_dir))
+    state = run_state(run.path)
+    statuses = read_statuses(run.path)
+    if not _has_failure(state, statuses):
+        return None
+    first = first_failing(statuses, state.failed_rank)
+    messages = read_messages(run.launcher_log, LAUNCHER_LOG)
+    exception, traceback, last = None, (), ()
+    if first is not None:
+        lines = _log_lines(run.log(first.rank))
+        exception, traceback = last_traceback(lines)
+        last = () if traceback else _last_lines(lines)
+        messages += _rank_messages(run, first)
+    said_by = tuple(messages)
+    bad_host = node_fault_host(said_by) if on_scheduler_nodes(run.path) else None
+    if first is not None:
+        exit_code, signal, name = first.exit_code, first.signal, first.signal_name
+        host = first.host
+    else:  # no rank could say: the launcher's word and its own end are all there is
+        exit_code, signal, name = state.exit_code, state.signal, state.signal_name
+        host = bad_host
+    end = describe_end(exit_code, signal, name)
+    said = meaning(exit_code, signal)
+    word = next((m.text for m in said_by if m.node_fault), None)
+    return Failure(
+        run_id=run.path.name,
+        run_dir=run.path,
+        state=str(state.state),
+        rank=None if first is None else first.rank,
+        host=host,
+        exit_code=exit_code,
+        signal=signal,
+        signal_name=name,
+        meaning=said,
+        cause=state.cause or _cause(first, host, end, word, state.reason),
+        exception=exception,
+        traceback=traceback,
+        last_lines=last,
+        messages=said_by,
+        killed=killed_after(statuses, first, run_ended=state.state not in LIVE),
+        node_fault_host=bad_host,
+        advice=advise(said_by, signal, exit_code, exception, bad_host),
+    )
+
+
+def outcome(run_dir: Path) -> str:
+    """One line for a run that did not fail: how it ended, or that it has not."""
+    run = RunDir(Path(run_dir))
+    state = run_state(run.path)
+    name = run.path.name
+    if state.state == State.SUCCEEDED:
+        return f"run {name} succeeded"
+    if state.state == State.STOPPED:
+        return f"run {name} was stopped by the user"
+    if state.state in LIVE:
+        return f"run {name} is {state.state}; no rank has failed"
+    reason = f": {state.reason}" if state.reason else ""
+    return f"run {name} is {state.state}{reason}; no rank failed"
+
+
+# --- in words ----------------------------------------------------------------------------------
+
+
+def rank_ranges(ranks: tuple[int, ...]) -> str:
+    """``0-3, 7, 9-10``: a thousand killed ranks in one line."""
+    parts: list[str] = []
+    ordered = sorted(set(ranks))
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ", ".join(parts)
+
+
+def format_failure(failure: Failure, added: tuple[str, ...] = ()) -> str:
+    """The failure as a person reads it in a terminal; ``added`` are the hosts just written to
+    bad_hosts.txt."""
+    out = [f"run {failure.run_id} {failure.state}: {failure.cause}"]
+    if failure.rank is not None:
+        end = describe_end(failure.exit_code, failure.signal, failure.signal_name)
+        where = f" on {failure.host}" if failure.host else ""
+        out.append(f"first failing rank: {failure.rank}{where}, {end}")
+        if failure.meaning:
+            out.append(f"  usually: {failure.meaning}")
+        log = f"{LOGS}/{RunDir(failure.run_dir).log(failure.rank).name}"
+        if failure.traceback:
+            out.append(f"last traceback in {log}:")
+            out.extend(f"    {line}" for line in failure.traceback)
+        elif failure.last_lines:
+            out.append(f"last lines of {log}:")
+            out.extend(f"    {line}" for line in failure.last_lines)
+        else:
+            out.append(f"{log} is empty")
+    if failure.messages:
+        out.append("the launcher and the logs said:")
+        for message in failure.messages:
+            out.append(f"    {message.source}:{message.line}: {message.text}")
+            out.append(f"        ({message.meaning})")
+    if failure.killed:
+        count = len(failure.killed)
+        noun = "rank" if count == 1 else "ranks"
+        out.append(f"killed as a consequence: {noun} {rank_ranges(failure.killed)}")
+    for host in added:
+        out.append(f"added {host} to bad_hosts.txt in {failure.run_dir.parent}")
+    out.append("what to do:")
+    out.extend(f"  - {line}" for line in failure.advice)
+    return "\n".join(out)

@@ -1,0 +1,166 @@
+"""``ezpz-tui why`` on real crashed runs, and ``launch --retries`` after a node fault.
+
+The crash is real: two ranks under the mpich wheel's mpiexec (Hydra), rank 1 printing a line
+and then SIGKILLing itself while rank 0 sleeps, so Hydra tears rank 0 down as a consequence.
+
+The node fault is injected by a stand-in launcher, because no real launcher here can lose a
+node: in a simulated Aurora PBS job (a PBS_NODEFILE with two ALCF node names, as
+tests/integration/test_cli.py simulates jobs), ``mpiexec`` on PATH is a script that records the
+hostfile it was handed and prints, on its own output (which the supervisor writes to
+``launcher.log``), the line PALS prints when a node dies, naming the last host of that hostfile:
+``<host>: shepherd died from signal 9``; it then exits 1 without starting ranks. Everything
+after the launcher is the real path: the supervisor records the failure, ``why`` parses
+``launcher.log``, the host goes to ``bad_hosts.txt``, and the retry is planned, recorded and
+started by the same code a person's launch uses. Only what the launcher printed is staged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from ezpz_tui.core.launching.runstore import read_run_toml
+from tests.fixtures.cli import base_env, cli, kill_leftovers, run_dirs
+
+PY = sys.executable
+CRASH = """
+import os, time
+rank = int(os.environ["RANK"])
+print(f"rank {rank} up", flush=True)
+if rank == 1:
+    print("rank 1 is about to be killed", flush=True)
+    time.sleep(0.5)
+    os.kill(os.getpid(), 9)
+time.sleep(60)
+"""
+AURORA = (
+    "x4102c7s0b0n0.hsn.cm.aurora.alcf.anl.gov",
+    "x4102c7s1b0n0.hsn.cm.aurora.alcf.anl.gov",
+)
+STAND_IN = """#!/bin/sh
+# A PALS mpiexec whose last node dies: say so as PALS does, start nothing.
+for arg in "$@"; do
+  case "$arg" in --hostfile=*) hostfile="${arg#--hostfile=}" ;; esac
+done
+echo "$hostfile $(tr '\\n' ' ' < "$hostfile")" >> "$(dirname "$0")/hostfiles.log"
+echo "Launching on $(wc -l < "$hostfile") nodes"
+echo "$(tail -n 1 "$hostfile"): shepherd died from signal 9"
+exit 1
+"""
+
+
+@pytest.fixture
+def crashed(tmp_path: Path, mpiexec: str) -> dict[str, object]:
+    outputs = tmp_path / "outputs"
+    env = base_env(outputs)
+    try:
+        launched = cli(["launch", "--ppn", "2", "--", PY, "-c", CRASH], env, 120)
+    finally:
+        kill_leftovers(outputs)
+    [run_dir] = run_dirs(outputs)
+    return {"env": env, "run_dir": run_dir, "launched": launched, "outputs": outputs}
+
+
+def test_why_names_the_crashed_rank_its_signal_last_line_and_the_rank_killed_after(
+    crashed: dict[str, object],
+) -> None:
+    env, run_dir = crashed["env"], crashed["run_dir"]
+    assert isinstance(run_dir, Path) and isinstance(env, dict)
+    assert crashed["launched"].returncode != 0  # type: ignore[attr-defined]
+    proc = cli(["why", run_dir.name, "--json"], env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["failed"] is True and out["state"] == "failed"
+    assert out["rank"] == 1
+    assert (out["signal"], out["signal_name"]) == (9, "SIGKILL")
+    assert "OOM killer" in out["meaning"]
+    assert out["last_lines"][-1] == "rank 1 is about to be killed"
+    assert out["killed"] == [0]
+    assert "hydra_bad_termination" in [m["kind"] for m in out["messages"]]
+    # A workstation has no other node: nothing is blamed on it, nothing written.
+    assert out["node_fault_host"] is None and out["bad_hosts_added"] == []
+    assert not (crashed["outputs"] / "bad_hosts.txt").exists()  # type: ignore[operator]
+    assert out["advice"][0].startswith("Give each rank more memory")
+
+    text = cli(["why", run_dir.name[:15]], env)  # a unique prefix, as attach and plot take
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith(f"run {run_dir.name} failed: rank 1 on ")
+    assert lines[0].endswith(": SIGKILL (signal 9)")
+    assert "    rank 1 is about to be killed" in lines
+    assert "killed as a consequence: rank 0" in lines
+
+
+def test_why_on_a_run_that_did_not_fail_and_on_no_run(tmp_path: Path, mpiexec: str) -> None:
+    outputs = tmp_path / "outputs"
+    env = base_env(outputs)
+    try:
+        ok = cli(["launch", "--ppn", "1", "--", PY, "-c", "print('fine')"], env, 120)
+    finally:
+        kill_leftovers(outputs)
+    assert ok.returncode == 0, ok.stderr
+    [run_dir] = run_dirs(outputs)
+    proc = cli(["why", str(run_dir)], env)
+    assert (proc.returncode, proc.stdout.strip()) == (0, f"run {run_dir.name} succeeded")
+    out = json.loads(cli(["why", run_dir.name, "--json"], env).stdout)
+    assert out == {"run_id": run_dir.name, "failed": False, "outcome": proc.stdout.strip()}
+    missing = cli(["why", "nope"], env)
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert missing.stderr.strip() == f"ezpz-tui: no run 'nope' in {outputs}"
+
+
+def aurora_job(tmp_path: Path) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "mpiexec"
+    stand_in.write_text(STAND_IN)
+    stand_in.chmod(0o755)
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text("".join(f"{h}\n" for h in AURORA))
+    env = base_env(tmp_path / "outputs")
+    env.update(
+        PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
+        PBS_JOBID="4242.aurora-pbs-0001.hostmgmt.cm.aurora.alcf.anl.gov",
+        PBS_NODEFILE=str(nodefile),
+        PBS_JOBNAME="STDIN",
+        PBS_ENVIRONMENT="PBS_INTERACTIVE",
+    )
+    return env
+
+
+def test_retries_exclude_the_host_a_node_fault_names(tmp_path: Path) -> None:
+    env = aurora_job(tmp_path)
+    outputs = tmp_path / "outputs"
+    proc = cli(["launch", "--retries", "2", "--quiet", "--", PY, "-c", "pass"], env, 120)
+    assert proc.returncode == 1, proc.stderr
+    first, retry = run_dirs(outputs)  # ids sort by creation: the failed run, then its retry
+    # The first run's node fault put its host in bad_hosts.txt, with the run and the reason.
+    listed = (outputs / "bad_hosts.txt").read_text().splitlines()
+    assert listed[0].startswith(f"{AURORA[1]}  # ")
+    assert f"run {first.name}: the launcher: {AURORA[1]}: shepherd died" in listed[0]
+    # The retry is its own run, child of the failed one, planned and launched without it.
+    record = read_run_toml(retry)
+    assert record["parent"] == first.name
+    assert record["hosts"] == [AURORA[0]]
+    assert AURORA[1].split(".")[0] in record["plan"]["exclude"]
+    handed = (tmp_path / "bin" / "hostfiles.log").read_text().splitlines()
+    assert len(handed) == 2 and AURORA[1] in handed[0] and AURORA[1] not in handed[1]
+    # The retry's fault named the last host left: a third run cannot fit, and says why.
+    assert "retry 1 of 2 without " + AURORA[1] in proc.stderr
+    assert f"cannot retry without {AURORA[0]}: Every allocated host is excluded" in proc.stderr
+    assert len(run_dirs(outputs)) == 2
+
+    why = json.loads(cli(["why", first.name, "--json"], env).stdout)
+    assert why["node_fault_host"] == AURORA[1] and why["rank"] is None
+    assert why["advice"][0].startswith(f"Exclude {AURORA[1]} and relaunch")
+    assert why["bad_hosts_added"] == []  # listed already: never twice
+    # A later launch in this outputs directory skips both hosts unless told not to.
+    plain = cli(["launch", "--dry-run", "--", PY, "-c", "pass"], env)
+    assert plain.returncode == 2 and "--no-exclude-bad" in plain.stdout
+    forced = cli(["launch", "--dry-run", "--no-exclude-bad", "--", PY, "-c", "pass"], env)
+    assert forced.returncode == 0, forced.stdout
+    assert json.loads(forced.stdout)["hostfile_hosts"] == list(AURORA)
