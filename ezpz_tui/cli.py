@@ -362,6 +362,7 @@ def _report_end(handle: Any) -> int:
     signal), not with whatever the launcher returned while its other ranks were stopped.
     """
     from ezpz_tui.core.launching.ending import how
+    from ezpz_tui.core.launching.exit_meanings import meaning
     from runtime.rundir import LAUNCHER_LOG, RankState, RunDir, State, read_statuses
 
     run, state = RunDir(handle.run_dir), handle.state
@@ -372,14 +373,17 @@ def _report_end(handle: Any) -> int:
         _say(f"ezpz-tui: failed ranks: {', '.join(failed)}")
     if killed:
         _say(f"ezpz-tui: killed after rank {state.failed_rank} failed: {_ranks(killed)}")
+    first = next((s for s in statuses if s.rank == state.failed_rank), None)
+    said = first and meaning(first.exit_code, first.signal)
+    if first is not None and said:
+        _say(f"ezpz-tui: rank {first.rank}'s {how(first)} usually means: {said}")
     if failed or killed:
-        _say(f"ezpz-tui: rank logs in {run.logs_dir}")
+        _say(f"ezpz-tui: rank logs in {run.logs_dir}; `ezpz-tui why {run.path.name}` explains")
     if state.state not in (State.SUCCEEDED, State.STOPPED):
         tail = _tail(run.launcher_log, 15)
         if tail:
             _say(f"ezpz-tui: {LAUNCHER_LOG} ends with:\n" + tail)
     _say(f"ezpz-tui: run {state.state} ({run.path.name})")
-    first = next((s for s in statuses if s.rank == state.failed_rank), None)
     if state.state == State.FAILED and first is not None:
         if first.exit_code is not None:
             return first.exit_code

@@ -41,7 +41,7 @@ def test_the_first_own_failure_wins_over_ranks_torn_down_by_a_signal_sent_to_the
     assert cause_of(crashed) == "rank 1 on x1: exit 3"
     oom = rank(2, FAILED, 1.0, signal=9, signal_name="SIGKILL")
     assert first_failure([torn, crashed, oom]) == oom
-    assert how(oom) == "SIGKILL (killed, often the OOM killer or the batch system)"
+    assert how(oom) == "SIGKILL (signal 9)"
     assert first_failure([rank(0), rank(1, RankState.SUCCEEDED, 1.0)]) is None
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from ezpz_tui.core.launching.exit_meanings import describe_end
 from runtime.rundir import (
     RankState,
     RankStatus,
@@ -25,33 +26,16 @@ from runtime.rundir import (
     write_status,
 )
 
-# What a signal usually means when it ends a rank that nobody here stopped.
-SIGNAL_MEANINGS = {
-    "SIGKILL": "killed, often the OOM killer or the batch system",
-    "SIGSEGV": "segmentation fault: a native crash",
-    "SIGBUS": "bus error: bad memory access, often a full /dev/shm or a failing node",
-    "SIGABRT": "aborted: an assertion or a fatal library error",
-    "SIGFPE": "arithmetic fault in native code",
-    "SIGILL": "illegal instruction: a binary built for another CPU",
-    "SIGTERM": "terminated from outside: the launcher, the batch system or a time limit",
-    "SIGINT": "interrupted",
-    "SIGHUP": "its terminal or its parent went away",
-    "SIGPIPE": "wrote to a closed pipe",
-}
-
 # Signals a launcher or a stop uses to end the ranks it tears down.
 _TEARDOWN = frozenset({"SIGINT", "SIGTERM", "SIGKILL", "SIGHUP"})
 SUPERVISOR = "supervisor"
 
 
 def how(status: RankStatus) -> str:
-    """A rank's end in a few words: ``exit 3``, ``SIGSEGV (segmentation fault: ...)``."""
-    if status.signal_name:
-        meaning = SIGNAL_MEANINGS.get(status.signal_name)
-        return f"{status.signal_name} ({meaning})" if meaning else status.signal_name
-    if status.exit_code is not None:
-        return f"exit {status.exit_code}"
-    return str(status.state)
+    """A rank's end in a few words: ``exit 3``, ``SIGSEGV (signal 11)``."""
+    if status.signal is None and status.exit_code is None:
+        return str(status.state)
+    return describe_end(status.exit_code, status.signal, status.signal_name)
 
 
 def _own_failure(status: RankStatus) -> bool:

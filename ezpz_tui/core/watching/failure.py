@@ -29,9 +29,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ezpz_tui.core.launching.ending import first_failure
+from ezpz_tui.core.launching.exit_meanings import describe_end, meaning
 from ezpz_tui.core.launching.liveness import run_state
 from ezpz_tui.core.launching.runstore import RunStoreError, read_run_toml
-from ezpz_tui.core.watching.exit_meanings import describe_end, meaning
 from ezpz_tui.core.watching.launcher_messages import LauncherMessage, read_messages, read_tail
 from ezpz_tui.core.watching.tails import strip_ansi
 from runtime.rundir import (
@@ -135,11 +136,7 @@ def first_failing(statuses: list[RankStatus], recorded: int | None) -> RankStatu
     by_rank = {s.rank: s for s in statuses}
     if recorded is not None and recorded in by_rank:
         return by_rank[recorded]
-    failed = [s for s in statuses if s.state == RankState.FAILED]
-    own = [s for s in failed if not _ended_by_peer(s)] or failed
-    if not own:
-        return None
-    return min(own, key=lambda s: (s.end if s.end is not None else float("inf"), s.rank))
+    return first_failure(statuses)
 
 
 def _stopped_by_signal(status: RankStatus) -> bool:
