@@ -270,7 +270,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     print(f"ezpz-tui: run {handle.run_dir}", file=sys.stderr)
     code = _follow(handle, quiet=args.quiet)
-    if not args.retries or code == 130:
+    if not args.retries or handle.state.state != "failed":
         return code
     from ezpz_tui.core.launching.failover import retry_after_node_faults
 

@@ -384,3 +384,32 @@ def _watch(tmux: Tmux, tmp_path: Path) -> None:
     while tmux.exit_status() is None:
         assert time.monotonic() < deadline, f"the TUI did not exit:\n{tmux.screen()}"
         time.sleep(0.2)
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "the terminal closed"])
+def test_a_tui_that_dies_takes_its_run_down_and_says_so(
+    tmux: Tmux, tmp_path: Path, how: str
+) -> None:
+    """The TUI killed (SIGKILL: no handler runs) or its terminal closed (the SSH drop) with a
+    run live: the run is stopped and recorded ``stopped`` with the reason, nothing is left."""
+    tmux.start([str(EZPZ_TUI)])
+    tmux.wait_for("the prefilled plan", lambda s: _has(s, "runtime.examples.train", "$ "), 60)
+    replace_field(tmux, ["J", *["Tab"] * 8], f"{EZPZ_TUI.parent / 'python'} {' '.join(DEMO_ARGS)}")
+    tmux.keys("r")
+    stepping = re.compile(r"● running\s+step \d+")
+    tmux.wait_for("a running run", lambda s: _summary(s, stepping), timeout=60)
+    (run_dir,) = run_dirs(tmp_path)
+    tui = json.loads((run_dir / "state.json").read_text())["supervisor_pid"]
+    if how == "SIGKILL":
+        os.kill(tui, signal.SIGKILL)
+    else:
+        tmux.tmux("kill-server")
+    deadline = time.monotonic() + 60
+    while (state := json.loads((run_dir / "state.json").read_text()))["state"] == "running":
+        assert time.monotonic() < deadline, "the run outlived its TUI unsupervised"
+        time.sleep(0.2)
+    assert state["state"] == "stopped", state
+    assert f"pid {tui}" in state["reason"] or how != "SIGKILL", state
+    statuses = [json.loads(p.read_text()) for p in (run_dir / "status").glob("rank-*.json")]
+    assert sorted(s["state"] for s in statuses) == ["stopped", "stopped"], statuses
+    assert not processes_of(run_dir)
