@@ -220,10 +220,14 @@ def _dry_run(session: Any, plan: Any) -> int:
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
+    from ezpz_tui.config import load_config
     from ezpz_tui.core.launching.allocation import detect_allocation
+    from ezpz_tui.core.launching.outputs import RunStoreError, launch_error
     from ezpz_tui.core.launching.plan import LaunchRefused
-    from ezpz_tui.core.launching.runstore import RunStoreError
     from ezpz_tui.core.session import Session
+
+    for warning in load_config()[1]:
+        print(f"ezpz-tui: warning: {warning}", file=sys.stderr)
 
     try:
         plan = _plan_from_args(args)
@@ -238,7 +242,9 @@ def cmd_launch(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(f"ezpz-tui: {problem.message}", file=sys.stderr)
         return 2
-    except (OSError, ValueError, RunStoreError) as exc:
+    except (OSError, RunStoreError) as exc:  # the outputs directory: a file, read-only, full
+        return _fail(launch_error(session.store.outputs, exc))
+    except ValueError as exc:
         return _fail(str(exc))
     print(f"ezpz-tui: run {handle.run_dir}", file=sys.stderr)
     return _follow(handle, quiet=args.quiet)
@@ -316,9 +322,15 @@ def _tail(path: Path, lines: int) -> str:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from ezpz_tui.core.launching.outputs import OutputsError, check_listable
     from ezpz_tui.core.launching.runstore import RunStore
 
-    runs = RunStore(_outputs(args)).list_runs()
+    store = RunStore(_outputs(args))
+    try:
+        check_listable(store.outputs)  # a missing directory has no runs; a file is an error
+    except OutputsError as exc:
+        return _fail(str(exc))
+    runs = store.list_runs()
     if args.json:
         print(json.dumps([{**asdict(r), "path": str(r.path)} for r in runs], indent=2))
         return 0
@@ -343,31 +355,51 @@ def _runs_row(cells: Iterable[Any]) -> str:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from ezpz_tui.core.launching.runstore import RunStore, RunStoreError
-    from runtime.history import load_run_metrics
+    from ezpz_tui.core.watching.metrics.one_metric import read_metric
 
     try:
         run_dir = RunStore(_outputs(args)).resolve(args.run)
     except RunStoreError as exc:
         return _fail(str(exc))
-    ds = load_run_metrics(run_dir)
-    names = [n for n in ds.data_vars if n != "timestamp"]
-    if args.metric not in names:
-        known = ", ".join(names) or "none"
-        return _fail(f"no metric {args.metric!r} in {run_dir.name}; metrics: {known}")
+    series = read_metric(run_dir, args.metric)
+    for note in series.notes():
+        print(f"ezpz-tui: {note}", file=sys.stderr)
+    if not series.values:
+        return _fail(_nothing_to_draw(series, run_dir.name))
+    try:
+        chart = _chart(series, f"{args.metric} — {run_dir.name} ({len(series.ranks)} ranks)")
+    except Exception:  # plotext's own arithmetic: overflow on spans near the float range
+        low, high = series.span()
+        return _fail(f"cannot draw {args.metric}: its values span {low:g} to {high:g}")
+    print(chart)
+    return 0
+
+
+def _nothing_to_draw(series: Any, run: str) -> str:
+    """Why there is no line to draw: the metric is absent, a table, or has no number."""
+    if series.subnames():
+        return f"{series.name} in {run} is a table; metrics in it: {', '.join(series.subnames())}"
+    if series.seen:
+        return f"no value of {series.name} in {run} is a finite number"
+    known = ", ".join(sorted(series.metrics)) or "none"
+    return f"no metric {series.name!r} in {run}; metrics: {known}"
+
+
+def _chart(series: Any, title: str) -> str:
+    """Mean over ranks per step, with min and max when several ranks report."""
     import plotext as plt
 
-    var = ds[args.metric]
-    steps = [int(s) for s in ds["step"].values]
+    steps = sorted(series.values)
+    columns = [series.values[s] for s in steps]
     plt.clear_figure()
     plt.theme("clear")  # the terminal's own colours, readable on dark and light schemes
-    if var.sizes["rank"] > 1:
-        plt.plot(steps, var.max("rank", skipna=True).values.tolist(), label="max", color="gray")
-        plt.plot(steps, var.min("rank", skipna=True).values.tolist(), label="min", color="gray")
-    plt.plot(steps, var.mean("rank", skipna=True).values.tolist(), label="mean over ranks")
-    plt.title(f"{args.metric} — {run_dir.name} ({var.sizes['rank']} ranks)")
+    if len(series.ranks) > 1:
+        plt.plot(steps, [max(c) for c in columns], label="max", color="gray")
+        plt.plot(steps, [min(c) for c in columns], label="min", color="gray")
+    plt.plot(steps, [sum(c) / len(c) for c in columns], label="mean over ranks")
+    plt.title(title)
     plt.xlabel("step")
-    plt.show()
-    return 0
+    return str(plt.build())
 
 
 def cmd_tui(args: argparse.Namespace) -> int:

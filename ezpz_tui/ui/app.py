@@ -74,6 +74,9 @@ class EzpzApp(App[None]):
         self.problems += register_themes(self)
         if self._wanted_theme in self.available_themes:
             self.theme = self._wanted_theme
+        elif self._wanted_theme:
+            known = list(self.available_themes)
+            self.problems.append(config.unknown_theme(self._wanted_theme, known))
         for problem in self.problems:
             self.notify(problem, severity="warning", timeout=8)
 
