@@ -356,6 +356,7 @@ def _runs_row(cells: Iterable[Any]) -> str:
 def cmd_plot(args: argparse.Namespace) -> int:
     from ezpz_tui.core.launching.runstore import RunStore, RunStoreError
     from ezpz_tui.core.watching.metrics.one_metric import read_metric
+    from ezpz_tui.terminal_plot import chart
 
     try:
         run_dir = RunStore(_outputs(args)).resolve(args.run)
@@ -365,41 +366,14 @@ def cmd_plot(args: argparse.Namespace) -> int:
     for note in series.notes():
         print(f"ezpz-tui: {note}", file=sys.stderr)
     if not series.values:
-        return _fail(_nothing_to_draw(series, run_dir.name))
+        return _fail(series.why_nothing(run_dir.name))
     try:
-        chart = _chart(series, f"{args.metric} — {run_dir.name} ({len(series.ranks)} ranks)")
+        drawn = chart(series, f"{args.metric} — {run_dir.name} ({len(series.ranks)} ranks)")
     except Exception:  # plotext's own arithmetic: overflow on spans near the float range
         low, high = series.span()
         return _fail(f"cannot draw {args.metric}: its values span {low:g} to {high:g}")
-    print(chart)
+    print(drawn)
     return 0
-
-
-def _nothing_to_draw(series: Any, run: str) -> str:
-    """Why there is no line to draw: the metric is absent, a table, or has no number."""
-    if series.subnames():
-        return f"{series.name} in {run} is a table; metrics in it: {', '.join(series.subnames())}"
-    if series.seen:
-        return f"no value of {series.name} in {run} is a finite number"
-    known = ", ".join(sorted(series.metrics)) or "none"
-    return f"no metric {series.name!r} in {run}; metrics: {known}"
-
-
-def _chart(series: Any, title: str) -> str:
-    """Mean over ranks per step, with min and max when several ranks report."""
-    import plotext as plt
-
-    steps = sorted(series.values)
-    columns = [series.values[s] for s in steps]
-    plt.clear_figure()
-    plt.theme("clear")  # the terminal's own colours, readable on dark and light schemes
-    if len(series.ranks) > 1:
-        plt.plot(steps, [max(c) for c in columns], label="max", color="gray")
-        plt.plot(steps, [min(c) for c in columns], label="min", color="gray")
-    plt.plot(steps, [sum(c) / len(c) for c in columns], label="mean over ranks")
-    plt.title(title)
-    plt.xlabel("step")
-    return str(plt.build())
 
 
 def cmd_tui(args: argparse.Namespace) -> int:

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from ezpz_tui.core.launching.reserve import (
+    NO_SPACE,
     RESERVE_BYTES,
     make_reserve,
+    no_space,
     release_reserve,
     reserve_path,
 )
@@ -61,11 +63,17 @@ def test_no_reserve_on_a_full_disk_and_nothing_left(tmp_path: Path) -> None:
         assert not reserve_path(where).exists()
 
 
+def test_no_space_tells_a_full_disk_or_quota_from_other_errors() -> None:
+    assert no_space(OSError(errno.ENOSPC, "No space left on device"))
+    assert no_space(OSError(errno.EDQUOT, "Disk quota exceeded"))
+    assert not no_space(OSError(errno.EROFS, "Read-only file system"))
+    assert not no_space(ValueError("no space"))
+
+
 def _end(run: Path) -> None:
     """What a supervisor writes when the run ends on a full disk."""
-    status = RankStatus(0, state=RankState.FAILED, exit_code=1, cause="no space left on device")
-    write_status(run, status)
-    state = RunState(State.FAILED, run_id=run.name, exit_code=1, cause="no space left on device")
+    write_status(run, RankStatus(0, state=RankState.FAILED, exit_code=1, cause=NO_SPACE))
+    state = RunState(State.FAILED, run_id=run.name, exit_code=1, cause=NO_SPACE)
     write_state(run, state)
 
 
@@ -76,7 +84,7 @@ def test_a_run_whose_disk_fills_can_still_record_its_end(tmp_path: Path) -> None
         fill(run / "logs", "rank-00000.log")  # the job's own output takes the last byte
         with pytest.raises(OSError) as caught:
             _end(run)
-        assert caught.value.errno == errno.ENOSPC, "without the reserve the end is lost"
+        assert no_space(caught.value), "without the reserve the end is lost"
         assert read_state(run).state == State.PENDING
 
         assert release_reserve(run)

@@ -17,12 +17,16 @@ and the reserve would hold no room at all.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from pathlib import Path
 
 RESERVE = ".reserve"
 """The file's name in the run directory: hidden, so listings and readers pass it by."""
 RESERVE_BYTES = 256 * 1024
+NO_SPACE = "no space left on device"
+"""The cause to record for a run that ended on a full disk (the system's own words)."""
+_NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def reserve_path(run_dir: Path) -> Path:
@@ -64,3 +68,9 @@ def release_reserve(run_dir: Path) -> bool:
     except OSError:
         return False
     return True
+
+
+def no_space(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk (or the user's quota on it) is full: what a supervisor
+    whose heartbeat write fails checks, to record :data:`NO_SPACE` as the run's cause."""
+    return isinstance(exc, OSError) and exc.errno in _NO_SPACE_ERRNOS

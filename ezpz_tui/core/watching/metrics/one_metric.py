@@ -55,6 +55,15 @@ class MetricSeries:
         """The metrics under ``name`` when it is a table of metrics (``opt/lr``...)."""
         return sorted(m for m in self.metrics if m.startswith(f"{self.name}/"))
 
+    def why_nothing(self, run: str) -> str:
+        """Why there is no line to draw: the metric is absent, a table, or has no number."""
+        if self.subnames():
+            return f"{self.name} in {run} is a table; metrics in it: {', '.join(self.subnames())}"
+        if self.seen:
+            return f"no value of {self.name} in {run} is a finite number"
+        known = ", ".join(sorted(self.metrics)) or "none"
+        return f"no metric {self.name!r} in {run}; metrics: {known}"
+
     def notes(self) -> list[str]:
         """One sentence per kind of value that was not drawn as read, for the user."""
         out = []
