@@ -80,13 +80,14 @@ async def test_config_typos_and_an_unknown_theme_are_notified(
     tmp_path: Path, config_dir: Path
 ) -> None:
     path = config_dir / "config.toml"
-    path.write_text('[ui]\ntheme = "ezpz-nrod"\n\n[lanch]\nppn = 2\n')
+    path.write_text('[ui]\ntheme = "ezpz-nrod"\n\n[keys]\nlanch = "e"\n\n[lanch]\nppn = 2\n')
     app = make_app(tmp_path / "outputs")
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        await until(pilot, lambda: len(messages(app)) >= 2, "the config warnings", 10)
+        await until(pilot, lambda: len(messages(app)) >= 3, "the config warnings", 10)
         assert messages(app) == [
             f"{path}: unknown section [lanch] (did you mean [launch]?)",
+            f"{path}: [keys] lanch: there is no such action (did you mean 'launch'?); ignored.",
             f"{path}: unknown theme [ui] theme = 'ezpz-nrod' (did you mean ezpz-nord?); "
             "using the default theme.",
         ]
