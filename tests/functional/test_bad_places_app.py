@@ -1,5 +1,6 @@
 """The app told to launch into outputs that cannot hold a run, and started with a config.toml
-holding typos: it says why in a notification and keeps running.
+holding typos: it says why (a dialog for the launch, notifications for the config) and keeps
+running.
 
 Driven by keys through Pilot with a fixture allocation; the outputs are a real file and a real
 read-only tmpfs; the config is a real file in a temporary config directory.
@@ -11,13 +12,15 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import Static
 
 from ezpz_tui import config
 from ezpz_tui.core.checking.check import Check
 from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.screens.help import HelpScreen
+from ezpz_tui.ui.screens.message import MessageScreen
 from tests.fixtures.mounts import make_read_only, tmpfs
-from tests.pilots import FIXED, LOCAL, started, until
+from tests.pilots import FIXED, LOCAL, started, text_of, until
 
 SIZE = (120, 40)
 CHECKS = [Check("python", "ok", "3.11 in the venv")]
@@ -41,18 +44,27 @@ def messages(app: EzpzApp, title: str | None = None) -> list[str]:
 
 
 async def launch_and_read_why(pilot: Pilot[None]) -> str:
-    """Press the launch key and wait for the refusal; the app must still answer keys after."""
+    """Press the launch key and read the dialog that says why nothing started; after Esc
+    closes it, the app must still answer keys."""
     app = pilot.app
     assert isinstance(app, EzpzApp)
     await started(pilot)
     await pilot.press("r")
-    await until(pilot, lambda: messages(app, "Launch failed"), "the launch failure", 20)
+    await until(pilot, lambda: isinstance(app.screen, MessageScreen), "the dialog", 20)
     await app.workers.wait_for_complete()
+    dialog = app.screen
+    assert isinstance(dialog, MessageScreen)
+    assert text_of(dialog.query_one("#title", Static)) == "Not launched"
+    why = text_of(dialog.query_one("#message", Static))
+    assert why == dialog.message
+    assert text_of(dialog.query_one("#keys", Static)) == "esc: close"
     assert app.is_running and app.return_code is None
+    await pilot.press("escape")
+    await pilot.pause()
+    assert app.screen is app.main, "Esc closes the dialog"
     await pilot.press("question_mark")
     await pilot.pause()
     assert isinstance(app.screen, HelpScreen), "the app still answers keys"
-    [why] = messages(app, "Launch failed")
     return why
 
 
