@@ -135,6 +135,17 @@ def test_missing_steps_and_garbage_are_counted(
     assert read_metric(run, "loss").values == {0: [3.0], 1: [2.0], 10: [1.0]}
 
 
+def test_a_torn_last_line_is_not_garbage_but_a_complete_one_counts(tmp_path: Path) -> None:
+    run = write_run(tmp_path, [rec(0, loss=3.0)])
+    path = run / "metrics" / "rank-00000.jsonl"
+    with path.open("a") as fh:
+        fh.write('{"rank": 0, "step": 1, "metrics": {"lo')  # a live rank mid-write
+    series = read_metric(run, "loss")
+    assert (series.values, series.garbage) == ({0: [3.0]}, 0)
+    path.write_text(path.read_text().rsplit("\n", 1)[0] + "\n" + json.dumps(rec(1, loss=2.0)))
+    assert read_metric(run, "loss").values == {0: [3.0], 1: [2.0]}  # finished, no newline
+
+
 def test_an_absent_metric_lists_the_ones_there(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -135,12 +135,22 @@ def _place(obj: dict[str, Any], default_rank: int) -> tuple[int, int | None]:
 
 
 def _lines(path: Path) -> list[bytes]:
-    """The file's lines; a last line without its newline is kept (a finished file)."""
+    """The file's lines. A last line without its newline is kept when it is complete JSON (a
+    finished file) and left out otherwise: a live rank is still writing it, it is not garbage."""
     try:
         data = path.read_bytes()
     except OSError:
         return []
-    return [line for line in data.split(b"\n") if line.strip()]
+    lines = data.split(b"\n")
+    last = lines.pop()
+    if last.strip():
+        try:
+            json.loads(last)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            lines.append(last)
+    return [line for line in lines if line.strip()]
 
 
 def _sort(series: MetricSeries, raw: Any, step: int, rank: int) -> None:
