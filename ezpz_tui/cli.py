@@ -246,10 +246,14 @@ def _dry_run(session: Any, plan: Any) -> int:
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
+    from ezpz_tui.config import load_config
     from ezpz_tui.core.launching.allocation import detect_allocation
+    from ezpz_tui.core.launching.outputs import RunStoreError, launch_error
     from ezpz_tui.core.launching.plan import LaunchRefused
-    from ezpz_tui.core.launching.runstore import RunStoreError
     from ezpz_tui.core.session import Session
+
+    for warning in load_config()[1]:
+        print(f"ezpz-tui: warning: {warning}", file=sys.stderr)
 
     try:
         plan = _plan_from_args(args)
@@ -266,7 +270,9 @@ def cmd_launch(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(f"ezpz-tui: {problem.message}", file=sys.stderr)
         return 2
-    except (OSError, ValueError, RunStoreError) as exc:
+    except (OSError, RunStoreError) as exc:  # the outputs directory: a file, read-only, full
+        return _fail(launch_error(session.store.outputs, exc))
+    except ValueError as exc:
         return _fail(str(exc))
     print(f"ezpz-tui: run {handle.run_dir}", file=sys.stderr)
     code = _follow(handle, quiet=args.quiet)
@@ -414,9 +420,15 @@ def _tail(path: Path, lines: int) -> str:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from ezpz_tui.core.launching.outputs import OutputsError, check_listable
     from ezpz_tui.core.launching.runstore import RunStore
 
-    runs = RunStore(_outputs(args)).list_runs()
+    store = RunStore(_outputs(args))
+    try:
+        check_listable(store.outputs)  # a missing directory has no runs; a file is an error
+    except OutputsError as exc:
+        return _fail(str(exc))
+    runs = store.list_runs()
     if args.json:
         print(json.dumps([{**asdict(r), "path": str(r.path)} for r in runs], indent=2))
         return 0
@@ -441,30 +453,24 @@ def _runs_row(cells: Iterable[Any]) -> str:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from ezpz_tui.core.launching.runstore import RunStore, RunStoreError
-    from runtime.history import load_run_metrics
+    from ezpz_tui.core.watching.metrics.one_metric import read_metric
+    from ezpz_tui.terminal_plot import chart
 
     try:
         run_dir = RunStore(_outputs(args)).resolve(args.run)
     except RunStoreError as exc:
         return _fail(str(exc))
-    ds = load_run_metrics(run_dir)
-    names = [n for n in ds.data_vars if n != "timestamp"]
-    if args.metric not in names:
-        known = ", ".join(names) or "none"
-        return _fail(f"no metric {args.metric!r} in {run_dir.name}; metrics: {known}")
-    import plotext as plt
-
-    var = ds[args.metric]
-    steps = [int(s) for s in ds["step"].values]
-    plt.clear_figure()
-    plt.theme("clear")  # the terminal's own colours, readable on dark and light schemes
-    if var.sizes["rank"] > 1:
-        plt.plot(steps, var.max("rank", skipna=True).values.tolist(), label="max", color="gray")
-        plt.plot(steps, var.min("rank", skipna=True).values.tolist(), label="min", color="gray")
-    plt.plot(steps, var.mean("rank", skipna=True).values.tolist(), label="mean over ranks")
-    plt.title(f"{args.metric} — {run_dir.name} ({var.sizes['rank']} ranks)")
-    plt.xlabel("step")
-    plt.show()
+    series = read_metric(run_dir, args.metric)
+    for note in series.notes():
+        print(f"ezpz-tui: {note}", file=sys.stderr)
+    if not series.values:
+        return _fail(series.why_nothing(run_dir.name))
+    try:
+        drawn = chart(series, f"{args.metric} — {run_dir.name} ({len(series.ranks)} ranks)")
+    except Exception:  # plotext's own arithmetic: overflow on spans near the float range
+        low, high = series.span()
+        return _fail(f"cannot draw {args.metric}: its values span {low:g} to {high:g}")
+    print(drawn)
     return 0
 
 

@@ -13,6 +13,14 @@ variable EZPZ_TUI_CONFIG_DIR points elsewhere, which tests and site-wide setups 
     [monitor]
     stall_after = 60   # seconds a rank may be silent while others progress
 
+    [launch]
+    kill_on_bad_exit = true   # a rank's failure stops the rest of the job (fail fast)
+    raised_grace_s = 10       # how long a rank that raised may linger before the job is stopped
+
+Anything else in the file (a misspelt key or section, a theme that does not exist) gets one
+warning naming the file and the key, with the closest valid name. The warnings go wherever the
+caller shows problems: stderr for the CLI, a notification in the TUI.
+
 The file belongs to the user. Reading never raises and never writes: a broken file is reported
 and the defaults are used. Only saving a setting (e.g. picking a theme) writes, atomically, and
 whatever the write would lose is kept next to it first: a file that does not parse is moved to
@@ -22,6 +30,7 @@ whatever the write would lose is kept next to it first: a file that does not par
 
 from __future__ import annotations
 
+import difflib
 import os
 import shutil
 import sys
@@ -70,6 +79,59 @@ class Config:
     theme: str | None = None
     keys: Mapping[str, object] = field(default_factory=dict)
     stall_after: float = 60.0
+    kill_on_bad_exit: bool = True
+    """`[launch] kill_on_bad_exit`: when a rank ends with a non-zero exit or a signal, stop the
+    rest of the job within seconds (as `srun --kill-on-bad-exit` and torchrun do), so healthy
+    ranks do not wait in their next collective until the backend's timeout. False keeps every
+    other rank running, for jobs that tolerate a lost rank."""
+    raised_grace_s: float = 10.0
+    """`[launch] raised_grace_s`: seconds a rank whose log ends in an uncaught Python traceback
+    may go on living (its MPI finalisation waiting for a peer) before the job is stopped as
+    failed with that exception as its cause; only with `kill_on_bad_exit`."""
+
+
+SCHEMA: Mapping[str, frozenset[str] | None] = {
+    "ui": frozenset({"theme"}),
+    "keys": None,  # any action name: the keymap checks them (`keymap.apply_overrides`)
+    "monitor": frozenset({"stall_after"}),
+    "launch": frozenset({"kill_on_bad_exit", "raised_grace_s"}),
+}
+"""Every section of config.toml and the keys each may hold."""
+
+
+def _hint(name: str, choices: list[str], show: str = "{}") -> str:
+    close = difflib.get_close_matches(name, choices, n=1)
+    return f" (did you mean {show.format(close[0])}?)" if close else ""
+
+
+def unknown_names(data: Mapping[str, object], path: Path) -> list[str]:
+    """One warning per key or section of ``data`` that the schema does not know."""
+    problems = []
+    keyed = {key: section for section, keys in SCHEMA.items() for key in keys or ()}
+    for name, value in data.items():
+        if name in SCHEMA:
+            keys = SCHEMA[name]
+            if keys is None or not isinstance(value, dict):
+                continue  # a wrong type is reported with the setting itself
+            for key in value:
+                if key not in keys:
+                    hint = _hint(key, sorted(keys))
+                    problems.append(f"{path}: unknown key [{name}] {key}{hint}")
+        elif isinstance(value, dict):
+            hint = _hint(name, list(SCHEMA), "[{}]")
+            problems.append(f"{path}: unknown section [{name}]{hint}")
+        else:
+            close = difflib.get_close_matches(name, sorted(keyed), n=1)
+            hint = f" (did you mean [{keyed[close[0]]}] {close[0]}?)" if close else ""
+            problems.append(f"{path}: unknown key {name}{hint}")
+    return problems
+
+
+def unknown_theme(theme: str, known: list[str], path: Path | None = None) -> str:
+    """The warning for a `[ui] theme` no loaded theme has, with the closest name."""
+    path = config_path() if path is None else path
+    hint = _hint(theme, sorted(known))
+    return f"{path}: unknown theme [ui] theme = {theme!r}{hint}; using the default theme."
 
 
 def _read(path: Path) -> tuple[dict[str, object] | None, str]:
@@ -116,7 +178,38 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
             f"{Config.stall_after:g}."
         )
         stall = Config.stall_after
-    return Config(theme=theme, keys=keys, stall_after=float(stall)), problems
+    kill, grace, more = _launch_settings(data.get("launch", {}), path)
+    problems += more + unknown_names(data, path)
+    settings = Config(
+        theme=theme,
+        keys=keys,
+        stall_after=float(stall),
+        kill_on_bad_exit=kill,
+        raised_grace_s=grace,
+    )
+    return settings, problems
+
+
+def _launch_settings(launch: object, path: Path) -> tuple[bool, float, list[str]]:
+    """`[launch] kill_on_bad_exit` and `raised_grace_s`, defaults where missing or wrong."""
+    kill, grace = Config.kill_on_bad_exit, Config.raised_grace_s
+    if not isinstance(launch, dict):
+        return kill, grace, [f"{path}: [launch] should be a table; ignored."]
+    problems = []
+    value = launch.get("kill_on_bad_exit", kill)
+    if isinstance(value, bool):
+        kill = value
+    else:
+        problems.append(f"{path}: [launch] kill_on_bad_exit should be true or false; using true.")
+    value = launch.get("raised_grace_s", grace)
+    if not isinstance(value, bool) and isinstance(value, (int, float)) and 0 <= value <= 3600:
+        grace = float(value)
+    else:
+        problems.append(
+            f"{path}: [launch] raised_grace_s should be seconds between 0 and 3600; using "
+            f"{Config.raised_grace_s:g}."
+        )
+    return kill, grace, problems
 
 
 def save_setting(section: str, name: str, value: TomlValue, path: Path | None = None) -> list[str]:

@@ -133,7 +133,10 @@ def read_records(path: Path, default_rank: int = 0) -> records.ParseResult:
 def load_run_metrics(run_dir: str | os.PathLike[str]) -> Any:
     """A Dataset with one variable per metric over (rank, step); gaps are NaN.
 
-    ``attrs["garbage_lines"]`` counts the lines that were skipped as unreadable.
+    ``attrs["garbage_lines"]`` counts the lines that were skipped as unreadable. A metric named
+    like a coordinate or the timestamp variable (``step``, ``rank``, ``timestamp``) would clash
+    with it (xarray refuses a variable named as a dimension), so it is kept as
+    ``metrics/<name>`` with the name it was written under in its ``attrs["written_as"]``.
     """
     import numpy as np
     import xarray as xr
@@ -158,13 +161,21 @@ def load_run_metrics(run_dir: str | os.PathLike[str]) -> Any:
             arrays[name][i, j] = value
         if rec.timestamp is not None:
             times[i, j] = rec.timestamp
-    data_vars = {name: (("rank", "step"), arr) for name, arr in arrays.items()}
+    data_vars: dict[str, Any] = {}
+    for name, arr in arrays.items():
+        if name in _TAKEN:
+            data_vars[f"metrics/{name}"] = (("rank", "step"), arr, {"written_as": name})
+        else:
+            data_vars[name] = (("rank", "step"), arr)
     data_vars["timestamp"] = (("rank", "step"), times)
     return xr.Dataset(
         data_vars,
         coords={"rank": ranks, "step": steps},
         attrs={"garbage_lines": garbage, "run_dir": str(run_dir)},
     )
+
+
+_TAKEN = frozenset({"rank", "step", "timestamp"})
 
 
 def summarize(ds: Any, dim: str = "rank") -> Any:

@@ -52,7 +52,7 @@ class EzpzApp(App[None]):
         super().__init__()
         settings, self.problems = config.load_config()
         self.keymap, more = apply_overrides(DEFAULT_KEYMAP, settings.keys)
-        self.problems += more
+        self.problems += [f"{config.config_path()}: {problem}" for problem in more]
         self.chords = ChordKeys(self, self.keymap)
         self._wanted_theme = settings.theme
         start = StartUp(clock, settings.stall_after, outputs, alloc, checks, attach)
@@ -74,6 +74,9 @@ class EzpzApp(App[None]):
         self.problems += register_themes(self)
         if self._wanted_theme in self.available_themes:
             self.theme = self._wanted_theme
+        elif self._wanted_theme:
+            known = list(self.available_themes)
+            self.problems.append(config.unknown_theme(self._wanted_theme, known))
         for problem in self.problems:
             self.notify(problem, severity="warning", timeout=8)
 

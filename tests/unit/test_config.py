@@ -36,12 +36,22 @@ def test_missing_file_gives_defaults_quietly(cfg_dir: Path) -> None:
 def test_reads_theme_and_keys(cfg_dir: Path) -> None:
     cfg_dir.mkdir()
     (cfg_dir / "config.toml").write_text(
-        '[ui]\ntheme = "ezpz-nord"\n\n[keys]\nlaunch = "e"\n\n[launch]\nnodes = 2\n'
+        '[ui]\ntheme = "ezpz-nord"\n\n[keys]\nlaunch = "e"\n\n'
+        "[launch]\nkill_on_bad_exit = false\nraised_grace_s = 2.5\n"
     )
     settings, problems = load_config()
     assert problems == []
     assert settings.theme == "ezpz-nord"
     assert settings.keys == {"launch": "e"}
+    assert (settings.kill_on_bad_exit, settings.raised_grace_s) == (False, 2.5)
+
+
+def test_launch_defaults_fail_fast_with_a_ten_second_grace(cfg_dir: Path) -> None:
+    cfg_dir.mkdir()
+    (cfg_dir / "config.toml").write_text("[launch]\n")
+    settings, problems = load_config()
+    assert problems == []
+    assert (settings.kill_on_bad_exit, settings.raised_grace_s) == (True, 10.0)
 
 
 def test_corrupt_file_is_reported_and_left_alone(cfg_dir: Path) -> None:
@@ -77,6 +87,12 @@ def test_unreadable_path_is_a_problem_not_a_crash(cfg_dir: Path) -> None:
         ("[ui]\ntheme = 3\n", "theme should be a theme name"),
         ('[ui]\ntheme = "  "\n', "theme should be a theme name"),
         ('keys = "j"\n', "[keys] should be a table"),
+        ("launch = 1\n", "[launch] should be a table"),
+        ('[launch]\nkill_on_bad_exit = "yes"\n', "kill_on_bad_exit should be true or false"),
+        ("[launch]\nkill_on_bad_exit = 1\n", "kill_on_bad_exit should be true or false"),
+        ("[launch]\nraised_grace_s = -1\n", "raised_grace_s should be seconds"),
+        ("[launch]\nraised_grace_s = true\n", "raised_grace_s should be seconds"),
+        ('[launch]\nraised_grace_s = "10"\n', "raised_grace_s should be seconds"),
     ],
 )
 def test_wrong_types_fall_back_per_setting(cfg_dir: Path, text: str, expected_problem: str) -> None:
@@ -85,6 +101,58 @@ def test_wrong_types_fall_back_per_setting(cfg_dir: Path, text: str, expected_pr
     settings, problems = load_config()
     assert settings == Config()
     assert len(problems) == 1 and expected_problem in problems[0]
+
+
+UNKNOWN = """\
+stall_afer = 3
+[ui]
+thme = "ezpz-nord"
+[lanch]
+ppn = 4
+[launch]
+ppm = 4
+kill_on_bad_exti = false
+[monitor]
+stall_after = 5
+[keys]
+launch = "e"
+"""
+
+
+def test_every_unknown_name_gets_one_warning_with_the_closest_valid_name(cfg_dir: Path) -> None:
+    cfg_dir.mkdir()
+    path = cfg_dir / "config.toml"
+    path.write_text(UNKNOWN)
+    settings, problems = load_config()
+    assert sorted(problems) == sorted(
+        [
+            f"{path}: unknown key stall_afer (did you mean [monitor] stall_after?)",
+            f"{path}: unknown key [ui] thme (did you mean theme?)",
+            f"{path}: unknown section [lanch] (did you mean [launch]?)",
+            f"{path}: unknown key [launch] ppm",
+            f"{path}: unknown key [launch] kill_on_bad_exti (did you mean kill_on_bad_exit?)",
+        ]
+    )
+    # What is known is still used; what is not changes nothing.
+    assert settings == Config(keys={"launch": "e"}, stall_after=5.0)
+
+
+def test_a_setting_written_outside_its_section_points_at_the_section(cfg_dir: Path) -> None:
+    cfg_dir.mkdir()
+    (cfg_dir / "config.toml").write_text('theme = "ezpz-nord"\n')
+    settings, problems = load_config()
+    assert settings.theme is None
+    assert problems == [f"{cfg_dir / 'config.toml'}: unknown key theme (did you mean [ui] theme?)"]
+
+
+def test_unknown_theme_names_the_file_and_the_closest_theme(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    known = ["textual-dark", "ezpz-nord", "ezpz-gruvbox"]
+    assert config.unknown_theme("ezpz-nrod", known, path) == (
+        f"{path}: unknown theme [ui] theme = 'ezpz-nrod' (did you mean ezpz-nord?); "
+        "using the default theme."
+    )
+    assert "did you mean" not in config.unknown_theme("zzzzzz", known, path)
 
 
 def test_save_theme_creates_the_file(cfg_dir: Path) -> None:

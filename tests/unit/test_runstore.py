@@ -75,7 +75,7 @@ def test_create_refuses_reserved_meta_and_values_toml_cannot_hold(store: RunStor
 def test_create_in_unusable_outputs_says_why(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(RunStoreError, match="cannot create outputs directory"):
+    with pytest.raises(RunStoreError, match=r"cannot create a run in .*: not a directory"):
         RunStore(blocker / "outputs").create({})
 
 

@@ -13,6 +13,10 @@ What the files hold is :mod:`runtime.rundir`'s business; what is decided here:
   (and writes the hostfile it names) just before it starts.
 * Runs are listed in the state a reader should believe
   (:func:`ezpz_tui.core.launching.liveness.run_state`), ``lost`` included.
+* Every filesystem error while a run is made (outputs a file, under a file, read-only, full)
+  is an :class:`~ezpz_tui.core.launching.outputs.OutputsError` naming the outputs directory and
+  the cause; a run directory left half made by one is removed. A made run holds a small reserve
+  (:mod:`ezpz_tui.core.launching.reserve`) so its end can be recorded on a disk that fills up.
 * Any direct subdirectory that looks like a run (:meth:`runtime.rundir.RunDir.looks_like_run`)
   is listed, ezpz's own runs included (as ``unknown``, their metrics still open); listing never
   raises.
@@ -20,8 +24,10 @@ What the files hold is :mod:`runtime.rundir`'s business; what is decided here:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,7 +40,9 @@ import tomli_w
 from ezpz_tui import __version__
 from ezpz_tui.core.launching.launcher import Launch
 from ezpz_tui.core.launching.liveness import run_state
+from ezpz_tui.core.launching.outputs import OutputsError, RunStoreError, cause, creating, listing
 from ezpz_tui.core.launching.processes import supervised_here
+from ezpz_tui.core.launching.reserve import make_reserve
 from runtime.atomic import write_atomic
 from runtime.rundir import (
     RUN_TOML,
@@ -52,9 +60,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 _RESERVED = frozenset({"run_id", "created", "created_epoch", "parent", "version", "sizes", "plan"})
 _MAX_COLLISIONS = 10_000
 
-
-class RunStoreError(Exception):
-    """A run cannot be found or read; the message is meant for the user as is."""
+__all__ = ["OutputsError", "RunStore", "RunStoreError", "RunSummary"]
 
 
 @dataclass(frozen=True)
@@ -141,7 +147,7 @@ def record_launch(launch: Launch) -> None:
         cwd = str(launch.cwd or Path.cwd())
         update_run_meta(run.path, {"launch": {"argv": launch.argv, "env": launch.env, "cwd": cwd}})
     except OSError as exc:
-        raise RunStoreError(f"cannot record the launch in {run.path}: {exc}") from None
+        raise RunStoreError(f"cannot record the launch in {run.path}: {cause(exc)}") from None
 
 
 # --- sizes ------------------------------------------------------------------------------------
@@ -215,7 +221,8 @@ class RunStore:
 
         ``sizes`` (tp, pp, cp, optionally world_size or dp) override sizes found in ``plan``
         and name the run. ``meta`` adds top-level entries to the record (scheduler, job id,
-        hosts...). Raises :class:`RunStoreError` when the directory cannot be made, and
+        hosts...). Raises :class:`OutputsError` when the directory cannot be made or filled
+        (nothing is left behind then), and
         ``ValueError`` for a caller's mistake (a reserved ``meta`` key, a value TOML cannot hold).
         """
         meta = dict(meta or {})
@@ -244,17 +251,18 @@ class RunStore:
             write_atomic(run.run_toml, _dump_toml(record))
             pending = RunState(State.PENDING, run_id=run_dir.name, created=created.timestamp())
             write_state(run_dir, supervised_here(pending))
+            make_reserve(run_dir)
         except OSError as exc:
-            raise RunStoreError(f"cannot set up run directory {run_dir}: {exc}") from None
+            with contextlib.suppress(OSError):
+                shutil.rmtree(run_dir)
+            raise creating(self.outputs, exc) from None
         return run_dir
 
     def _mkdir_unique(self, base: str) -> Path:
         try:
             self.outputs.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise RunStoreError(
-                f"cannot create outputs directory {self.outputs}: {exc.strerror or exc}"
-            ) from None
+        except OSError as exc:  # FileExistsError too: the outputs path is a file
+            raise creating(self.outputs, exc) from None
         for n in range(1, _MAX_COLLISIONS):
             path = self.outputs / (base if n == 1 else f"{base}-{n}")
             try:
@@ -262,9 +270,7 @@ class RunStore:
             except FileExistsError:
                 continue
             except OSError as exc:
-                raise RunStoreError(
-                    f"cannot create run directory {path}: {exc.strerror or exc}"
-                ) from None
+                raise creating(self.outputs, exc) from None
             return path
         raise RunStoreError(f"too many runs named {base} in {self.outputs}")
 
@@ -281,8 +287,10 @@ class RunStore:
             matches = sorted(
                 p for p in self.outputs.iterdir() if p.name.startswith(text) and p.is_dir()
             )
-        except OSError:
+        except FileNotFoundError:
             matches = []
+        except OSError as exc:  # the outputs path is a file, under one, or unreadable
+            raise listing(self.outputs, exc) from None
         if len(matches) == 1:
             return matches[0]
         if not matches:

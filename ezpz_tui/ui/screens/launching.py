@@ -40,6 +40,7 @@ class RunControl(RegionNavigation):
 
     @work(thread=True, group="launch")
     def _launch_worker(self, plan: LaunchPlan, relaunch: bool) -> None:
+        from ezpz_tui.core.launching.outputs import RunStoreError, launch_error
         from ezpz_tui.core.launching.plan import LaunchRefused
 
         assert self.session is not None
@@ -47,10 +48,19 @@ class RunControl(RegionNavigation):
             handle = self.session.relaunch(plan) if relaunch else self.session.launch(plan)
         except LaunchRefused as exc:
             self.app.notify(str(exc), title="Not launched", severity="error")
-        except (OSError, ValueError) as exc:
+        except (OSError, RunStoreError) as exc:  # the outputs directory: a file, read-only, full
+            message = launch_error(self.session.store.outputs, exc)
+            self.app.call_from_thread(self._show_error, "Not launched", message)
+        except ValueError as exc:
             self.app.notify(str(exc), title="Launch failed", severity="error")
         else:
             self.post_message(Launched(handle))
+
+    def _show_error(self, title: str, message: str) -> None:
+        """A dialog that stays until read: the user must fix something before trying again."""
+        from ezpz_tui.ui.screens.message import MessageScreen
+
+        self.app.push_screen(MessageScreen(title, message, self.keymap))
 
     @work(thread=True, group="stop")
     def stop_runs(self, handles: list[RunHandle], then_exit: bool) -> None:
