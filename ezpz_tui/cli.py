@@ -250,9 +250,11 @@ def cmd_launch(args: argparse.Namespace) -> int:
     from ezpz_tui.core.launching.allocation import detect_allocation
     from ezpz_tui.core.launching.outputs import RunStoreError, launch_error
     from ezpz_tui.core.launching.plan import LaunchRefused
+    from ezpz_tui.core.launching.supervisor import Supervisor
     from ezpz_tui.core.session import Session
 
-    for warning in load_config()[1]:
+    settings, warnings = load_config()
+    for warning in warnings:
         print(f"ezpz-tui: warning: {warning}", file=sys.stderr)
 
     try:
@@ -261,7 +263,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if args.retries < 0:
         return _fail(f"--retries must be 0 or more, not {args.retries}")
-    session = Session(detect_allocation(), _outputs(args), exclude_bad=args.exclude_bad)
+    supervisor = Supervisor(kill_on_bad_exit=settings.kill_on_bad_exit)
+    session = Session(detect_allocation(), _outputs(args), supervisor, exclude_bad=args.exclude_bad)
     if args.dry_run:
         return _dry_run(session, plan)
     try:

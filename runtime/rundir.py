@@ -42,6 +42,7 @@ SUMMARY_JSON = "summary.json"
 METRICS_NC = "metrics.nc"
 HOSTFILE = "hostfile"
 BAD_HOSTS = "bad_hosts.txt"  # in the outputs directory: shared by the runs in it
+RESERVE = ".reserve"  # room kept so a run on a disk that fills can still record its end
 LOGS, STATUS, METRICS, TELEMETRY = "logs", "status", "metrics", "telemetry"
 RANK_FOLDERS = (LOGS, STATUS, METRICS)  # made before any rank starts
 
@@ -85,6 +86,7 @@ class RunDir:
     summary_json = _InRun(SUMMARY_JSON)
     metrics_nc = _InRun(METRICS_NC)
     hostfile = _InRun(HOSTFILE)
+    reserve = _InRun(RESERVE)
     logs_dir = _InRun(LOGS)
     status_dir = _InRun(STATUS)
     metrics_dir = _InRun(METRICS)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.cli import PY, REPO, base_env, cli, kill_leftovers, run_dirs
+from tests.fixtures.mounts import tmpfs
 from tests.procs import processes_of
 
 # Rank 1 says a line and ends as told (exit code or signal); rank 0 would sleep for a minute.
@@ -191,3 +192,35 @@ def test_a_full_stdout_stops_the_printing_not_the_run(outputs: Path) -> None:
     assert "No space left on device" in err
     assert "Traceback" not in err
     assert state(the_run(outputs))["state"] == "succeeded"
+
+
+FILLER = """
+import os, sys
+rank = int(os.environ["RANK"])
+print(f"rank {rank} up", flush=True)
+with open(os.path.join(os.environ["EZPZ_RUN_DIR"], f"checkpoint-{rank}"), "wb") as fh:
+    while True:
+        fh.write(b"x" * 65536)
+        fh.flush()
+"""
+
+
+def test_a_run_that_fills_its_disk_ends_failed_saying_so(tmp_path: Path) -> None:
+    """Checkpoints fill the outputs filesystem (a 2 MB tmpfs): the run still records its end,
+    ``failed`` with "no space left on device", and every rank has an end."""
+    with tmpfs(tmp_path / "fs") as fs:
+        outputs = fs / "outputs"
+        try:
+            proc = cli(["launch", "--ppn", "2", "--", PY, "-c", FILLER], base_env(outputs), 120)
+            run_dir = the_run(outputs)
+            recorded = state(run_dir)
+            assert recorded["state"] == "failed", (recorded, proc.stderr)
+            assert recorded["cause"] == "no space left on device"
+            ranks = statuses(run_dir)
+            assert set(ranks) == {0, 1}
+            assert all(
+                s["state"] in ("failed", "killed", "lost") and s["end"] for s in ranks.values()
+            )
+            assert proc.returncode != 0
+        finally:
+            kill_leftovers(outputs)

@@ -21,8 +21,8 @@ import errno
 import os
 from pathlib import Path
 
-RESERVE = ".reserve"
-"""The file's name in the run directory: hidden, so listings and readers pass it by."""
+from runtime.rundir import RunDir
+
 RESERVE_BYTES = 256 * 1024
 NO_SPACE = "no space left on device"
 """The cause to record for a run that ended on a full disk (the system's own words)."""
@@ -30,8 +30,8 @@ _NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def reserve_path(run_dir: Path) -> Path:
-    """Where the reserve of ``run_dir`` lives."""
-    return Path(run_dir) / RESERVE
+    """Where the reserve of ``run_dir`` lives (hidden, so listings pass it by)."""
+    return RunDir(run_dir).reserve
 
 
 def make_reserve(run_dir: Path, size: int = RESERVE_BYTES) -> Path:
@@ -74,3 +74,13 @@ def no_space(exc: BaseException) -> bool:
     """Whether ``exc`` says the disk (or the user's quota on it) is full: what a supervisor
     whose heartbeat write fails checks, to record :data:`NO_SPACE` as the run's cause."""
     return isinstance(exc, OSError) and exc.errno in _NO_SPACE_ERRNOS
+
+
+def nearly_full(run_dir: Path) -> bool:
+    """Whether the filesystem of ``run_dir`` has less room left than a reserve: a run that
+    ended on it most likely ended because of it, even if no record of ours failed to write."""
+    try:
+        fs = os.statvfs(run_dir)
+    except OSError:
+        return False
+    return fs.f_bavail * fs.f_frsize < RESERVE_BYTES

@@ -51,6 +51,7 @@ from ezpz_tui.core.launching.processes import (
     start_ticks,
     supervised_here,
 )
+from ezpz_tui.core.launching.reserve import NO_SPACE, nearly_full, no_space, release_reserve
 from ezpz_tui.core.launching.tether import Tether, start_tether
 from runtime.env import RANK_VARS, RUN_DIR_VAR
 from runtime.rundir import (
@@ -124,6 +125,7 @@ class RunHandle:
         self._stop_requested = False
         self._failure: RankStatus | None = None  # the rank whose failure is ending the run
         self._tether: Tether | None = None
+        self._disk_full = False  # a state write failed for want of space
         self._lock = threading.Lock()  # state writes and the stop-vs-exit decision
         self._stop_lock = threading.Lock()  # one stop at a time
         self._done = threading.Event()  # set once the final state is recorded
@@ -160,11 +162,13 @@ class RunHandle:
         try:
             self._state = write_state(self.run_dir, new)
         except OSError as exc:
+            self._disk_full = self._disk_full or no_space(exc)
             log.warning("cannot record state %s of %s: %s", state, self.run_dir, exc)
             self._state = replace(new, updated=time.time())
         return self._state
 
     def _fail_to_start(self, reason: str) -> None:
+        release_reserve(self.run_dir)
         with (
             contextlib.suppress(OSError),
             open(RunDir(self.run_dir).launcher_log, "ab") as fh,
@@ -259,6 +263,11 @@ class RunHandle:
             )
             if name == State.FAILED and first is not None:
                 end = replace(end, failed_rank=first.rank, cause=cause_of(first))
+            full = self._disk_full or nearly_full(self.run_dir)
+            if full and name != State.SUCCEEDED:
+                end = replace(end, state=State.FAILED, stopped_by_user=False, cause=NO_SPACE)
+                name = State.FAILED
+            release_reserve(self.run_dir)  # the room the final records need
             world = self.launch.world_size or world_size_of(statuses)
             finalise(self.run_dir, end, world, end.end or time.time())
             state = self._write(name, **{k: getattr(end, k) for k in _END_FIELDS})

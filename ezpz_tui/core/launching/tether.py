@@ -35,6 +35,7 @@ from ezpz_tui.core.launching.processes import (
     process_alive,
     supervised_here,
 )
+from ezpz_tui.core.launching.reserve import release_reserve
 from runtime.rundir import RunState, State, read_state, read_statuses, write_state
 
 DONE = b"done\n"
@@ -120,6 +121,7 @@ def take_down(run_dir: Path, launcher_pid: int, ticks: int, supervisor_pid: int)
         stop_remaining=done.remaining,
         stop_elapsed_s=round(time.monotonic() - began, 3),
     )
+    release_reserve(run_dir)
     finalise(run_dir, end, world_size_of(read_statuses(run_dir)), end.end or time.time())
     return write_state(run_dir, end)
 

@@ -73,6 +73,7 @@ class StartUp:
     alloc: Allocation | None = None
     checks: list[Check] | None = None
     attach: Path | None = None
+    kill_on_bad_exit: bool = True  # the config's [launch] kill_on_bad_exit
 
 
 class MainScreen(RunControl):
@@ -199,10 +200,12 @@ class MainScreen(RunControl):
 
     def on_allocation_detected(self, message: AllocationDetected) -> None:
         from ezpz_tui.core.launching.plan import default_plan
+        from ezpz_tui.core.launching.supervisor import Supervisor
         from ezpz_tui.core.session import Session
 
         alloc = message.alloc
-        self.session = Session(alloc, self.start.outputs)
+        supervisor = Supervisor(kill_on_bad_exit=self.start.kill_on_bad_exit)
+        self.session = Session(alloc, self.start.outputs, supervisor)
         self.session.supervisor.add_listener(
             lambda handle, state: self.post_message(RunStateChanged(handle, state))
         )
