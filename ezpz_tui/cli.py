@@ -57,6 +57,12 @@ COMMANDS_HELP = {
         "run from there. Works on ezpz's own run directories too.",
     ),
     "plot": ("plot a run's metric in the terminal", None),
+    "stacks": (
+        "show where every rank of a running job is (Python stacks, grouped)",
+        "Ask every rank of RUN on this host to dump its Python stacks (SIGUSR1, only to ranks "
+        "that catch it) and print them, ranks with the same stack folded together. Exit 2 when "
+        "no rank answered.",
+    ),
 }
 
 
@@ -104,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "plot")
     p.add_argument("run", help=RUN_HELP)
     p.add_argument("--metric", default="loss", help="metric name (default: loss)")
+    _outputs_arg(p)
+    p = _command(sub, "stacks", json=True)
+    p.add_argument("run", help=RUN_HELP)
     _outputs_arg(p)
     return parser
 
@@ -390,6 +399,17 @@ def cmd_attach(args: argparse.Namespace) -> int:
     return run_app(outputs=args.outputs or run_dir.parent, attach=run_dir)
 
 
+def cmd_stacks(args: argparse.Namespace) -> int:
+    from ezpz_tui.core.launching.runstore import RunStore, RunStoreError
+    from ezpz_tui.core.watching.stacks import stacks_command
+
+    try:
+        run_dir = RunStore(_outputs(args)).resolve(args.run).resolve()
+    except RunStoreError as exc:
+        return _fail(str(exc))
+    return stacks_command(run_dir, as_json=args.json)
+
+
 COMMANDS = {
     "info": cmd_info,
     "doctor": cmd_doctor,
@@ -397,6 +417,7 @@ COMMANDS = {
     "runs": cmd_runs,
     "plot": cmd_plot,
     "attach": cmd_attach,
+    "stacks": cmd_stacks,
     None: cmd_tui,
 }
 
