@@ -14,8 +14,6 @@ Standard library only: the wrapper imports this before the rank's command starts
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import signal
 import sys
@@ -34,8 +32,12 @@ def become_subreaper() -> bool:
     (not Linux, or the call failed), in which case orphans go to init as usual."""
     if not sys.platform.startswith("linux"):
         return False
+    import ctypes  # here, not at import: only the wrapper pays for it
+
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # The interpreter's own symbols, libc's included: no library search (find_library
+        # would run ldconfig in a subprocess at every rank's start).
+        libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
@@ -61,6 +63,10 @@ def wait_for(child: int, forget: Callable[[], None]) -> int:
     ``forget`` runs once the child has ended but before it is reaped: until then its pid cannot
     be given to another process, so whoever signals it by pid must stop doing so there.
     """
+    if not hasattr(os, "waitid"):  # macOS: no subreaper there, so no orphans to tell apart
+        status = os.waitpid(child, 0)[1]
+        forget()
+        return status
     while True:
         # WNOWAIT: learn which child ended without reaping it yet. PEP 475 retries the call
         # after a signal handler (the forwarding) has run.

@@ -50,8 +50,8 @@ def add_site(env: dict[str, str]) -> None:
     ``EZPZ_STACKS=0`` says not to."""
     if env.get(ENABLE_VAR, "1").strip() in ("0", "no", "false", "off"):
         return
-    site = str(SITE_DIR)
-    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if site in parts:
+    site, given = str(SITE_DIR), env.get("PYTHONPATH", "")
+    if site in given.split(os.pathsep):
         return
-    env["PYTHONPATH"] = os.pathsep.join([site, *parts])
+    # Kept verbatim after ours: an empty entry in it means the working directory.
+    env["PYTHONPATH"] = f"{site}{os.pathsep}{given}" if given else site

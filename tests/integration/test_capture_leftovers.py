@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -156,3 +157,43 @@ def test_two_ranks_under_mpiexec_leave_nothing(tmp_path: Path, mpiexec: str) -> 
         st = status(run, r)
         assert st["state"] == "succeeded"
         assert st["leftovers"] == [f"pid {helper} (sleep): SIGTERM"]
+
+
+def test_a_stop_still_reaches_the_rank_and_ends_its_helper(tmp_path: Path) -> None:
+    # The rank keeps running after starting its helper; SIGTERM to the wrapper (a stop) is
+    # forwarded to the rank, which dies of it; then the helper is ended too.
+    pidfile, run = tmp_path / "helper.pid", tmp_path / "run"
+    script = tmp_path / "rank.py"
+    script.write_text(DETACHED + "import time\ntime.sleep(60)\n")
+    proc = subprocess.Popen(
+        [*CAPTURE, str(run), "--", PY, str(script), str(pidfile), "sleep", "300"]
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not pidfile.exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    helper = int(pidfile.read_text())
+    assert gone(helper)
+    st = status(run)
+    assert st["signals_received"] == ["SIGTERM"] and st["signal_name"] == "SIGTERM"
+    assert st["leftovers"] == [f"pid {helper} (sleep): SIGTERM"]
+
+
+def test_a_crashing_rank_still_takes_the_wrapper_down_after_its_helper(tmp_path: Path) -> None:
+    pidfile, run = tmp_path / "helper.pid", tmp_path / "run"
+    script = tmp_path / "rank.py"
+    script.write_text(DETACHED + "import ctypes\nctypes.string_at(0)\n")
+    proc = capture(run, PY, str(script), str(pidfile), "sleep", "300")
+    assert proc.returncode == -signal.SIGSEGV  # the launcher still sees a crash
+    helper = int(pidfile.read_text())
+    assert gone(helper)
+    st = status(run)
+    assert (st["state"], st["signal_name"]) == ("failed", "SIGSEGV")
+    assert st["leftovers"] == [f"pid {helper} (sleep): SIGTERM"]
