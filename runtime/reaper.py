@@ -24,7 +24,7 @@ from dataclasses import dataclass
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 GRACE_S = 2.0  # between SIGTERM and SIGKILL: long enough to flush, short against a launcher's
 KILL_WAIT_S = 5.0  # after SIGKILL: only a process stuck in the kernel outlives this
-_POLL_S = 0.02
+_POLL_S = 0.05  # each look reads all of /proc
 
 
 def become_subreaper() -> bool:
@@ -130,22 +130,29 @@ def _all_stats() -> dict[int, tuple[str, int, int]]:
     return found
 
 
-def descendants(root: int | None = None, zombies: bool = False) -> dict[int, int]:
-    """Processes below ``root`` (this process), pid -> start ticks; zombies only if asked."""
-    root = os.getpid() if root is None else root
+def _below(root: int) -> dict[int, tuple[str, int]]:
+    """Every process below ``root``, zombies included: pid -> (state, start ticks)."""
     stats = _all_stats()
     children: dict[int, list[int]] = {}
     for pid, (_state, ppid, _ticks) in stats.items():
         children.setdefault(ppid, []).append(pid)
-    found: dict[int, int] = {}
+    found: dict[int, tuple[str, int]] = {}
     todo = [root]
     while todo:
         for pid in children.get(todo.pop(), ()):
             state, _ppid, ticks = stats[pid]
+            found[pid] = (state, ticks)
             todo.append(pid)
-            if zombies or state not in ("Z", "X"):
-                found[pid] = ticks
     return found
+
+
+def _live(below: dict[int, tuple[str, int]]) -> dict[int, int]:
+    return {pid: ticks for pid, (state, ticks) in below.items() if state not in ("Z", "X")}
+
+
+def descendants(root: int | None = None) -> dict[int, int]:
+    """Live (not zombie) processes below ``root`` (this process): pid -> start ticks."""
+    return _live(_below(os.getpid() if root is None else root))
 
 
 def _send(pid: int, ticks: int, sig: signal.Signals) -> bool:
@@ -174,8 +181,7 @@ def end_leftovers(grace_s: float = GRACE_S, kill_wait_s: float = KILL_WAIT_S) ->
     sent: dict[int, str] = {}
     ticks_of: dict[int, int] = {}
 
-    def signal_all(sig: signal.Signals, only_new: bool) -> dict[int, int]:
-        live = descendants()
+    def signal_all(live: dict[int, int], sig: signal.Signals, only_new: bool) -> None:
         for pid, ticks in live.items():
             if only_new and ticks_of.get(pid) == ticks:
                 continue
@@ -183,7 +189,6 @@ def end_leftovers(grace_s: float = GRACE_S, kill_wait_s: float = KILL_WAIT_S) ->
             if _send(pid, ticks, sig):
                 ticks_of[pid] = ticks
                 sent[pid] = sig.name
-        return live
 
     def settle(sig: signal.Signals, timeout: float) -> dict[int, int]:
         """Wait until nothing at all is below this process: a zombie not yet reaped counts,
@@ -191,13 +196,18 @@ def end_leftovers(grace_s: float = GRACE_S, kill_wait_s: float = KILL_WAIT_S) ->
         deadline = time.monotonic() + timeout
         while True:
             reap_others()
-            live = signal_all(sig, only_new=True)  # a fork in flight gets the same signal
-            if not descendants(zombies=True) or time.monotonic() >= deadline:
+            below = _below(me)
+            live = _live(below)
+            signal_all(live, sig, only_new=True)  # a fork in flight gets the same signal
+            if not below or time.monotonic() >= deadline:
                 return live
             time.sleep(_POLL_S)
 
-    if not signal_all(signal.SIGTERM, only_new=False):
+    me = os.getpid()
+    first = descendants()
+    if not first:
         return []
+    signal_all(first, signal.SIGTERM, only_new=False)
     left = settle(signal.SIGTERM, grace_s)
     if left:
         for pid, ticks in left.items():

@@ -33,7 +33,7 @@ from typing import Any
 
 from ezpz_tui.core.launching.processes import environ_has, proc_stat
 from runtime.env import RUN_DIR_VAR
-from runtime.rundir import RANK_ENDED, RunDir, read_statuses
+from runtime.rundir import RANK_ENDED, RankStatus, RunDir, read_statuses
 
 WAIT_S = 5.0  # for the dumps to appear: a rank stuck in C code still dumps at once
 SETTLE_S = 0.25  # a dump counts as complete once its log stopped growing for this long
@@ -222,7 +222,7 @@ def _needles(run_dir: Path) -> set[bytes]:
     return {b"\0" + f"{RUN_DIR_VAR}={p}".encode() + b"\0" for p in spellings}
 
 
-def _why_not(status: Any, here: str, needles: set[bytes]) -> str | None:
+def _why_not(status: RankStatus, here: str, needles: set[bytes]) -> str | None:
     """Why this rank cannot be signalled, or ``None`` when it can."""
     if status.state in RANK_ENDED:
         return f"ended ({status.state})"
