@@ -113,11 +113,12 @@ def run(run_dir: Path, command: list[str]) -> int:
                 replace(status, end=time.time(), state=failed, exit_code=127, error=str(exc)),
             )
             return 127
-        live.append(child.pid)
+        early = list(received)  # arrived while the child was being started: not forwarded
+        live.append(child.pid)  # from here on the handler forwards
         status = replace(status, pid=child.pid)
         write_status(run_dir, status)
-        if received:  # a stop that arrived while the child was being started
-            os.kill(child.pid, received[-1])
+        if early:
+            os.kill(child.pid, early[-1])
         code = os.waitstatus_to_exitcode(reaper.wait_for(child.pid, live.clear))
         child.returncode = code  # reaped here: Popen must never wait for that pid again
         ended = reaper.end_leftovers()
