@@ -86,8 +86,12 @@ def run(run_dir: Path, command: list[str]) -> int:
     # cannot name another process and a forwarded signal cannot hit a stranger.
     live: list[int] = []
 
+    unsent: list[int] = []  # received before there was a child to forward them to
+
     def forward(signum: int, _frame: object) -> None:
         received.append(signum)
+        if not live:
+            unsent.append(signum)
         for pid in live:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signum)
@@ -113,12 +117,11 @@ def run(run_dir: Path, command: list[str]) -> int:
                 replace(status, end=time.time(), state=failed, exit_code=127, error=str(exc)),
             )
             return 127
-        early = list(received)  # arrived while the child was being started: not forwarded
         live.append(child.pid)  # from here on the handler forwards
         status = replace(status, pid=child.pid)
         write_status(run_dir, status)
-        if early:
-            os.kill(child.pid, early[-1])
+        if unsent:  # a stop that arrived while the child was being started
+            os.kill(child.pid, unsent[-1])
         code = os.waitstatus_to_exitcode(reaper.wait_for(child.pid, live.clear))
         child.returncode = code  # reaped here: Popen must never wait for that pid again
         ended = reaper.end_leftovers()
