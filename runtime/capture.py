@@ -8,6 +8,11 @@ the rank's log in D (a file, so there is no pipe to stall on and a native crash'
 kept), forwards the signals a stop sends, and records how the child ended in the rank's status
 (:class:`runtime.rundir.RankStatus`). Inherited descriptors stay open for the child: MPICH's
 Hydra hands each rank its PMI connection as an inherited fd (PMI_FD).
+
+Nothing is left behind: the wrapper is a child subreaper (:mod:`runtime.reaper`), so processes
+the rank starts and abandons are re-parented to it, and once the rank's own process has ended it
+ends them (SIGTERM, then SIGKILL) and names them in the rank's status and log. Plain scripts can
+dump their stacks on SIGUSR1 (:mod:`runtime.stackdump`), so a hung job can be looked into.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from runtime import reaper, stackdump
 from runtime.env import RANK_SOURCE_VAR, RUN_DIR_VAR, RankInfo, rank_info_or_single, torchrun_env
 from runtime.rundir import RankState, RankStatus, RunDir, write_status
 
@@ -56,10 +62,13 @@ def child_env(run_dir: Path, info: RankInfo) -> dict[str, str]:
         for name, value in torchrun_env(info).items():
             env.setdefault(name, value)
         env.setdefault(RANK_SOURCE_VAR, info.source)
+    stackdump.add_site(env)
     return env
 
 
 def run(run_dir: Path, command: list[str]) -> int:
+    """Run ``command`` as this rank, record its end, and return the wrapper's exit status
+    (128+N for a signal it forwarded; it dies of one it did not, see :func:`_die_of`)."""
     info = rank_info_or_single()
     run = RunDir(run_dir)
     run.make_folders()
@@ -73,15 +82,23 @@ def run(run_dir: Path, command: list[str]) -> int:
         start=time.time(),
     )
     received: list[int] = []
+    # The child's pid until it is reaped: this wrapper reaps it itself, so until then the pid
+    # cannot name another process and a forwarded signal cannot hit a stranger.
+    live: list[int] = []
+
+    unsent: list[int] = []  # received before there was a child to forward them to
 
     def forward(signum: int, _frame: object) -> None:
         received.append(signum)
-        if child is not None and child.poll() is None:
-            child.send_signal(signum)
+        if not live:
+            unsent.append(signum)
+        for pid in live:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
 
-    child: subprocess.Popen[bytes] | None = None
     for sig in FORWARDED:
         signal.signal(sig, forward)
+    reaper.become_subreaper()
     with open(run.log(info.rank), "ab", buffering=0) as log:
         try:
             child = subprocess.Popen(
@@ -100,23 +117,24 @@ def run(run_dir: Path, command: list[str]) -> int:
                 replace(status, end=time.time(), state=failed, exit_code=127, error=str(exc)),
             )
             return 127
+        live.append(child.pid)  # from here on the handler forwards
         status = replace(status, pid=child.pid)
         write_status(run_dir, status)
-        if received:  # a stop that arrived while the child was being started
-            child.send_signal(received[-1])
-        while True:
-            try:
-                code = child.wait()
-                break
-            except InterruptedError:  # pragma: no cover - PEP 475 retries for us
-                continue
+        if unsent:  # a stop that arrived while the child was being started
+            os.kill(child.pid, unsent[-1])
+        code = os.waitstatus_to_exitcode(reaper.wait_for(child.pid, live.clear))
+        child.returncode = code  # reaped here: Popen must never wait for that pid again
+        ended = reaper.end_leftovers()
+        if ended:
+            log.write(f"ezpz capture: {reaper.describe_ended(ended)}\n".encode())
+            status = replace(status, leftovers=tuple(item.describe() for item in ended))
     if code < 0:
         name = signal.Signals(-code).name
         status = replace(status, state=RankState.FAILED, signal=-code, signal_name=name)
         exit_code = 128 - code
     else:
-        ended = RankState.SUCCEEDED if code == 0 else RankState.FAILED
-        status = replace(status, state=ended, exit_code=code)
+        state = RankState.SUCCEEDED if code == 0 else RankState.FAILED
+        status = replace(status, state=state, exit_code=code)
         exit_code = code
     if received:
         status = replace(status, signals_received=tuple(signal.Signals(s).name for s in received))

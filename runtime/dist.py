@@ -185,8 +185,16 @@ def setup(
     seed: int = 1337,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> DistInfo:
-    """Initialise this rank; sizes default to EZPZ_TP/EZPZ_PP/EZPZ_CP from the launcher."""
+    """Initialise this rank; sizes default to EZPZ_TP/EZPZ_PP/EZPZ_CP from the launcher.
+
+    Also makes the rank dump its stacks on SIGUSR1 (:mod:`runtime.stackdump`), so a job that
+    hangs in a collective can be asked where each rank waits (``ezpz-tui stacks RUN``).
+    """
     import torch
+
+    from runtime import stackdump
+
+    stackdump.register()
 
     env = dict(os.environ)
     info, comm = _discover(env)

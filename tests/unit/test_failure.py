@@ -233,7 +233,7 @@ def test_the_text_tells_it_all(tmp_path: Path) -> None:
     assert text.splitlines()[0] == f"run {failure.run_id} failed: rank 2 on {HOST1}: exit 1"
     assert f"first failing rank: 2 on {HOST1}, exit 1" in text
     assert "last traceback in logs/rank-00002.log:" in text
-    assert "killed as a consequence: ranks 0-1, 3" in text
+    assert "killed as a consequence: ranks 0-1,3" in text
     assert "what to do:" in text
 
 
@@ -263,4 +263,4 @@ def test_meanings_and_ranges() -> None:
     assert meaning(0, None) is None and meaning(42, None) is None
     assert describe_end(None, 9, "SIGKILL") == "SIGKILL (signal 9)"
     assert describe_end(3, None) == "exit 3"
-    assert rank_ranges((5, 0, 1, 2, 9, 10)) == "0-2, 5, 9-10"
+    assert rank_ranges((5, 0, 1, 2, 9, 10)) == "0-2,5,9-10"

@@ -35,6 +35,7 @@ from ezpz_tui.core.launching.liveness import run_state
 from ezpz_tui.core.launching.runstore import RunStoreError, read_run_toml
 from ezpz_tui.core.watching.launcher_messages import LauncherMessage, read_messages, read_tail
 from ezpz_tui.core.watching.tails import strip_ansi
+from ezpz_tui.core.words import rank_ranges
 from runtime.rundir import (
     LAUNCHER_LOG,
     LIVE,
@@ -341,20 +342,6 @@ def outcome(run_dir: Path) -> str:
 
 
 # --- in words ----------------------------------------------------------------------------------
-
-
-def rank_ranges(ranks: tuple[int, ...]) -> str:
-    """``0-3, 7, 9-10``: a thousand killed ranks in one line."""
-    parts: list[str] = []
-    ordered = sorted(set(ranks))
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ", ".join(parts)
 
 
 def format_failure(failure: Failure, added: tuple[str, ...] = ()) -> str:

@@ -1,0 +1,41 @@
+"""What every command shares: the outputs directory, the run a RUN argument names, and lines
+on stderr that never raise."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+
+
+def fail(message: str) -> int:
+    """One readable line and exit status 2: every command's answer to bad input."""
+    say(f"ezpz-tui: {message}")
+    return 2
+
+
+def say(message: str) -> None:
+    """A line on stderr that never raises: the terminal may be gone (SIGHUP) or stderr full."""
+    with contextlib.suppress(OSError, ValueError):
+        print(message, file=sys.stderr, flush=True)
+
+
+def outputs_of(args: argparse.Namespace) -> Path:
+    from ezpz_tui.core.session import default_outputs
+
+    return args.outputs or default_outputs()
+
+
+def run_named(args: argparse.Namespace) -> Path | str:
+    """The run directory ``args.run`` names (an id, a unique prefix or a path), or why none."""
+    from ezpz_tui.core.launching.runstore import RunStore, RunStoreError
+    from runtime.rundir import LOGS, RUN_TOML, RunDir
+
+    try:
+        run_dir = RunStore(outputs_of(args)).resolve(args.run).resolve()
+    except RunStoreError as exc:
+        return str(exc)
+    if not RunDir(run_dir).looks_like_run():
+        return f"{run_dir} holds no run: no {RUN_TOML}, {LOGS}/ or metrics files"
+    return run_dir

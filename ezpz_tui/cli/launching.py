@@ -1,0 +1,236 @@
+"""``ezpz-tui launch``: build the launch, start it, follow rank 0 as srun would, report the end."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ezpz_tui.cli.common import fail, outputs_of, say
+
+
+def _plan_from_args(args: argparse.Namespace) -> Any:
+    from ezpz_tui.core.launching.plan import LaunchPlan, demo_command
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    env = []
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--env takes K=V, got {item!r}")
+        env.append((key, value))
+    return LaunchPlan(
+        nodes=args.nodes,
+        exclude=tuple(args.exclude),
+        ppn=args.ppn,
+        tp=args.tp,
+        pp=args.pp,
+        cp=args.cp,
+        launcher=args.launcher,
+        command=tuple(command) or demo_command(),
+        env=tuple(env),
+    )
+
+
+def _rank_env(launch: Any) -> dict[str, Any]:
+    """What every rank is given to find its place and its peers (torchrun's contract)."""
+    from runtime.env import TORCHRUN_VARS
+
+    meet = launch.rendezvous
+    given_by = "torchrun" if launch.launcher == "torchrun" else "runtime.capture"
+    out: dict[str, Any] = {"vars": list(TORCHRUN_VARS), "given_by": given_by}
+    if meet is not None and given_by == "torchrun":
+        out.update(rdzv_endpoint=meet.endpoint(), why=meet.why)
+    elif meet is not None:
+        out.update(MASTER_ADDR=meet.addr, MASTER_PORT=meet.port, why=meet.why)
+    return out
+
+
+def _dry_run(session: Any, plan: Any) -> int:
+    """The launch as JSON, exactly what would run; exit 2 when the plan has errors."""
+    preview = session.preview(plan)
+    out: dict[str, Any] = {"problems": [asdict(p) for p in preview.problems]}
+    launch = preview.command
+    if launch is not None:
+        out.update(
+            argv=launch.argv,
+            env=launch.env,
+            launcher=launch.launcher,
+            hostfile=str(launch.hostfile) if launch.hostfile else None,
+            hostfile_hosts=preview.hostfile_hosts,
+            notes=launch.notes,
+            rank_env=_rank_env(launch),
+            world_size=plan.world_size(session.alloc),
+            sizes={"tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "dp": plan.dp(session.alloc)},
+        )
+    print(json.dumps(out, indent=2))
+    return 0 if launch is not None else 2
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    from ezpz_tui.config import load_config
+    from ezpz_tui.core.launching.allocation import detect_allocation
+    from ezpz_tui.core.launching.outputs import RunStoreError, launch_error
+    from ezpz_tui.core.launching.plan import LaunchRefused
+    from ezpz_tui.core.launching.supervisor import Supervisor
+    from ezpz_tui.core.session import Session
+
+    settings, warnings = load_config()
+    for warning in warnings:
+        print(f"ezpz-tui: warning: {warning}", file=sys.stderr)
+
+    try:
+        plan = _plan_from_args(args)
+    except ValueError as exc:
+        return fail(str(exc))
+    if args.retries < 0:
+        return fail(f"--retries must be 0 or more, not {args.retries}")
+    supervisor = Supervisor(kill_on_bad_exit=settings.kill_on_bad_exit)
+    session = Session(
+        detect_allocation(), outputs_of(args), supervisor, exclude_bad=args.exclude_bad
+    )
+    if args.dry_run:
+        return _dry_run(session, plan)
+    try:
+        handle = session.launch(plan)
+    except LaunchRefused as exc:
+        for problem in exc.problems:
+            print(f"ezpz-tui: {problem.message}", file=sys.stderr)
+        return 2
+    except (OSError, RunStoreError) as exc:  # the outputs directory: a file, read-only, full
+        return fail(launch_error(session.store.outputs, exc))
+    except ValueError as exc:
+        return fail(str(exc))
+    print(f"ezpz-tui: run {handle.run_dir}", file=sys.stderr)
+    code = _follow(handle, quiet=args.quiet)
+    if not args.retries or handle.state.state != "failed":
+        return code
+    from ezpz_tui.core.launching.failover import retry_after_node_faults
+
+    return retry_after_node_faults(
+        lambda plan, parent: session.launch(plan, parent=parent),
+        lambda handle: _follow(handle, quiet=args.quiet),
+        handle,
+        code,
+        plan,
+        session.alloc,
+        args.retries,
+        lambda line: print(f"ezpz-tui: {line}", file=sys.stderr),
+    )
+
+
+def _follow(handle: Any, quiet: bool) -> int:
+    """Print rank 0's log as it grows until the run ends, as srun would: Ctrl-C, SIGTERM or
+    SIGHUP (the terminal closed) stop the run; a closed or full stdout stops the printing only,
+    never the supervision."""
+    from ezpz_tui.core.launching.processes import deferred_signals
+    from runtime.rundir import RunDir
+
+    out = _Out(quiet)
+    log = RunDir(handle.run_dir).log(0)
+    offset = 0
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    with deferred_signals(stops) as stop_requested:
+        while True:
+            code = handle.wait(0.2)
+            offset = out.copy(log, offset)
+            if stop_requested:
+                say(f"\nezpz-tui: stopping the run ({signal.Signals(stop_requested[0]).name}) ...")
+                result = handle.stop()
+                out.copy(log, offset)
+                state = "clean" if result.clean else f"left {result.remaining}"
+                say(f"ezpz-tui: stopped ({state}) after {result.elapsed_s:.1f}s")
+                return 128 + stop_requested[0]
+            if code is not None:
+                break
+    out.copy(log, offset)
+    return _report_end(handle)
+
+
+class _Out:
+    """Rank 0's log copied to stdout until stdout refuses (``| head -1``, ``> /dev/full``):
+    then the copying stops and stdout points at /dev/null, so Python's own flush at exit cannot
+    fail either, and the run goes on being supervised."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.on = not quiet
+
+    def copy(self, path: Path, offset: int) -> int:
+        if not self.on:
+            return offset
+        try:
+            with path.open("rb") as fh:
+                fh.seek(offset)
+                data = fh.read()
+        except OSError:
+            return offset
+        if data:
+            try:
+                sys.stdout.write(data.decode("utf-8", errors="replace"))
+                sys.stdout.flush()
+            except (OSError, ValueError) as exc:
+                self._stop_printing(exc)
+        return offset + len(data)
+
+    def _stop_printing(self, exc: BaseException) -> None:
+        self.on = False
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        why = getattr(exc, "strerror", None) or type(exc).__name__
+        say(f"ezpz-tui: stdout refused rank 0's log ({why}); the run goes on, followed quietly")
+
+
+def _report_end(handle: Any) -> int:
+    """The run's exit status, with its failed and killed ranks and the launcher's output.
+
+    As srun does, a run that failed exits with its first failed rank's status (128+N for a
+    signal), not with whatever the launcher returned while its other ranks were stopped.
+    """
+    from ezpz_tui.core.launching.ending import how
+    from ezpz_tui.core.launching.exit_meanings import meaning
+    from ezpz_tui.core.words import rank_ranges
+    from runtime.rundir import LAUNCHER_LOG, RankState, RunDir, State, read_statuses
+
+    run, state = RunDir(handle.run_dir), handle.state
+    statuses = read_statuses(run.path)
+    failed = [f"rank {s.rank} ({how(s)})" for s in statuses if s.state == RankState.FAILED]
+    killed = [s.rank for s in statuses if s.state == RankState.KILLED]
+    if failed:
+        say(f"ezpz-tui: failed ranks: {', '.join(failed)}")
+    if killed:
+        say(f"ezpz-tui: killed after rank {state.failed_rank} failed: {rank_ranges(killed)}")
+    first = next((s for s in statuses if s.rank == state.failed_rank), None)
+    said = first and meaning(first.exit_code, first.signal)
+    if first is not None and said:
+        say(f"ezpz-tui: rank {first.rank}'s {how(first)} usually means: {said}")
+    if failed or killed:
+        say(f"ezpz-tui: rank logs in {run.logs_dir}; `ezpz-tui why {run.path.name}` explains")
+    if state.state not in (State.SUCCEEDED, State.STOPPED):
+        tail = _tail(run.launcher_log, 15)
+        if tail:
+            say(f"ezpz-tui: {LAUNCHER_LOG} ends with:\n" + tail)
+    say(f"ezpz-tui: run {state.state} ({run.path.name})")
+    if state.state == State.FAILED and first is not None:
+        if first.exit_code is not None:
+            return first.exit_code
+        if first.signal is not None:
+            return 128 + first.signal
+    if state.exit_code is not None:
+        return state.exit_code
+    return 128 + state.signal if state.signal is not None else 1
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        text = path.read_bytes()[-20000:].decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])

@@ -1,0 +1,131 @@
+"""The ``ezpz-tui`` command line: every command, option and help text."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, NoReturn
+
+from ezpz_tui import __version__
+
+EPILOG = "With no command, ezpz-tui starts the terminal UI."
+RUN_HELP = "run id, unique prefix, or path to a run directory"
+
+
+def _outputs_arg(p: argparse.ArgumentParser) -> None:
+    help = "directory holding run directories (default: $EZPZ_OUTPUTS or ./outputs)"
+    p.add_argument("--outputs", type=Path, default=None, help=help)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line, as every other error here is."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+# Each command's one-line help, and the longer description its own --help shows.
+COMMANDS_HELP = {
+    "info": ("the allocation: scheduler, job, hosts, accelerators", None),
+    "doctor": ("check the environment (exit 1 on an error)", None),
+    "launch": (
+        "start a run (default command: the demo training)",
+        "Start a run through the right launcher; follows rank 0's log and exits with the run's "
+        "exit code. Ctrl-C stops the run cleanly.",
+    ),
+    "runs": ("list runs in the outputs directory", None),
+    "attach": (
+        "monitor a run this process did not start (running or finished), read-only",
+        "Open the TUI on RUN: its ranks, logs and metrics, followed live. Nothing can stop the "
+        "run from there. Works on ezpz's own run directories too.",
+    ),
+    "plot": ("plot a run's metric in the terminal", None),
+    "why": (
+        "why a run failed: first failing rank, its end, last lines, launcher messages, advice",
+        "Explain RUN's failure on one screen: the first rank that failed on its own and its "
+        "host, its exit code or signal and what that usually means, its traceback or last "
+        "lines, what the launcher said, which ranks were killed as a consequence, and what to "
+        "do. A host a node fault names is added to bad_hosts.txt in the outputs directory.",
+    ),
+    "stacks": (
+        "show where every rank of a running job is (Python stacks, grouped)",
+        "Ask every rank of RUN on this host to dump its Python stacks (SIGUSR1, only to ranks "
+        "that catch it) and print them, ranks with the same stack folded together. Exit 2 when "
+        "no rank answered.",
+    ),
+}
+
+
+def _command(sub: Any, name: str, *, json: bool = False) -> argparse.ArgumentParser:
+    help, description = COMMANDS_HELP[name]
+    p = sub.add_parser(name, help=help, description=description)
+    if json:
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ezpz_tui.core.launching.plan import LAUNCHERS
+
+    parser = _Parser(
+        prog="ezpz-tui",
+        description="See the allocation, launch distributed PyTorch, watch every rank.",
+        epilog=EPILOG,
+    )
+    parser.add_argument("--version", action="version", version=f"ezpz-tui {__version__}")
+    _outputs_arg(parser)
+    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
+    _command(sub, "info", json=True)
+    _outputs_arg(_command(sub, "doctor", json=True))
+    p = _command(sub, "launch")
+    p.add_argument("-n", "--nodes", type=_positive, help="nodes to use (default: all)")
+    p.add_argument("--ppn", type=_positive, help="ranks per node (default: one per accelerator)")
+    for size, words in (("tp", "tensor"), ("pp", "pipeline"), ("cp", "context")):
+        p.add_argument(f"--{size}", type=_positive, default=1, help=f"{words} parallel size")
+    p.add_argument("--launcher", choices=LAUNCHERS, default="auto")
+    p.add_argument(
+        "--exclude", action="append", default=[], metavar="HOST", help="skip a host (repeatable)"
+    )
+    p.add_argument(
+        "--env", action="append", default=[], metavar="K=V", help="extra rank env (repeatable)"
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the launch as JSON, start nothing")
+    p.add_argument("--quiet", action="store_true", help="do not follow rank 0's log")
+    p.add_argument(
+        "--retries",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after a node fault, exclude the host and relaunch, at most N times (default: 0)",
+    )
+    p.add_argument(
+        "--no-exclude-bad",
+        dest="exclude_bad",
+        action="store_false",
+        help="use the hosts listed in the outputs directory's bad_hosts.txt too",
+    )
+    _outputs_arg(p)
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command for each rank")
+    _outputs_arg(_command(sub, "runs", json=True))
+    p = _command(sub, "attach")
+    p.add_argument("run", help=RUN_HELP)
+    _outputs_arg(p)
+    p = _command(sub, "plot")
+    p.add_argument("run", help=RUN_HELP)
+    p.add_argument("--metric", default="loss", help="metric name (default: loss)")
+    _outputs_arg(p)
+    for name in ("why", "stacks"):
+        p = _command(sub, name, json=True)
+        p.add_argument("run", help=RUN_HELP)
+        _outputs_arg(p)
+    return parser

@@ -1,0 +1,149 @@
+"""The commands that read: the allocation, the doctor, the runs, a run's metric, its failure,
+its ranks' stacks, and the TUI on a run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable
+from dataclasses import asdict
+from typing import Any
+
+from ezpz_tui.cli.common import fail, outputs_of, run_named
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from ezpz_tui.core.launching.allocation import detect_allocation, format_duration
+
+    alloc = detect_allocation()
+    data = asdict(alloc)
+    data["walltime_left_s"] = alloc.walltime_left()
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    more = " ..." if len(alloc.hosts) > 8 else ""
+    kind = f"{alloc.accelerator_kind} per host ({alloc.accelerator_source})"
+    rows = {
+        "scheduler": alloc.scheduler,
+        "job": alloc.job_id or "-",
+        "machine": alloc.machine,
+        "hosts": f"{len(alloc.hosts)}: {', '.join(alloc.hosts[:8])}{more}",
+        "accelerators": f"{alloc.accelerators_per_host} {kind}",
+        "cpus per host": alloc.cpus_per_host,
+        "walltime left": format_duration(data["walltime_left_s"]),
+    }
+    for key, value in rows.items():
+        print(f"{key:>14}  {value}")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from ezpz_tui.core.checking.doctor import run_checks, worst_level
+    from ezpz_tui.core.launching.allocation import detect_allocation
+
+    alloc = detect_allocation()
+    checks = run_checks(alloc, outputs=outputs_of(args))
+    if args.json:
+        print(json.dumps([asdict(c) for c in checks], indent=2))
+    else:
+        marks = {"ok": "ok  ", "warning": "warn", "error": "FAIL"}
+        for c in checks:
+            print(f"[{marks.get(c.level, c.level)}] {c.name}: {c.reason}")
+            if c.level != "ok" and c.remedy:
+                print(f"       -> {c.remedy}")
+    return 1 if worst_level(checks) == "error" else 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from ezpz_tui.core.launching.outputs import OutputsError, check_listable
+    from ezpz_tui.core.launching.runstore import RunStore
+
+    store = RunStore(outputs_of(args))
+    try:
+        check_listable(store.outputs)  # a missing directory has no runs; a file is an error
+    except OutputsError as exc:
+        return fail(str(exc))
+    runs = store.list_runs()
+    if args.json:
+        print(json.dumps([{**asdict(r), "path": str(r.path)} for r in runs], indent=2))
+        return 0
+    if not runs:
+        print(f"no runs in {outputs_of(args)}")
+        return 0
+    print(_runs_row(name for name, _ in RUNS_COLUMNS) + "  PARENT")
+    for r in runs:
+        exit_code = f"s{r.signal}" if r.signal else "" if r.exit_code is None else r.exit_code
+        sizes = ("-" if x is None else x for x in (r.world_size, r.tp, r.pp, r.cp, r.dp))
+        print(_runs_row([r.run_id, r.state, exit_code, *sizes]) + f"  {r.parent or ''}")
+    return 0
+
+
+RUNS_COLUMNS = (("RUN", "<34"), ("STATE", "<10"), ("EXIT", ">4"), ("WORLD", ">5"))
+RUNS_COLUMNS += tuple((size, ">3") for size in ("TP", "PP", "CP", "DP"))
+
+
+def _runs_row(cells: Iterable[Any]) -> str:
+    return " ".join(f"{cell:{width}}" for cell, (_, width) in zip(cells, RUNS_COLUMNS, strict=True))
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from ezpz_tui.core.launching.runstore import RunStore, RunStoreError
+    from ezpz_tui.core.watching.metrics.one_metric import read_metric
+    from ezpz_tui.terminal_plot import chart
+
+    try:
+        run_dir = RunStore(outputs_of(args)).resolve(args.run)
+    except RunStoreError as exc:
+        return fail(str(exc))
+    series = read_metric(run_dir, args.metric)
+    for note in series.notes():
+        print(f"ezpz-tui: {note}", file=sys.stderr)
+    if not series.values:
+        return fail(series.why_nothing(run_dir.name))
+    try:
+        drawn = chart(series, f"{args.metric} — {run_dir.name} ({len(series.ranks)} ranks)")
+    except Exception:  # plotext's own arithmetic: overflow on spans near the float range
+        low, high = series.span()
+        return fail(f"cannot draw {args.metric}: its values span {low:g} to {high:g}")
+    print(drawn)
+    return 0
+
+
+def cmd_tui(args: argparse.Namespace) -> int:
+    from ezpz_tui.ui.app import run_app
+
+    return run_app(outputs=args.outputs)
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    from ezpz_tui.core.launching.runstore import RunStore, RunStoreError
+    from ezpz_tui.ui.app import run_app
+    from runtime.rundir import LOGS, RUN_TOML, RunDir
+
+    try:
+        run_dir = RunStore(outputs_of(args)).resolve(args.run).resolve()
+    except RunStoreError as exc:
+        return fail(str(exc))
+    if not RunDir(run_dir).looks_like_run():
+        return fail(f"{run_dir} holds no run: no {RUN_TOML}, {LOGS}/ or metrics files")
+    return run_app(outputs=args.outputs or run_dir.parent, attach=run_dir)
+
+
+def cmd_why(args: argparse.Namespace) -> int:
+    from ezpz_tui.core.launching.failover import why_report
+
+    run_dir = run_named(args)
+    if isinstance(run_dir, str):
+        return fail(run_dir)
+    print(why_report(run_dir, args.json, warn=lambda line: print(line, file=sys.stderr)))
+    return 0
+
+
+def cmd_stacks(args: argparse.Namespace) -> int:
+    from ezpz_tui.core.watching.stacks import stacks_command
+
+    run_dir = run_named(args)
+    if isinstance(run_dir, str):
+        return fail(run_dir)
+    return stacks_command(run_dir, as_json=args.json)

@@ -1,0 +1,57 @@
+"""Let a hung rank be asked for its Python stacks: ``faulthandler`` on SIGUSR1.
+
+``ezpz-tui stacks RUN`` sends SIGUSR1 to every rank's process and reads the dump each writes
+into its log (all threads, innermost frame first). Two ways in, both narrow on purpose:
+
+* :func:`register`, called by :func:`runtime.setup`, for ranks built on this runtime;
+* :func:`add_site`, used by the capture wrapper, for plain scripts: it puts a directory holding
+  only a ``sitecustomize.py`` first on the rank's ``PYTHONPATH``. That file registers the same
+  handler at interpreter start, takes its directory back off ``sys.path``, and runs the
+  ``sitecustomize`` it shadows (a distribution's or a virtual environment's), so nothing else
+  changes. ``PYTHONFAULTHANDLER`` alone would not do: it covers only fatal signals.
+
+Neither takes SIGUSR1 from a program that handles it itself: they register only while its
+action is still the default (terminate), and a handler the program installs later replaces
+theirs. Python's default for SIGUSR1 is to terminate, so whoever sends it must first check
+that the process catches it (``SigCgt`` in ``/proc/PID/status``). ``EZPZ_STACKS=0`` in the
+launch's environment keeps the ``sitecustomize`` out.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+from pathlib import Path
+
+SIGNAL_NAME = "SIGUSR1"
+SITE_DIR = Path(__file__).resolve().parent / "_site"
+ENABLE_VAR = "EZPZ_STACKS"
+_STDERR_FD = 2  # the rank log under the capture wrapper, whatever sys.stderr became since
+
+
+def register() -> bool:
+    """Dump every thread's stack to stderr on SIGUSR1 unless the program handles SIGUSR1
+    itself or the platform has none; whether the handler is now in place."""
+    sig = getattr(signal, SIGNAL_NAME, None)
+    if sig is None:  # Windows
+        return False
+    try:
+        if signal.getsignal(sig) not in (signal.SIG_DFL, None):
+            return False
+        faulthandler.register(sig, file=_STDERR_FD, all_threads=True, chain=False)
+    except (ValueError, OSError, RuntimeError):
+        return False
+    return True
+
+
+def add_site(env: dict[str, str]) -> None:
+    """Put the stack-dump ``sitecustomize`` first on ``env``'s ``PYTHONPATH`` (once), unless
+    ``EZPZ_STACKS=0`` says not to."""
+    if env.get(ENABLE_VAR, "1").strip() in ("0", "no", "false", "off"):
+        return
+    site, given = str(SITE_DIR), env.get("PYTHONPATH", "")
+    if site in given.split(os.pathsep):
+        return
+    # Kept verbatim after ours: an empty entry in it means the working directory.
+    env["PYTHONPATH"] = f"{site}{os.pathsep}{given}" if given else site
