@@ -91,7 +91,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
         return fail(str(exc))
     if args.retries < 0:
         return fail(f"--retries must be 0 or more, not {args.retries}")
-    supervisor = Supervisor(kill_on_bad_exit=settings.kill_on_bad_exit)
+    supervisor = Supervisor(settings.kill_on_bad_exit, settings.raised_grace_s)
     session = Session(
         detect_allocation(), outputs_of(args), supervisor, exclude_bad=args.exclude_bad
     )

@@ -55,9 +55,8 @@ class EzpzApp(App[None]):
         self.problems += [f"{config.config_path()}: {problem}" for problem in more]
         self.chords = ChordKeys(self, self.keymap)
         self._wanted_theme = settings.theme
-        start = StartUp(
-            clock, settings.stall_after, outputs, alloc, checks, attach, settings.kill_on_bad_exit
-        )
+        launching = (settings.kill_on_bad_exit, settings.raised_grace_s)
+        start = StartUp(clock, settings.stall_after, outputs, alloc, checks, attach, *launching)
         self.main = MainScreen(start, self.keymap)
 
     def get_default_screen(self) -> MainScreen:

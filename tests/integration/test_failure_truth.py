@@ -224,3 +224,53 @@ def test_a_run_that_fills_its_disk_ends_failed_saying_so(tmp_path: Path) -> None
             assert proc.returncode != 0
         finally:
             kill_leftovers(outputs)
+
+
+# Rank 1 raises while a non-daemon thread keeps its interpreter alive, as a rank whose MPI
+# finalisation waits for a peer does: the traceback is in its log, the process lives on.
+RAISES_AND_LIVES = """
+import os, threading, time
+rank = int(os.environ["RANK"])
+print(f"rank {rank} up", flush=True)
+if rank == 1:
+    threading.Thread(target=time.sleep, args=(120,)).start()
+    time.sleep(1)
+    raise ValueError("bad batch at step 7")
+time.sleep(120)
+"""
+
+
+def _config(tmp_path: Path, text: str) -> dict[str, str]:
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "config.toml").write_text(text)
+    return {"EZPZ_TUI_CONFIG_DIR": str(config)}
+
+
+def test_a_rank_that_raised_and_lives_on_fails_the_run_with_its_exception(
+    outputs: Path, tmp_path: Path
+) -> None:
+    env = {**base_env(outputs), **_config(tmp_path, "[launch]\nraised_grace_s = 2\n")}
+    began = time.monotonic()
+    proc = cli(["launch", "--ppn", "2", "--", PY, "-c", RAISES_AND_LIVES], env, 120)
+    assert time.monotonic() - began < 40, proc.stderr
+    run_dir = the_run(outputs)
+    recorded = state(run_dir)
+    assert recorded["state"] == "failed" and recorded["failed_rank"] == 1, recorded
+    assert "raised ValueError: bad batch at step 7" in recorded["cause"]
+    ranks = statuses(run_dir)
+    assert (ranks[1]["state"], ranks[1]["cause"]) == ("failed", recorded["cause"])
+    assert (ranks[0]["state"], ranks[0]["cause"]) == ("killed", "after rank 1 failed")
+    assert not processes_of(run_dir)
+
+
+def test_with_kill_on_bad_exit_off_the_peers_run_on(outputs: Path, tmp_path: Path) -> None:
+    """The old behaviour, for jobs that tolerate a lost rank: rank 0 finishes its own work."""
+    script = RANKS.replace("time.sleep(60)", "time.sleep(4); print('rank 0 done', flush=True)")
+    env = {**base_env(outputs), **_config(tmp_path, "[launch]\nkill_on_bad_exit = false\n")}
+    proc = cli(["launch", "--ppn", "2", "--", PY, "-c", script, "3"], env, 120)
+    run_dir = the_run(outputs)
+    ranks = statuses(run_dir)
+    assert (ranks[0]["state"], ranks[0]["exit_code"]) == ("succeeded", 0), proc.stderr
+    assert (ranks[1]["state"], ranks[1]["exit_code"]) == ("failed", 3)
+    assert state(run_dir)["state"] == "failed"

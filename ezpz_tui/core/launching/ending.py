@@ -79,16 +79,22 @@ def final_statuses(
     * The user's stop: ranks still running, or failed by the stop signal forwarded to them,
       are ``stopped``.
     * A failure: ranks still running, or torn down after the first failure, are ``killed``
-      with ``after rank N failed`` as their cause.
+      with ``after rank N failed`` as their cause; the first (``run.failed_rank`` when the
+      supervisor named it) is ``failed``, with the run's cause when the stop ended it.
     * Anything else still running (a launcher that exited on its own, a wrapper killed before
       it could write) is ``lost``, as is a rank of the world that never wrote a status.
     """
     stopped = run.state == State.STOPPED
-    first = None if stopped else first_failure(statuses)
+    named = [s for s in statuses if s.rank == run.failed_rank]
+    first = None if stopped else (named[0] if named else first_failure(statuses))
     changed = []
     for status in statuses:
         end = status.end if status.end is not None else now
-        if stopped and (status.state == RankState.RUNNING or status.signals_received):
+        if first is not None and status.rank == first.rank:
+            if status.state != RankState.FAILED or status.signals_received:
+                # It raised and lived on, and the failure's stop ended it: still the cause.
+                changed.append(_end(status, RankState.FAILED, run.cause or "failed first", end))
+        elif stopped and (status.state == RankState.RUNNING or status.signals_received):
             if status.state in (RankState.RUNNING, RankState.FAILED):
                 word = run.reason or "stopped by the user"
                 changed.append(_end(status, RankState.STOPPED, word, end))

@@ -53,6 +53,7 @@ from ezpz_tui.core.launching.processes import (
 )
 from ezpz_tui.core.launching.reserve import NO_SPACE, nearly_full, no_space, release_reserve
 from ezpz_tui.core.launching.tether import Tether, start_tether
+from ezpz_tui.core.watching.raised import RaisedWatch
 from runtime.env import RANK_VARS, RUN_DIR_VAR
 from runtime.rundir import (
     HEARTBEAT_S,
@@ -123,7 +124,10 @@ class RunHandle:
         self._returncode: int | None = None
         self._state = recorded
         self._stop_requested = False
-        self._failure: RankStatus | None = None  # the rank whose failure is ending the run
+        # The rank whose failure is ending the run, and that failure in words.
+        self._failure: tuple[RankStatus, str] | None = None
+        self._live: list[RankStatus] = []  # ranks whose status said running at the last look
+        self._raised = RaisedWatch(RunDir(self.run_dir), supervisor.raised_grace_s)
         self._tether: Tether | None = None
         self._disk_full = False  # a state write failed for want of space
         self._lock = threading.Lock()  # state writes and the stop-vs-exit decision
@@ -211,6 +215,7 @@ class RunHandle:
                 pass
             if self.supervisor.kill_on_bad_exit:
                 stamp = self._fail_fast(stamp)
+                self._stop_raised()
             if time.monotonic() - beat >= HEARTBEAT_S:
                 beat = time.monotonic()
                 with self._lock:
@@ -222,21 +227,39 @@ class RunHandle:
         now = status_dir_stamp(RunDir(self.run_dir).status_dir)
         if now == stamp or self._failure is not None or self._stop_requested:
             return now
-        own = [s for s in read_statuses(self.run_dir) if s.state == RankState.FAILED]
-        first = first_failure(s for s in own if not s.signals_received)
-        if first is None:
-            return now
+        statuses = read_statuses(self.run_dir)
+        self._live = [s for s in statuses if s.state == RankState.RUNNING]
+        first = first_failure(
+            s for s in statuses if s.state == RankState.FAILED and not s.signals_received
+        )
+        if first is not None:
+            self._fail(first, cause_of(first))
+        return now
+
+    def _stop_raised(self) -> None:
+        """Stop the job when a rank's log has ended in a traceback for the grace period while
+        its process lives on: its peers would wait for it until a backend timeout."""
+        if self._failure is not None or self._stop_requested or not self._live:
+            return
+        found = self._raised.look([s.rank for s in self._live], time.monotonic())
+        if found is not None:
+            rank, exception = found
+            status = next(s for s in self._live if s.rank == rank)
+            where = f" on {status.host}" if status.host else ""
+            grace = self.supervisor.raised_grace_s
+            self._fail(status, f"rank {rank}{where}: raised {exception} (alive {grace:g}s after)")
+
+    def _fail(self, first: RankStatus, cause: str) -> None:
         with self._lock:
-            if self._stop_requested:
-                return now
-            self._failure = first
-            state = self._write(State.RUNNING, failed_rank=first.rank, cause=cause_of(first))
+            if self._stop_requested or self._failure is not None:
+                return
+            self._failure = (first, cause)
+            state = self._write(State.RUNNING, failed_rank=first.rank, cause=cause)
         self.supervisor._notify(self, state)
-        log.info("%s: %s failed; stopping the other ranks", self.run_dir.name, cause_of(first))
+        log.info("%s: %s; stopping the other ranks", self.run_dir.name, cause)
         threading.Thread(
             target=self._processes.stop, args=(FAIL_FAST_GRACE_S,), daemon=True
         ).start()
-        return now
 
     def _record_end(self, code: int) -> None:
         """The launcher has exited: every rank's end, then the run's (the order readers rely on:
@@ -251,7 +274,7 @@ class RunHandle:
             self._returncode = code
             sig = -code if code < 0 else None  # killed by a signal: no exit code of its own
             statuses = read_statuses(self.run_dir)
-            first = self._failure or first_failure(statuses)
+            first = self._failure[0] if self._failure else first_failure(statuses)
             end = replace(
                 self._state,
                 state=name,
@@ -262,7 +285,8 @@ class RunHandle:
                 signal_name=signal_name(sig) if sig else None,
             )
             if name == State.FAILED and first is not None:
-                end = replace(end, failed_rank=first.rank, cause=cause_of(first))
+                cause = self._failure[1] if self._failure else cause_of(first)
+                end = replace(end, failed_rank=first.rank, cause=cause)
             full = self._disk_full or nearly_full(self.run_dir)
             if full and name != State.SUCCEEDED:
                 end = replace(end, state=State.FAILED, stopped_by_user=False, cause=NO_SPACE)
@@ -329,11 +353,14 @@ class Supervisor:
     """Starts launches and keeps the handles that are the only way to stop them.
 
     ``kill_on_bad_exit`` (the config's ``[launch] kill_on_bad_exit``): stop a run's other ranks
-    as soon as one fails; off leaves them running, for jobs that tolerate a lost rank.
+    as soon as one fails, or once one's log has ended in a traceback for ``raised_grace_s``
+    seconds (``[launch] raised_grace_s``) with its process alive; off leaves them running, for
+    jobs that tolerate a lost rank.
     """
 
-    def __init__(self, kill_on_bad_exit: bool = True) -> None:
+    def __init__(self, kill_on_bad_exit: bool = True, raised_grace_s: float = 10.0) -> None:
         self.kill_on_bad_exit = kill_on_bad_exit
+        self.raised_grace_s = raised_grace_s
         self._handles: list[RunHandle] = []
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()

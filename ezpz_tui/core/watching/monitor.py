@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from ezpz_tui.core.launching.ending import derived_state
 from ezpz_tui.core.watching.followers import Batch
+from ezpz_tui.core.watching.raised import raised_exception
 from ezpz_tui.core.watching.tails import DEFAULT_MAX_LINE, LineSegment, collapse_cr, strip_ansi
 from runtime.rundir import RANK_ENDED, RankState, RankStatus, RunDir, RunState
 
@@ -28,6 +29,8 @@ KEEP_TOTAL = 256_000  # lines held over all ranks: 2000 each up to 128 ranks, fe
 KEEP_AT_LEAST = 200
 KEEP_ALL = 20000
 STALL_AFTER_S = 60.0
+# A traceback may be the last thing a dying rank prints: give it a moment to exit on its own.
+RAISED_AFTER_S = 2.0
 
 # What marks a line worth jumping to with ]/[: the start of a traceback, an error, a crash.
 _ERROR = re.compile(
@@ -66,6 +69,7 @@ class RankInfo:
     exit_code: int | None = None
     signal_name: str | None = None
     cause: str | None = None  # why the supervisor gave it its end: "after rank 1 failed"
+    raised: str | None = None  # the exception its log ends with, while it may still live
     ended: float | None = None
     last_activity: float | None = None
     lines: int = 0
@@ -185,6 +189,7 @@ class RunMonitor:
             info.lines += prepared.counts[rank]
             info.last_line = prepared.last[rank]
             info.last_activity = now
+            info.raised = raised_exception(self._tail_texts(rank))
         self.all_lines.extend(prepared.arrived)
         self.total_lines += sum(prepared.counts.values())
         for rank in batch.records:
@@ -211,13 +216,21 @@ class RunMonitor:
         info.cause = status.cause
         info.ended = None if status.end is None else float(status.end)
 
+    def _tail_texts(self, rank: int, count: int = 60) -> list[str]:
+        lines = self._lines[rank]
+        start = max(0, len(lines) - count)
+        return [strip_ansi(lines[i][TEXT]) for i in range(start, len(lines))]
+
     def lines_of(self, rank: int) -> deque[LogLine]:
         """The newest lines of ``rank`` (older ones: :func:`read_lines_before`)."""
         self._rank(rank)
         return self._lines[rank]
 
     def state_of(self, rank: int, now: float) -> RankState:
-        """``waiting``, ``running``, ``stalled``, ``idle``, ``succeeded`` or ``failed``.
+        """``waiting``, ``running``, ``raised``, ``stalled``, ``idle``, or how the rank ended.
+
+        Raised: its log ends in an uncaught traceback and nothing followed for
+        :data:`RAISED_AFTER_S` seconds, yet its status says it runs.
 
         Stalled: a running rank silent (no line, no metric) for ``stall_after`` seconds while
         some other rank showed life within that time. When every rank is silent together the
@@ -231,6 +244,8 @@ class RunMonitor:
             return derived_state(rank, info.status, run)
         if info.status in RANK_ENDED or info.last_activity is None:
             return info.status
+        if info.raised and now - info.last_activity >= RAISED_AFTER_S:
+            return RankState.RAISED
         if now - info.last_activity < self.stall_after:
             return RankState.RUNNING
         others = (
@@ -241,6 +256,19 @@ class RunMonitor:
         if any(now - seen < self.stall_after for seen in others):
             return RankState.STALLED
         return RankState.RUNNING if info.status == RankState.RUNNING else RankState.IDLE
+
+    def hung(self, now: float) -> int | None:
+        """The rank that went silent first, when every running rank has been silent for
+        ``stall_after``: the whole job waits on something (a collective a dead or slow rank
+        never joined), which no single ``stalled`` rank shows. ``None`` while any rank lives."""
+        seen = [
+            (i.last_activity, i.rank)
+            for i in self.ranks.values()
+            if i.status == RankState.RUNNING and i.last_activity is not None
+        ]
+        if not seen or any(now - last < self.stall_after for last, _ in seen):
+            return None
+        return min(seen)[1]
 
     @property
     def first_failure(self) -> int | None:

@@ -74,6 +74,7 @@ class StartUp:
     checks: list[Check] | None = None
     attach: Path | None = None
     kill_on_bad_exit: bool = True  # the config's [launch] kill_on_bad_exit
+    raised_grace_s: float = 10.0  # and [launch] raised_grace_s
 
 
 class MainScreen(RunControl):
@@ -204,7 +205,7 @@ class MainScreen(RunControl):
         from ezpz_tui.core.session import Session
 
         alloc = message.alloc
-        supervisor = Supervisor(kill_on_bad_exit=self.start.kill_on_bad_exit)
+        supervisor = Supervisor(self.start.kill_on_bad_exit, self.start.raised_grace_s)
         self.session = Session(alloc, self.start.outputs, supervisor)
         self.session.supervisor.add_listener(
             lambda handle, state: self.post_message(RunStateChanged(handle, state))
