@@ -191,6 +191,7 @@ r          | launch               | launch   | Launch the plan as a new run
 R          | relaunch             | relaunch | Stop the run, launch the edited plan
 X          | stop_run             | stop     | Stop the run (asks first)
 D          | rerun_doctor         |          | Run the doctor checks again
+S          | show_stacks          |          | Where every rank waits: Python stacks, grouped
 # vim's gt / gT without the g, which already means "first item".
 t          | next_tab             |          | Next tab of the main region (Launch, Run, Metrics)
 T          | previous_tab         |          | Previous tab of the main region

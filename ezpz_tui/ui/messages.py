@@ -99,3 +99,11 @@ class BatchRead(Handoff):
 
     run: OpenedRun
     prepared: Prepared
+
+
+@dataclass(eq=False)
+class StacksCollected(Message):
+    """Every rank of ``run_dir`` on this host was asked for its stacks: the grouped answer."""
+
+    run_dir: Path
+    lines: list[str]

@@ -34,6 +34,7 @@ from ezpz_tui.ui.messages import (
     PreviewReady,
     RanksExpected,
     RunStateChanged,
+    StacksCollected,
 )
 from ezpz_tui.ui.palette import APP_ACTIONS, PaletteCommand, global_bindings
 from ezpz_tui.ui.screens.launching import RunControl
@@ -197,7 +198,23 @@ class MainScreen(RunControl):
 
         self.post_message(OverlayLoaded(path, load_store(path)))
 
+    @work(thread=True, exclusive=True, group="stacks")
+    def _collect_stacks(self, run_dir: Path) -> None:
+        from ezpz_tui.core.watching.stacks import format_report, request_stacks
+
+        try:
+            lines = format_report(request_stacks(run_dir))
+        except OSError as exc:
+            lines = [f"cannot ask the ranks of {run_dir.name}: {exc.strerror or exc}"]
+        self.post_message(StacksCollected(run_dir, lines))
+
     # --- what the workers report --------------------------------------------------------------
+
+    def on_stacks_collected(self, message: StacksCollected) -> None:
+        from ezpz_tui.ui.screens.stacks import StacksScreen
+
+        title = f"Python stacks of {message.run_dir.name}"
+        self.app.push_screen(StacksScreen(title, message.lines, self.keymap))
 
     def on_allocation_detected(self, message: AllocationDetected) -> None:
         from ezpz_tui.core.launching.plan import default_plan
@@ -354,9 +371,12 @@ class MainScreen(RunControl):
         alloc = self.session.alloc if self.session else None
         checks, progress = self.doctor_checks, opened.progress if opened else None
         name = opened.path.name if opened else handle.run_dir.name if handle else None
+        state = handle.state.state if handle else opened.state if opened else None
+        if state == "running" and opened and opened.monitor.hung(self.clock()) is not None:
+            state = "hung"  # every rank silent: S shows where each one waits
         self.query_one(SummaryBar).show(
             run=name,
-            state=handle.state.state if handle else opened.state if opened else None,
+            state=state,
             step=progress.step if progress else None,
             loss=progress.loss if progress else None,
             steps_per_s=progress.steps_per_s if progress else None,
@@ -365,6 +385,13 @@ class MainScreen(RunControl):
         )
 
     # --- actions -----------------------------------------------------------------------------
+
+    def action_show_stacks(self) -> None:
+        if self.opened is None:
+            self.app.notify("Open a run first: its ranks are asked for their stacks.")
+            return
+        self.app.notify("Asking every rank for its Python stacks …")
+        self._collect_stacks(self.opened.path)
 
     def action_rerun_doctor(self) -> None:
         session = self.session

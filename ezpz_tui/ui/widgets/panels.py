@@ -167,6 +167,7 @@ class SummaryBar(Static):
                 "succeeded": "green",
                 "failed": "bold red",
                 "stopped": "yellow",
+                "hung": "bold magenta",
             }.get(state or "", "")
             text.append(f"  {run} ")
             text.append(f"● {state}", style)

@@ -25,6 +25,7 @@ STATE_STYLE = {
     "waiting": "dim",
     "stalled": "bold magenta",
     "idle": "dim",
+    "hung": "bold magenta",
 }
 
 
@@ -64,6 +65,7 @@ class RankList(LineList):
         self._typed_at = 0.0
         self._host_width = 0
         self._first_failure: int | None = None
+        self._first_silent: int | None = None  # of a hung job: every rank silent
 
     def set_monitor(self, monitor: RunMonitor | None) -> None:
         self.monitor = monitor
@@ -76,6 +78,7 @@ class RankList(LineList):
         if len(ranks) != len(self._order):
             self._order = sorted(ranks)
         self._first_failure = self.monitor.first_failure if self.monitor else None
+        self._first_silent = self.monitor.hung(self.clock()) if self.monitor else None
         hosts = (len(info.host.split(".")[0]) for info in ranks.values())
         self._host_width = min(16, max(hosts, default=0))
         self.rows_changed()
@@ -98,7 +101,10 @@ class RankList(LineList):
         state = self.state(row)
         first = self._first_failure == info.rank
         text = Text()
-        text.append("✗" if first else " ", "bold red")
+        if info.rank == self._first_silent:
+            text.append("!", "bold magenta")  # a hung job: the rank that went silent first
+        else:
+            text.append("✗" if first else " ", "bold red")
         text.append(f"{info.rank:>5} ")
         shown = {"succeeded": "exited 0", "failed": info.outcome}.get(state, state)
         text.append(f"{fits(shown, 9):<9} ", STATE_STYLE.get(state, ""))
@@ -112,7 +118,7 @@ class RankList(LineList):
         return text
 
     def is_heading(self, row: int) -> bool:
-        return self.state(row) in ("failed", "stalled")
+        return self.state(row) in ("failed", "raised", "stalled")
 
     def watch_cursor(self, old: int, new: int) -> None:
         super().watch_cursor(old, new)
