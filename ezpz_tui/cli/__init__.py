@@ -17,6 +17,7 @@ from ezpz_tui.cli.reading import (
     cmd_plot,
     cmd_runs,
     cmd_stacks,
+    cmd_stop,
     cmd_tui,
     cmd_why,
 )
@@ -32,6 +33,7 @@ COMMANDS = {
     "attach": cmd_attach,
     "why": cmd_why,
     "stacks": cmd_stacks,
+    "stop": cmd_stop,
     None: cmd_tui,
 }
 

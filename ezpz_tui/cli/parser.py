@@ -57,6 +57,11 @@ COMMANDS_HELP = {
         "lines, what the launcher said, which ranks were killed as a consequence, and what to "
         "do. A host a node fault names is added to bad_hosts.txt in the outputs directory.",
     ),
+    "stop": (
+        "stop a run another ezpz-tui on this node supervises (left running, or launched elsewhere)",
+        "Ask RUN's supervisor (a run left running when its TUI quit, or an `ezpz-tui launch` in "
+        "another terminal) to stop it as Ctrl-C would, and wait until its end is recorded.",
+    ),
     "stacks": (
         "show where every rank of a running job is (Python stacks, grouped)",
         "Ask every rank of RUN on this host to dump its Python stacks (SIGUSR1, only to ranks "
@@ -124,8 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help=RUN_HELP)
     p.add_argument("--metric", default="loss", help="metric name (default: loss)")
     _outputs_arg(p)
-    for name in ("why", "stacks"):
-        p = _command(sub, name, json=True)
+    for name in ("why", "stacks", "stop"):
+        p = _command(sub, name, json=name != "stop")
         p.add_argument("run", help=RUN_HELP)
         _outputs_arg(p)
     return parser

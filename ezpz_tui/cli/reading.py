@@ -1,5 +1,5 @@
-"""The commands that read: the allocation, the doctor, the runs, a run's metric, its failure,
-its ranks' stacks, and the TUI on a run."""
+"""The commands about what is there: the allocation, the doctor, the runs, a run's metric, its
+failure, its ranks' stacks, the TUI on a run, and stopping a run supervised elsewhere."""
 
 from __future__ import annotations
 
@@ -147,3 +147,16 @@ def cmd_stacks(args: argparse.Namespace) -> int:
     if isinstance(run_dir, str):
         return fail(run_dir)
     return stacks_command(run_dir, as_json=args.json)
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    from ezpz_tui.core.launching.elsewhere import Refused, stop_elsewhere
+
+    run_dir = run_named(args)
+    if isinstance(run_dir, str):
+        return fail(run_dir)
+    ended = stop_elsewhere(run_dir)
+    if isinstance(ended, Refused):
+        return fail(ended.reason)
+    print(f"ezpz-tui: run {ended.state} ({run_dir.name})", file=sys.stderr)
+    return 0

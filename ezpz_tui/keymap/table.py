@@ -225,6 +225,7 @@ escape     | leave_field          |          | Leave the field (single keys act 
 # The answers in a dialog (ConfirmScreen, theme picker).
 y,enter    | confirm              |          | Yes / keep the choice
 n          | cancel               |          | No
+l          | leave_running        |          | Quitting: leave the runs running, supervised
 """
 )
 """The default bindings: every key the UI knows, exactly once."""

@@ -87,7 +87,7 @@ class EzpzApp(App[None]):
         await super().on_event(event)
 
     async def action_quit(self) -> None:
-        from ezpz_tui.ui.screens.confirm import ConfirmScreen
+        from ezpz_tui.ui.screens.confirm import QuitScreen
 
         session = self.main.session
         alive = session.alive() if session else []
@@ -95,13 +95,16 @@ class EzpzApp(App[None]):
             self.exit()
             return
 
-        def answered(yes: bool | None) -> None:
-            if yes:
+        def answered(answer: bool | str | None) -> None:
+            if answer == QuitScreen.LEAVE and session is not None:
+                session.supervisor.detach_all()
+                self.exit()
+            elif answer:
                 self.notify("Stopping runs before quitting …")
                 self.main.stop_runs(alive, then_exit=True)
 
         question = f"{len(alive)} run(s) still running. Stop them and quit?"
-        self.push_screen(ConfirmScreen(question, self.keymap), answered)
+        self.push_screen(QuitScreen(question, self.keymap), answered)
 
     def action_show_help(self) -> None:
         from ezpz_tui.ui.screens.help import HelpScreen

@@ -107,3 +107,12 @@ class StacksCollected(Message):
 
     run_dir: Path
     lines: list[str]
+
+
+@dataclass(eq=False)
+class StopElsewhereAsked(Message):
+    """The run in ``run_dir`` is supervised by process ``pid`` here, which can be asked to stop
+    it: the user is asked first."""
+
+    run_dir: Path
+    pid: int

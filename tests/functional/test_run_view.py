@@ -133,11 +133,12 @@ async def test_a_segfaulted_rank_is_shown_failed_with_its_signal_and_last_lines(
         assert "filter ranks 1,3 'error'" in log.status_text().plain
         await pilot.press("ampersand", "ctrl+u", "enter")
         assert {line[RANK] for line in log.lines} == {0, 1, 2, 3}
-        # X on a run this process did not start: refused, nothing is touched.
+        # X on a run this process did not start, which has ended: refused, nothing is touched.
         await pilot.press("X")
-        await pilot.pause()
+        said = lambda: any("read-only" in n.message for n in app._notifications)  # noqa: E731
+        await until(pilot, said, "the refusal", 10)
         assert app.screen is app.main
-        assert any("read-only" in n.message for n in app._notifications)
+        assert any("is not running (failed)" in n.message for n in app._notifications)
 
 
 def _append(path: Path, lines: list[str]) -> None:

@@ -413,3 +413,41 @@ def test_a_tui_that_dies_takes_its_run_down_and_says_so(
     statuses = [json.loads(p.read_text()) for p in (run_dir / "status").glob("rank-*.json")]
     assert sorted(s["state"] for s in statuses) == ["stopped", "stopped"], statuses
     assert not processes_of(run_dir)
+
+
+def test_quit_leaving_the_run_running_and_stop_it_later(tmux: Tmux, tmp_path: Path) -> None:
+    """``q`` then ``l``: the TUI exits, its run goes on under its tether (heartbeat and all),
+    and a later ``ezpz-tui stop RUN`` stops it as the user's stop."""
+    tmux.start([str(EZPZ_TUI)])
+    tmux.wait_for("the prefilled plan", lambda s: _has(s, "runtime.examples.train", "$ "), 60)
+    replace_field(tmux, ["J", *["Tab"] * 8], f"{EZPZ_TUI.parent / 'python'} {' '.join(DEMO_ARGS)}")
+    tmux.keys("r")
+    stepping = re.compile(r"● running\s+step \d+")
+    tmux.wait_for("a running run", lambda s: _summary(s, stepping), timeout=60)
+    (run_dir,) = run_dirs(tmp_path)
+    tui = json.loads((run_dir / "state.json").read_text())["supervisor_pid"]
+    tmux.keys("q")
+    tmux.wait_for("the quit question", lambda s: "leave running and quit" in s, timeout=20)
+    tmux.keys("l")
+    deadline = time.monotonic() + 30
+    while tmux.exit_status() is None:
+        assert time.monotonic() < deadline, "the TUI did not quit"
+        time.sleep(0.2)
+    time.sleep(2)
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["state"] == "running" and state["supervisor_pid"] != tui, state
+    assert len(processes_of(run_dir)) >= 2  # the ranks go on
+    stop = subprocess.run(
+        [str(EZPZ_TUI), "stop", run_dir.name],
+        env=tmux.env,
+        cwd=tmux.cwd,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert stop.returncode == 0, stop.stderr
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["state"] == "stopped" and state["stopped_by_user"] is True, state
+    statuses = [json.loads(p.read_text()) for p in (run_dir / "status").glob("rank-*.json")]
+    assert sorted(s["state"] for s in statuses) == ["stopped", "stopped"], statuses
+    assert not processes_of(run_dir)

@@ -274,3 +274,20 @@ def test_with_kill_on_bad_exit_off_the_peers_run_on(outputs: Path, tmp_path: Pat
     assert (ranks[0]["state"], ranks[0]["exit_code"]) == ("succeeded", 0), proc.stderr
     assert (ranks[1]["state"], ranks[1]["exit_code"]) == ("failed", 3)
     assert state(run_dir)["state"] == "failed"
+
+
+def test_stop_from_another_terminal_asks_the_supervisor(outputs: Path) -> None:
+    """``ezpz-tui stop RUN`` on a run an ``ezpz-tui launch`` elsewhere supervises: that launch
+    stops it as Ctrl-C would, and the run is the user's stop."""
+    proc = _launch(outputs, SLEEPERS, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    run_dir = _wait_for_ranks(outputs)
+    stop = cli(["stop", run_dir.name], base_env(outputs), 90)
+    assert stop.returncode == 0, stop.stderr
+    assert f"run stopped ({run_dir.name})" in stop.stderr
+    proc.wait(60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    recorded = state(run_dir)
+    assert recorded["state"] == "stopped" and recorded["stopped_by_user"] is True
+    assert {s["state"] for s in statuses(run_dir).values()} == {"stopped"}
+    again = cli(["stop", run_dir.name], base_env(outputs))
+    assert again.returncode == 2 and "is not running (stopped)" in again.stderr

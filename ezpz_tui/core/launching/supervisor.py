@@ -130,6 +130,7 @@ class RunHandle:
         self._raised = RaisedWatch(RunDir(self.run_dir), supervisor.raised_grace_s)
         self._tether: Tether | None = None
         self._disk_full = False  # a state write failed for want of space
+        self._detached = False  # left to its tether: this process records nothing more
         self._lock = threading.Lock()  # state writes and the stop-vs-exit decision
         self._stop_lock = threading.Lock()  # one stop at a time
         self._done = threading.Event()  # set once the final state is recorded
@@ -216,11 +217,14 @@ class RunHandle:
             if self.supervisor.kill_on_bad_exit:
                 stamp = self._fail_fast(stamp)
                 self._stop_raised()
+            if self._detached:
+                return
             if time.monotonic() - beat >= HEARTBEAT_S:
                 beat = time.monotonic()
                 with self._lock:
                     self._write(self._state.state)  # heartbeat for readers on other nodes
-        self._record_end(code)
+        if not self._detached:
+            self._record_end(code)
 
     def _fail_fast(self, stamp: int | None) -> int | None:
         """Stop the job when a rank has failed on its own account; returns the folder stamp."""
@@ -299,6 +303,18 @@ class RunHandle:
         self.supervisor._notify(self, state)
         if self._tether is not None:
             self._tether.release()
+
+    # --- leaving ------------------------------------------------------------------------
+
+    def detach(self) -> bool:
+        """Leave the run to its tether, which supervises it from now on (this process is about
+        to quit); False when there is nothing to leave (it ended, or it has no tether)."""
+        with self._lock:
+            if self._done.is_set() or self._tether is None:
+                return False
+            self._detached = True
+            self._tether.keep()
+        return True
 
     # --- stopping -------------------------------------------------------------------------
 
@@ -452,6 +468,10 @@ class Supervisor:
         return self.not_started(
             launch, f"not started: processes of {handle.run_dir.name} would not die ({pids})"
         )
+
+    def detach_all(self) -> list[RunHandle]:
+        """Leave every live run to its tether (quitting without stopping them); the ones left."""
+        return [h for h in self.handles if h.detach()]
 
     def stop_all(self, grace_s: tuple[float, float] = DEFAULT_GRACE_S) -> list[StopResult]:
         """Stop every run with a process left (live, or ended with leftovers), in parallel; for

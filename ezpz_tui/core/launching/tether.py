@@ -24,11 +24,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from ezpz_tui.core.launching.ending import finalise, world_size_of
+from ezpz_tui.core.launching.ending import cause_of, finalise, first_failure, world_size_of
 from ezpz_tui.core.launching.processes import (
     DEFAULT_GRACE_S,
     RunProcesses,
@@ -36,9 +37,19 @@ from ezpz_tui.core.launching.processes import (
     supervised_here,
 )
 from ezpz_tui.core.launching.reserve import release_reserve
-from runtime.rundir import RunState, State, read_state, read_statuses, write_state
+from runtime.rundir import (
+    HEARTBEAT_S,
+    RankState,
+    RunState,
+    State,
+    read_state,
+    read_statuses,
+    write_state,
+)
 
 DONE = b"done\n"
+KEEP = b"keep\n"
+KEEP_POLL_S = 0.5  # how often a kept run's launcher is looked at
 
 
 class Tether:
@@ -50,14 +61,22 @@ class Tether:
 
     def release(self) -> None:
         """The supervisor has recorded the run's end: the tether can go."""
+        self._say(DONE, wait=True)
+
+    def keep(self) -> None:
+        """The supervisor leaves: the tether supervises the run from now on."""
+        self._say(KEEP, wait=False)
+
+    def _say(self, word: bytes, wait: bool) -> None:
         writer, self._writer = self._writer, None
         if writer is None:
             return
         with contextlib.suppress(OSError):
-            os.write(writer, DONE)
+            os.write(writer, word)
         os.close(writer)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._proc.wait(timeout=5)
+        if wait:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=5)
 
 
 def start_tether(run_dir: Path, launcher_pid: int, launcher_ticks: int | None) -> Tether:
@@ -89,8 +108,9 @@ def start_tether(run_dir: Path, launcher_pid: int, launcher_ticks: int | None) -
     return Tether(proc, writer)
 
 
-def _wait_for_word() -> bool:
-    """Block until the supervisor's end of the pipe closes; whether it said ``done``."""
+def _wait_for_word() -> bytes:
+    """Block until the supervisor's end of the pipe closes; the last word it said (``done``,
+    ``keep``), or nothing when it died without a word."""
     said = b""
     while True:
         try:
@@ -98,12 +118,14 @@ def _wait_for_word() -> bool:
         except InterruptedError:  # pragma: no cover - PEP 475 retries for us
             continue
         if not chunk:
-            return said.endswith(DONE)
-        said = (said + chunk)[-len(DONE) :]
+            return said.rstrip(b"\n").rpartition(b"\n")[2] + b"\n" if said else b""
+        said = (said + chunk)[-64:]
 
 
-def take_down(run_dir: Path, launcher_pid: int, ticks: int, supervisor_pid: int) -> RunState:
-    """Stop what is left of the run whose supervisor died, and record it ``stopped``."""
+def take_down(
+    run_dir: Path, launcher_pid: int, ticks: int, reason: str, by_user: bool = False
+) -> RunState:
+    """Stop what is left of the run, and record it ``stopped`` with ``reason``."""
     processes = RunProcesses(run_dir, lambda: not process_alive(launcher_pid, ticks or None))
     processes.adopt(launcher_pid, ticks or None)
     began = time.monotonic()
@@ -111,11 +133,11 @@ def take_down(run_dir: Path, launcher_pid: int, ticks: int, supervisor_pid: int)
     recorded = read_state(run_dir)
     if not recorded.live:  # the supervisor recorded the end after all
         return recorded
-    reason = f"its supervisor (ezpz-tui, pid {supervisor_pid}) exited; the run was stopped with it"
     end = replace(
         supervised_here(recorded),
         state=State.STOPPED,
         end=time.time(),
+        stopped_by_user=by_user,
         reason=reason,
         stop_signals=done.sent,
         stop_remaining=done.remaining,
@@ -123,6 +145,47 @@ def take_down(run_dir: Path, launcher_pid: int, ticks: int, supervisor_pid: int)
     )
     release_reserve(run_dir)
     finalise(run_dir, end, world_size_of(read_statuses(run_dir)), end.end or time.time())
+    return write_state(run_dir, end)
+
+
+def keep(run_dir: Path, launcher_pid: int, ticks: int) -> RunState:
+    """Supervise the run its supervisor left to this process, until it ends or is stopped."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: stop.set())
+    recorded = read_state(run_dir)
+    if not recorded.live:
+        return recorded
+    write_state(run_dir, supervised_here(recorded))
+    beat = time.monotonic()
+    while process_alive(launcher_pid, ticks or None):
+        if stop.wait(KEEP_POLL_S):
+            return take_down(run_dir, launcher_pid, ticks, "stopped by the user", by_user=True)
+        if time.monotonic() - beat >= HEARTBEAT_S:
+            beat = time.monotonic()
+            recorded = read_state(run_dir)
+            if not recorded.live:
+                return recorded
+            write_state(run_dir, recorded)
+    return _record_end_from_ranks(run_dir)
+
+
+def _record_end_from_ranks(run_dir: Path) -> RunState:
+    """The launcher has gone and was not this process's child: its exit status is lost, so the
+    ranks' ends tell the run's."""
+    recorded = read_state(run_dir)
+    if not recorded.live:
+        return recorded
+    statuses = read_statuses(run_dir)
+    first = first_failure(statuses)
+    world = world_size_of(statuses)
+    ok = bool(statuses) and all(s.state == RankState.SUCCEEDED for s in statuses)
+    ok = ok and (world is None or len(statuses) == world)
+    end = replace(recorded, state=State.SUCCEEDED if ok else State.FAILED, end=time.time())
+    if not ok:
+        cause = cause_of(first) if first else "the launcher ended without every rank's success"
+        end = replace(end, failed_rank=first.rank if first else None, cause=cause)
+    release_reserve(run_dir)
+    finalise(run_dir, end, world, end.end or time.time())
     return write_state(run_dir, end)
 
 
@@ -135,10 +198,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
-    if _wait_for_word():
-        return 0
+    word = _wait_for_word()
+    run, pid, ticks = args.run_dir, args.launcher_pid, args.launcher_ticks
     try:
-        take_down(args.run_dir, args.launcher_pid, args.launcher_ticks, args.supervisor_pid)
+        if word == KEEP:
+            keep(run, pid, ticks)
+        elif word != DONE:
+            who = f"its supervisor (ezpz-tui, pid {args.supervisor_pid})"
+            take_down(run, pid, ticks, f"{who} exited; the run was stopped with it")
     except OSError:
         return 1  # the disk refuses: readers will call the run lost, which it then is
     return 0

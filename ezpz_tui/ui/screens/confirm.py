@@ -75,3 +75,29 @@ class ConfirmScreen(ModalScreen[bool]):
     def action_close(self) -> None:
         """Esc counts as no: closing the question must never do the risky thing."""
         self.dismiss(False)
+
+
+class QuitScreen(ConfirmScreen):
+    """Quitting with live runs: stop them and quit (yes), leave them running under their
+    tethers and quit (an SSH session about to drop, a laptop lid about to close), or stay.
+
+    Dismisses with True (stop), False (stay) or :data:`LEAVE`.
+    """
+
+    LEAVE = "leave"
+    BINDINGS = bindings_for("dialog", only={"confirm", "cancel", "close", "leave_running"})
+
+    def compose(self) -> ComposeResult:
+        keys = self._keymap
+        stay = ", ".join(b.label for b in (keys["cancel"], keys["close"]))
+        answers = (
+            f"{keys['confirm'].label}: stop and quit    "
+            f"{keys['leave_running'].label}: leave running and quit    {stay}: stay"
+        )
+        with Vertical():
+            yield Static(self._question, id="question", markup=False)
+            yield Static(answers, id="answers", markup=False)
+
+    def action_leave_running(self) -> None:
+        """Quit and let the runs go on, supervised by their tethers."""
+        self.dismiss(self.LEAVE)  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from textual import work
 
-from ezpz_tui.ui.messages import Launched, RunsStopped
+from ezpz_tui.ui.messages import Launched, RunsStopped, StopElsewhereAsked
 from ezpz_tui.ui.screens.regions import RegionNavigation
 
 if TYPE_CHECKING:
@@ -72,6 +72,43 @@ class RunControl(RegionNavigation):
                 self.app.notify(f"Processes left after stop: {left}", severity="error")
         self.post_message(RunsStopped(then_exit))
 
+    @work(thread=True, group="stop")
+    def _may_stop_elsewhere(self, path: Path) -> None:
+        """A run this process did not start: ask its supervisor here to stop it, if it has one
+        that can be asked (see :mod:`~ezpz_tui.core.launching.elsewhere`)."""
+        from ezpz_tui.core.launching.elsewhere import Refused, stoppable
+
+        pid = stoppable(path)
+        if isinstance(pid, Refused):
+            self.app.notify(f"Shown read-only, not stopped: {pid.reason}.", severity="warning")
+        else:
+            self.post_message(StopElsewhereAsked(path, pid))
+
+    def on_stop_elsewhere_asked(self, message: StopElsewhereAsked) -> None:
+        from ezpz_tui.ui.screens.confirm import ConfirmScreen
+
+        path = message.run_dir
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._stop_elsewhere(path)
+
+        question = f"Stop {path.name}? It was not started here: its supervisor (pid {message.pid})"
+        question += " is asked to stop it."
+        self.app.push_screen(ConfirmScreen(question, self.keymap), answered)
+
+    @work(thread=True, group="stop")
+    def _stop_elsewhere(self, path: Path) -> None:
+        """Stop a run another process here supervises (a run left running, a CLI launch)."""
+        from ezpz_tui.core.launching.elsewhere import Refused, stop_elsewhere
+
+        ended = stop_elsewhere(path)
+        if isinstance(ended, Refused):
+            self.app.notify(ended.reason, severity="warning", timeout=8)
+        else:
+            self.app.notify(f"{path.name} {ended.state}", timeout=4)
+        self.post_message(RunsStopped(then_exit=False))
+
     async def on_launched(self, message: Launched) -> None:
         await self.open_run(message.handle.run_dir)
         self.notify(f"Started {message.handle.run_dir.name}", timeout=4)
@@ -130,11 +167,7 @@ class RunControl(RegionNavigation):
 
         opened = self.opened
         if opened is not None and self._handle_of(opened.path) is None:
-            self.notify(
-                f"{opened.path.name} was not started by this ezpz-tui: it is shown read-only "
-                "and cannot be stopped from here.",
-                severity="warning",
-            )
+            self._may_stop_elsewhere(opened.path)
             return
         handle = self._handle_of(opened.path) if opened else self._current()
         if handle is None or handle.wait(0) is not None:
