@@ -109,10 +109,10 @@ def _launch(outputs: Path, script: str, **kwargs: object) -> subprocess.Popen[st
 
 
 def _wait_for_ranks(outputs: Path, count: int = 2, timeout: float = 60) -> Path:
-    """The run directory once every rank has said it is up."""
+    """The (newest) run directory once every rank has said it is up."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        dirs = run_dirs(outputs)
+        dirs = run_dirs(outputs)[-1:]
         logs = sorted((dirs[0] / "logs").glob("rank-*.log")) if dirs else []
         if len(logs) == count and all("up" in p.read_text(errors="replace") for p in logs):
             return dirs[0]
@@ -291,3 +291,30 @@ def test_stop_from_another_terminal_asks_the_supervisor(outputs: Path) -> None:
     assert {s["state"] for s in statuses(run_dir).values()} == {"stopped"}
     again = cli(["stop", run_dir.name], base_env(outputs))
     assert again.returncode == 2 and "is not running (stopped)" in again.stderr
+
+
+def test_every_rank_of_every_run_ends_in_a_burst_of_relaunches(tmp_path: Path) -> None:
+    """Relaunch five times while the ranks are starting or running, then stop: no status of
+    any run says running, and every rank the relaunches stopped says stopped."""
+    from ezpz_tui.core.launching.allocation import detect_allocation
+    from ezpz_tui.core.launching.plan import LaunchPlan
+    from ezpz_tui.core.session import Session
+
+    session = Session(detect_allocation(), tmp_path / "outputs")
+    plan = LaunchPlan(ppn=2, command=(PY, "-c", SLEEPERS))
+    try:
+        session.launch(plan)
+        for i in range(5):
+            if i % 2:
+                _wait_for_ranks(tmp_path / "outputs")
+            session.relaunch(plan, grace_s=(1.0, 1.0))
+        session.stop((1.0, 1.0))
+        for handle in session.supervisor.handles:
+            assert handle.wait(30) is not None
+            recorded = state(handle.run_dir)
+            assert recorded["state"] == "stopped", recorded
+            ranks = statuses(handle.run_dir)
+            assert sorted(ranks) == [0, 1] and {s["state"] for s in ranks.values()} == {"stopped"}
+            assert not processes_of(handle.run_dir)
+    finally:
+        kill_leftovers(tmp_path / "outputs")

@@ -82,7 +82,8 @@ def final_statuses(
       with ``after rank N failed`` as their cause; the first (``run.failed_rank`` when the
       supervisor named it) is ``failed``, with the run's cause when the stop ended it.
     * Anything else still running (a launcher that exited on its own, a wrapper killed before
-      it could write) is ``lost``, as is a rank of the world that never wrote a status.
+      it could write) is ``lost``, as is a rank of the world that never wrote a status (one the
+      user's stop came before is ``stopped``).
     """
     stopped = run.state == State.STOPPED
     named = [s for s in statuses if s.rank == run.failed_rank]
@@ -108,9 +109,15 @@ def final_statuses(
             changed.append(_end(status, RankState.LOST, word, end))
     seen = {s.rank for s in statuses}
     for rank in range(world_size or 0):
-        if rank not in seen:
+        if rank in seen:
+            continue
+        if stopped:
+            changed.append(
+                _end(RankStatus(rank), RankState.STOPPED, "stopped before it started", now)
+            )
+        else:
             word = "no status: the rank never started, or its wrapper could not write"
-            changed.append(_end(RankStatus(rank=rank), RankState.LOST, word, now))
+            changed.append(_end(RankStatus(rank), RankState.LOST, word, now))
     return changed
 
 
