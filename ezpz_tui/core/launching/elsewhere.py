@@ -4,7 +4,7 @@ A run outlives the ``ezpz-tui`` that started it when the user left it running on
 tether supervises it then), or when it was started by ``ezpz-tui launch`` in another terminal.
 Either supervisor takes SIGTERM as the user's stop and records the run ``stopped``; so a later
 ``ezpz-tui`` (``X`` on the run, or ``ezpz-tui stop RUN``) stops it by signalling its supervisor,
-named in ``state.json`` with its start time (so a reused pid is never signalled). A TUI that
+named in the run's state record with its start time (so a reused pid is never signalled). A TUI that
 supervises the run is not signalled: that would end somebody's session; the run is stopped there.
 """
 

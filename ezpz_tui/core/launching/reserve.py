@@ -1,7 +1,7 @@
 """Room kept aside in a run directory so its end can be recorded on a disk that filled up.
 
 A run that fills its filesystem (checkpoints, logs, metrics) would otherwise stay ``running``
-forever: the supervisor cannot rewrite ``state.json`` or the rank statuses, and readers later call
+forever: the supervisor cannot rewrite the run's state or the rank statuses, and readers later call
 it ``lost``. So when the run is made, :func:`make_reserve` writes a small file of real bytes in
 its directory; whoever records the run's end calls :func:`release_reserve` just before writing the
 final state and statuses, which frees that room for them, and the run ends ``failed`` with "no

@@ -9,7 +9,7 @@ run directory into a :class:`Failure` that the CLI (``ezpz-tui why``) and the TU
 
 What a reader here can know, and how it decides:
 
-* The first failing rank is the one ``state.json`` names (``failed_rank``, written by the
+* The first failing rank is the one the run's state names (``failed_rank``, written by the
   supervisor) or else the ``failed`` rank with the earliest end that a peer's failure did not end
   (no ``signals_received``, no "after rank N failed" cause).
 * Ranks killed as a consequence are those marked ``killed``; those that ended ``failed`` after
@@ -74,7 +74,7 @@ class Failure:
     exception: str | None  # the last Python exception line in the rank's log
     traceback: tuple[str, ...]  # that exception's traceback, frames included
     last_lines: tuple[str, ...]  # the end of the rank's log when it has no traceback
-    messages: tuple[LauncherMessage, ...]  # launcher.log's word, then the rank log's
+    messages: tuple[LauncherMessage, ...]  # the launcher's word, then the rank log's
     killed: tuple[int, ...]  # ranks ended as a consequence
     node_fault_host: str | None  # a host the messages implicate, for failover
     advice: tuple[str, ...]

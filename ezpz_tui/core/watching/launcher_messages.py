@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ezpz_tui.core.watching.tails import strip_ansi
+from runtime.rundir import LAUNCHER_LOG
 
 MAX_READ = 256 << 10  # bytes read from the end of a log: a failure is told at its end
 MAX_MESSAGES = 50  # per file: a 10,000-rank cascade repeats the same line 10,000 times
@@ -270,7 +271,7 @@ def _single_rank(match: re.Match[str]) -> int | None:
 
 
 def match_line(
-    text: str, source: str = "launcher.log", line: int = 0, patterns: Sequence[Pattern] = PATTERNS
+    text: str, source: str = LAUNCHER_LOG, line: int = 0, patterns: Sequence[Pattern] = PATTERNS
 ) -> LauncherMessage | None:
     """The first pattern ``text`` matches, as a message; ``None`` for an ordinary line."""
     plain = strip_ansi(text).rstrip("\r\n")
@@ -295,7 +296,7 @@ def match_line(
     return None
 
 
-def parse_text(text: str, source: str = "launcher.log") -> list[LauncherMessage]:
+def parse_text(text: str, source: str = LAUNCHER_LOG) -> list[LauncherMessage]:
     """Every failure message in ``text``, in order, repeats of the same line dropped."""
     found: list[LauncherMessage] = []
     seen: set[str] = set()
