@@ -57,15 +57,6 @@ MANY_CHECKS = [
 DEMO = f"{sys.executable} -m runtime.examples.train"
 
 
-@pytest.fixture(autouse=True)
-def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty config directory: no user keys, theme or themes of whoever runs the tests."""
-    path = tmp_path / "config"
-    path.mkdir()
-    monkeypatch.setenv(config.ENV_CONFIG_DIR, str(path))
-    return path
-
-
 @pytest.fixture
 def outputs(tmp_path: Path) -> Path:
     return tmp_path / "outputs"

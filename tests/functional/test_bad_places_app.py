@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from ezpz_tui import config
 from ezpz_tui.core.checking.check import Check
 from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.screens.help import HelpScreen
@@ -24,15 +22,6 @@ from tests.pilots import FIXED, LOCAL, started, text_of, until
 
 SIZE = (120, 40)
 CHECKS = [Check("python", "ok", "3.11 in the venv")]
-
-
-@pytest.fixture(autouse=True)
-def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty config directory: nothing of whoever runs the tests."""
-    path = tmp_path / "config"
-    path.mkdir()
-    monkeypatch.setenv(config.ENV_CONFIG_DIR, str(path))
-    return path
 
 
 def make_app(outputs: Path) -> EzpzApp:

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static
 
-from ezpz_tui import config
 from ezpz_tui.core.checking.check import Check
 from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.screens.stacks import StacksScreen
@@ -32,8 +31,7 @@ wait_for_peers()
 
 
 @pytest.fixture
-def hung_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv(config.ENV_CONFIG_DIR, str(tmp_path / "config"))
+def hung_run(tmp_path: Path) -> Iterator[Path]:
     outputs = tmp_path / "outputs"
     script = tmp_path / "stuck.py"
     script.write_text(STUCK)

@@ -386,12 +386,9 @@ def _watch(tmux: Tmux, tmp_path: Path) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("how", ["SIGKILL", "the terminal closed"])
-def test_a_tui_that_dies_takes_its_run_down_and_says_so(
-    tmux: Tmux, tmp_path: Path, how: str
-) -> None:
-    """The TUI killed (SIGKILL: no handler runs) or its terminal closed (the SSH drop) with a
-    run live: the run is stopped and recorded ``stopped`` with the reason, nothing is left."""
+def _launch_the_long_demo(tmux: Tmux, tmp_path: Path) -> tuple[Path, int]:
+    """Start the TUI, launch a long demo from its form, wait for a step: its run directory and
+    the TUI's pid (the run's supervisor)."""
     tmux.start([str(EZPZ_TUI)])
     tmux.wait_for("the prefilled plan", lambda s: _has(s, "runtime.examples.train", "$ "), 60)
     replace_field(tmux, ["J", *["Tab"] * 8], f"{EZPZ_TUI.parent / 'python'} {' '.join(DEMO_ARGS)}")
@@ -399,7 +396,16 @@ def test_a_tui_that_dies_takes_its_run_down_and_says_so(
     stepping = re.compile(r"● running\s+step \d+")
     tmux.wait_for("a running run", lambda s: _summary(s, stepping), timeout=60)
     (run_dir,) = run_dirs(tmp_path)
-    tui = json.loads((run_dir / "state.json").read_text())["supervisor_pid"]
+    return run_dir, json.loads((run_dir / "state.json").read_text())["supervisor_pid"]
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "the terminal closed"])
+def test_a_tui_that_dies_takes_its_run_down_and_says_so(
+    tmux: Tmux, tmp_path: Path, how: str
+) -> None:
+    """The TUI killed (SIGKILL: no handler runs) or its terminal closed (the SSH drop) with a
+    run live: the run is stopped and recorded ``stopped`` with the reason, nothing is left."""
+    run_dir, tui = _launch_the_long_demo(tmux, tmp_path)
     if how == "SIGKILL":
         os.kill(tui, signal.SIGKILL)
     else:
@@ -418,14 +424,7 @@ def test_a_tui_that_dies_takes_its_run_down_and_says_so(
 def test_quit_leaving_the_run_running_and_stop_it_later(tmux: Tmux, tmp_path: Path) -> None:
     """``q`` then ``l``: the TUI exits, its run goes on under its tether (heartbeat and all),
     and a later ``ezpz-tui stop RUN`` stops it as the user's stop."""
-    tmux.start([str(EZPZ_TUI)])
-    tmux.wait_for("the prefilled plan", lambda s: _has(s, "runtime.examples.train", "$ "), 60)
-    replace_field(tmux, ["J", *["Tab"] * 8], f"{EZPZ_TUI.parent / 'python'} {' '.join(DEMO_ARGS)}")
-    tmux.keys("r")
-    stepping = re.compile(r"● running\s+step \d+")
-    tmux.wait_for("a running run", lambda s: _summary(s, stepping), timeout=60)
-    (run_dir,) = run_dirs(tmp_path)
-    tui = json.loads((run_dir / "state.json").read_text())["supervisor_pid"]
+    run_dir, tui = _launch_the_long_demo(tmux, tmp_path)
     tmux.keys("q")
     tmux.wait_for("the quit question", lambda s: "leave running and quit" in s, timeout=20)
     tmux.keys("l")

@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,15 +45,6 @@ for i in range(40):
     print(f"rank {rank} line {i}", flush=True)
     time.sleep(0.05)
 """
-
-
-@pytest.fixture
-def outputs(tmp_path: Path) -> Iterator[Path]:
-    out = tmp_path / "outputs"
-    try:
-        yield out
-    finally:
-        kill_leftovers(out)
 
 
 def statuses(run_dir: Path) -> dict[int, dict]:

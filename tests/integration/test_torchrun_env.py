@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from runtime.rundir import RunDir
-from tests.fixtures.cli import PY, base_env, cli, kill_leftovers, run_dirs
+from tests.fixtures.cli import PY, base_env, cli, run_dirs
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -36,15 +35,6 @@ def ranks_said(run_dir: Path) -> dict[int, tuple[int, float, str | None]]:
         assert int(reported) == rank, text[-3000:]
         said[rank] = (int(world), float(total), weights or None)
     return said
-
-
-@pytest.fixture
-def outputs(tmp_path: Path) -> Iterator[Path]:
-    out = tmp_path / "outputs"
-    try:
-        yield out
-    finally:
-        kill_leftovers(out)
 
 
 def launch_script(outputs: Path, script: str) -> Path:
