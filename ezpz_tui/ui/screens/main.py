@@ -267,7 +267,8 @@ class MainScreen(RunControl):
     # --- what the widgets report -------------------------------------------------------------
 
     def on_rank_list_selected(self, message: RankList.Selected) -> None:
-        self.metrics.set_selected_rank(message.rank)
+        if message.rank >= 0:  # not the launcher's row: it has no metrics
+            self.metrics.set_selected_rank(message.rank)
 
     @on(RunsPanel.Compare)
     async def _compare_requested(self, message: RunsPanel.Compare) -> None:

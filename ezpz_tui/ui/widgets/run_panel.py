@@ -39,7 +39,7 @@ from ezpz_tui.core.watching.monitor import (
 from ezpz_tui.ui.palette import bindings_for
 from ezpz_tui.ui.screens.line import LineScreen
 from ezpz_tui.ui.screens.search import SearchScreen
-from ezpz_tui.ui.widgets.logview import LogView, styled
+from ezpz_tui.ui.widgets.logview import LogView, rank_name, styled
 from ezpz_tui.ui.widgets.ranks import RankList
 from ezpz_tui.ui.widgets.runs import STATE_STYLE, RunDetails
 
@@ -221,7 +221,7 @@ class RunPanel(Vertical):
         self._show_whole(message.line, message.text)
 
     def _show_whole(self, line: LogLine, text: str) -> None:
-        title = f"rank {line[RANK]}, byte {line[OFFSET]}, {line[LENGTH]} bytes"
+        title = f"{rank_name(line[RANK])}, byte {line[OFFSET]}, {line[LENGTH]} bytes"
         shown = styled(text)
         shown.no_wrap = False
         self.app.push_screen(LineScreen(title, shown))
