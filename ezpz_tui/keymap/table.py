@@ -190,9 +190,9 @@ N          | previous_match       |          | Previous match
 r          | launch               | launch   | Launch the plan as a new run
 R          | relaunch             | relaunch | Stop the run, launch the edited plan
 X          | stop_run             | stop     | Stop the run (asks first)
-# Shown in the footer while the run on screen has failed.
-w          | show_failure         | why      | Why the run failed: the first cause on one screen
-B          | exclude_and_relaunch | exclude  | Exclude host and relaunch (adds it to bad_hosts.txt)
+# While the run on screen has failed (the Run tab's failure line shows w, the footer B).
+w          | show_failure         |          | Why the run failed, on one screen
+B          | exclude_and_relaunch | exclude  | Exclude host and relaunch (bad_hosts.txt)
 D          | rerun_doctor         |          | Run the doctor checks again
 # vim's gt / gT without the g, which already means "first item".
 t          | next_tab             |          | Next tab of the main region (Launch, Run, Metrics)

@@ -217,7 +217,7 @@ class FailureControl(RunControl):
 
     # --- bad_hosts.txt in the allocation pane -------------------------------------------------
 
-    @work(thread=True, exclusive=True, group="bad-hosts")
+    @work(thread=True, group="bad-hosts")
     def _read_bad_hosts(self) -> None:
         from ezpz_tui.core.launching.bad_hosts import read_bad_hosts
 

@@ -70,17 +70,13 @@ class FailureScreen(ModalScreen[str | None]):
         padding: 0 1;
         border: thick $error;
         background: $surface;
-    }
-    FailureScreen #failure-title {
-        text-style: bold;
-        color: $error;
+        border-title-color: $error;
+        border-title-style: bold;
+        border-subtitle-color: $text-muted;
     }
     FailureScreen #failure-body {
         height: auto;
         max-height: 80vh;
-    }
-    FailureScreen #failure-keys {
-        color: $text-muted;
     }
     """
 
@@ -103,11 +99,11 @@ class FailureScreen(ModalScreen[str | None]):
             f"{km['cursor_down'].label} / {km['cursor_up'].label}: scroll · "
             f"{km['close'].label}: close"
         )
-        with Vertical():
-            yield Static(f"Why {self.failure.run_id} failed", id="failure-title", markup=False)
+        with Vertical() as box:
+            box.border_title = "why the run failed"
+            box.border_subtitle = keys
             with VerticalScroll(id="failure-body"):
                 yield Static(failure_text(self.failure), id="failure-text")
-            yield Static(keys, id="failure-keys", markup=False)
 
     @property
     def _body(self) -> VerticalScroll:
