@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from textual.pilot import Pilot
 from textual.widget import Widget
+from textual.worker import WorkerCancelled
 
 from ezpz_tui.core.launching.allocation import Allocation
 
@@ -50,3 +51,16 @@ async def started(pilot: Pilot[None]) -> None:
     first frame) and has a session (at once with a fixture allocation)."""
     main = pilot.app.main  # type: ignore[attr-defined]
     await until(pilot, lambda: main.started and main.session is not None, "the start-up", 10)
+
+
+async def workers_done(pilot: Pilot[None], tries: int = 50) -> None:
+    """Wait until every worker has finished. An exclusive worker (the preview, the runs list)
+    cancelled because a newer one replaced it makes ``wait_for_complete`` raise: wait for the
+    workers left instead."""
+    for _ in range(tries):
+        try:
+            await pilot.app.workers.wait_for_complete()
+            return
+        except WorkerCancelled:
+            await pilot.pause()
+    await pilot.app.workers.wait_for_complete()

@@ -190,6 +190,9 @@ N          | previous_match       |          | Previous match
 r          | launch               | launch   | Launch the plan as a new run
 R          | relaunch             | relaunch | Stop the run, launch the edited plan
 X          | stop_run             | stop     | Stop the run (asks first)
+# While the run on screen has failed (the Run tab's failure line shows w, the footer B).
+w          | show_failure         |          | Why the run failed, on one screen
+B          | exclude_and_relaunch | exclude  | Exclude host and relaunch (bad_hosts.txt)
 D          | rerun_doctor         |          | Run the doctor checks again
 S          | show_stacks          |          | Where every rank waits: Python stacks, grouped
 # vim's gt / gT without the g, which already means "first item".

@@ -20,8 +20,10 @@ from textual.message import Message
 
 if TYPE_CHECKING:
     from ezpz_tui.core.launching.allocation import Allocation
+    from ezpz_tui.core.launching.plan import LaunchPlan
     from ezpz_tui.core.launching.supervisor import RunHandle
     from ezpz_tui.core.session import Preview
+    from ezpz_tui.core.watching.failure import Failure
     from ezpz_tui.core.watching.metrics.store import MetricStore
     from ezpz_tui.core.watching.monitor import Prepared
     from ezpz_tui.ui.opened_run import OpenedRun
@@ -70,6 +72,36 @@ class OverlayLoaded(Message):
 
     path: Path
     store: MetricStore
+
+
+@dataclass(eq=False)
+class FailureExplained(Message):
+    """Why the opened run ``run`` failed (None: it has not), read from its files; ``show``
+    when the person asked to see it."""
+
+    run: OpenedRun
+    failure: Failure | None
+    show: bool
+
+
+@dataclass(eq=False)
+class ExclusionPlanned(Message):
+    """What "exclude host and relaunch" would do after ``failure``: launch ``plan`` without
+    ``host`` (``blamed``: a node fault named it, else it is the first failing rank's host), or
+    why it cannot (``refused``)."""
+
+    failure: Failure
+    host: str | None
+    blamed: bool
+    plan: LaunchPlan | None
+    refused: str | None
+
+
+@dataclass(eq=False)
+class BadHostsRead(Message):
+    """The hosts the outputs directory's ``bad_hosts.txt`` lists."""
+
+    hosts: list[str]
 
 
 class Handoff(Message):

@@ -22,6 +22,7 @@ from ezpz_tui.ui.messages import BatchRead, Handoff, RanksExpected
 if TYPE_CHECKING:
     from textual.message_pump import MessagePump
 
+    from ezpz_tui.core.watching.failure import Failure
     from ezpz_tui.core.watching.monitor import Prepared
     from ezpz_tui.ui.widgets.metrics import MetricsView
     from ezpz_tui.ui.widgets.run_panel import RunPanel
@@ -54,6 +55,11 @@ class OpenedRun:
         self._run_panel = run_panel
         self._metrics = metrics
         self._stop = threading.Event()
+        # Why it failed (read in a worker once it is seen failed), and whether the person was
+        # watching it live (or this process started it): only then does the why open by itself.
+        self.failure: Failure | None = None
+        self.explaining = False
+        self.watched = False
 
     def start(self, read_only: bool) -> None:
         self._run_panel.open(self.monitor, read_only=read_only)

@@ -28,6 +28,7 @@ from ezpz_tui import config
 from ezpz_tui.core.checking.check import Check
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.ui.app import EzpzApp
+from ezpz_tui.ui.screens.failure import FailureScreen
 from ezpz_tui.ui.screens.help import HelpScreen
 from ezpz_tui.ui.widgets.launch_form import LaunchForm
 from ezpz_tui.ui.widgets.logview import LogView
@@ -36,7 +37,7 @@ from ezpz_tui.ui.widgets.ranks import RankList
 from ezpz_tui.ui.widgets.runs import RunsPanel
 from ezpz_tui.ui.widgets.topology import TopologyGrid
 from tests.fixtures.runs import POLARIS_HOSTS, make_run
-from tests.pilots import started, until
+from tests.pilots import started, until, workers_done
 
 SNAP_ROOT = Path("/tmp/ezpz-tui-snapshots")
 OUTPUTS = SNAP_ROOT / "outputs"
@@ -134,7 +135,7 @@ async def settle(pilot: Pilot[None]) -> None:
     """Wait until every worker has reported and the screen has caught up."""
     await started(pilot)
     for _ in range(3):
-        await pilot.app.workers.wait_for_complete()
+        await workers_done(pilot)
         await pilot.pause()
 
 
@@ -207,6 +208,8 @@ async def open_failed(pilot: Pilot[None]) -> None:
         )
 
     await until(pilot, shown, "the failed run followed", 10)
+    main = pilot.app.main  # type: ignore[attr-defined]
+    await until(pilot, lambda: main.opened.failure is not None, "why it failed", 10)
     await settle(pilot)
 
 
@@ -215,6 +218,19 @@ def test_failed_run_opened(snap_compare: Snap, polaris: EzpzApp) -> None:
     SIGTERM, each with its last line) over rank 3's log, colours parsed, the progress bar's
     rewrites collapsed."""
     assert snap_compare(polaris, terminal_size=WIDE, run_before=run_before(open_failed))
+
+
+@SIZES
+def test_failure_dialog(snap_compare: Snap, polaris: EzpzApp, size: tuple[int, int]) -> None:
+    """``w`` on the failed run: why it failed on one screen (the first failing rank, its host
+    and end, its traceback, the launcher's word, the ranks killed after it, what to do), with
+    the keys to exclude the host and relaunch, scroll and close."""
+
+    async def why(pilot: Pilot[None]) -> None:
+        await pilot.press("w")
+        await until(pilot, lambda: isinstance(pilot.app.screen, FailureScreen), "why", 10)
+
+    assert snap_compare(polaris, terminal_size=size, run_before=run_before(open_failed, why))
 
 
 def test_all_ranks_view_small(snap_compare: Snap, polaris: EzpzApp) -> None:

@@ -250,6 +250,8 @@ async def test_the_footer_bindings_carry_short_labels() -> None:
         "launch": "launch",
         "relaunch": "relaunch",
         "stop_run": "stop",
+        # Bound here; the main screen keeps it out of the footer while no failed run is open.
+        "exclude_and_relaunch": "exclude",
         "quit": "quit",
     }
 

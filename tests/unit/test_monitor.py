@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ezpz_tui.core.watching.followers import RunFollower
+from ezpz_tui.core.watching.followers import LAUNCHER, RunFollower
 from ezpz_tui.core.watching.monitor import (
     CUT,
     LENGTH,
@@ -23,6 +23,7 @@ from ezpz_tui.core.watching.monitor import (
     read_lines_before,
     read_whole_line,
 )
+from runtime.rundir import RunState, State
 from tests.fixtures.runs import make_run
 
 
@@ -73,6 +74,31 @@ def test_exit_code_failure_and_success(tmp_path: Path) -> None:
     assert mf.first_failure == 1 and mf.ranks[1].outcome == "failed 1"
     assert mo.first_failure is None and mo.ranks[0].outcome == "exited 0"
     assert mo.state_of(0, 2.0e9) == "succeeded"
+
+
+def test_the_launcher_is_followed_as_its_own_row_not_a_rank(tmp_path: Path) -> None:
+    """launcher.log reaches the monitor as the pseudo-rank LAUNCHER: its lines are kept and
+    interleaved, its state is the run's end, and it counts as no rank (nor stalls any)."""
+    run = _made(tmp_path, "f", "failed", 1, 2, 8, 1.0e9, failing_rank=1)
+    said = (run / "launcher.log").read_text().splitlines()
+    monitor = RunMonitor(run)
+    assert monitor.launcher_state() == ("waiting", "")
+    follower = RunFollower(run)
+    follower.rescan()
+    batch = follower.poll()
+    assert batch.launcher and LAUNCHER in {chunk.rank for chunk in batch.logs}
+    monitor.apply(monitor.prepare(batch), 2.0e9)
+    assert monitor.has_launcher and sorted(monitor.ranks) == [0, 1]
+    assert [line[TEXT] for line in monitor.lines_of(LAUNCHER)] == said
+    assert monitor.launcher.last_line == said[-1]
+    assert {line[0] for line in monitor.all_lines} >= {LAUNCHER, 0, 1}
+    assert monitor.log_path(LAUNCHER) == run / "launcher.log"
+    assert monitor.launcher_state() == ("running", "")  # no run state read yet: it wrote
+    monitor.run_state = RunState(State.FAILED, exit_code=7)
+    assert monitor.launcher_state() == ("failed", "failed 7")
+    monitor.run_state = RunState(State.SUCCEEDED, exit_code=0)
+    assert monitor.launcher_state() == ("succeeded", "exited 0")
+    assert not follower.poll().launcher, "found once"
 
 
 def _write(path: Path, text: str) -> None:

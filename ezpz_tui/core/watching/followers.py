@@ -31,6 +31,10 @@ from runtime.record_columns import RecordColumns, is_missing, merge_columns
 from runtime.records import Record
 from runtime.rundir import RankStatus, RunDir, metric_files, read_status
 
+LAUNCHER = -1
+"""The pseudo-rank that ``launcher.log`` is followed as: its lines travel with the ranks' logs
+(one tail machinery, one log view), and readers that count ranks or plot metrics skip it."""
+
 
 @dataclass
 class Progress:
@@ -102,6 +106,7 @@ class Batch:
     status: dict[int, RankStatus] = field(default_factory=dict)  # re-read status files
     log_restarts: set[int] = field(default_factory=set)  # drop what was shown for these ranks
     metric_restarts: set[int] = field(default_factory=set)
+    launcher: bool = False  # launcher.log was found (and is followed as rank ``LAUNCHER``)
 
     def __bool__(self) -> bool:
         return bool(
@@ -111,6 +116,7 @@ class Batch:
             or self.status
             or self.log_restarts
             or self.metric_restarts
+            or self.launcher
         )
 
 
@@ -142,13 +148,19 @@ class RunFollower:
         self._status: dict[Path, tuple[int, tuple[int, int, int] | None]] = {}
         self._seq = 0
         self._scanned_at = -float("inf")
+        self._launcher_found = False  # found since the last poll
 
     def rescan(self) -> None:
         """Start following files that appeared since the last scan."""
         first = self._scanned_at == -float("inf")
         self._scanned_at = time.monotonic()
         run = RunDir(self.run_dir)
-        for path, rank in run.logs():
+        logs = run.logs()
+        launcher = run.launcher_log
+        if launcher not in self._logs and launcher.is_file():
+            logs.append((launcher, LAUNCHER))
+            self._launcher_found = True
+        for path, rank in logs:
             if path not in self._logs:
                 tail = LineTail(path, self.max_line)
                 if first and self.log_backlog is not None:
@@ -164,7 +176,8 @@ class RunFollower:
         """What is new since the last poll: one ``stat`` per known file, reads only if grown."""
         if time.monotonic() - self._scanned_at >= self.rescan_s:
             self.rescan()
-        batch = Batch()
+        batch = Batch(launcher=self._launcher_found)
+        self._launcher_found = False
         by_age: list[tuple[int, int, Path, os.stat_result | None]] = []
         for path, (rank, _) in self._logs.items():
             st = _stat(path)  # None: the tail notices the deletion itself

@@ -19,15 +19,16 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ezpz_tui.core.launching.ending import derived_state
-from ezpz_tui.core.watching.followers import Batch
+from ezpz_tui.core.watching.followers import LAUNCHER, Batch
 from ezpz_tui.core.watching.raised import raised_exception
 from ezpz_tui.core.watching.tails import DEFAULT_MAX_LINE, LineSegment, collapse_cr, strip_ansi
-from runtime.rundir import RANK_ENDED, RankState, RankStatus, RunDir, RunState
+from runtime.rundir import RANK_ENDED, RankState, RankStatus, RunDir, RunState, State
 
 KEEP_PER_RANK = 2000
 KEEP_TOTAL = 256_000  # lines held over all ranks: 2000 each up to 128 ranks, fewer beyond
 KEEP_AT_LEAST = 200
 KEEP_ALL = 20000
+KEEP_LAUNCHER = 2000  # launcher.log's lines held: a launcher says little, and it matters
 STALL_AFTER_S = 60.0
 # A traceback may be the last thing a dying rank prints: give it a moment to exit on its own.
 RAISED_AFTER_S = 2.0
@@ -133,8 +134,15 @@ class RunMonitor:
         # The run's state as last read: once it has ended (or is lost), a rank whose record
         # still says running is shown as its supervisor would have ended it.
         self.run_state: RunState | None = None
+        # launcher.log, followed as the pseudo-rank LAUNCHER: never in ``ranks`` (which counts,
+        # plots and stall checks read), its lines in the buffers and the all-ranks view.
+        self.launcher = RankInfo(LAUNCHER, status=RankState.WAITING)
+        self.has_launcher = False
+        self._lines[LAUNCHER] = deque(maxlen=KEEP_LAUNCHER)
 
     def _rank(self, rank: int) -> RankInfo:
+        if rank == LAUNCHER:
+            return self.launcher
         info = self.ranks.get(rank)
         if info is None:
             info = self.ranks[rank] = RankInfo(rank)
@@ -179,6 +187,7 @@ class RunMonitor:
         clock at which it was read."""
         batch = prepared.batch
         changes = Changes(prepared.by_rank, list(prepared.arrived), set())
+        self.has_launcher |= batch.launcher or LAUNCHER in prepared.by_rank
         for rank in batch.log_restarts:
             self._rank(rank)
             self._lines[rank].clear()
@@ -225,6 +234,21 @@ class RunMonitor:
         """The newest lines of ``rank`` (older ones: :func:`read_lines_before`)."""
         self._rank(rank)
         return self._lines[rank]
+
+    def launcher_state(self) -> tuple[str, str]:
+        """The launcher's state word (a run state) and how it ended in the rank list's words:
+        it runs while the run is live and ends with the run's end."""
+        run = self.run_state
+        if run is None or run.live:
+            return ("running" if self.launcher.last_activity is not None else "waiting"), ""
+        state = str(run.state)
+        if run.state == State.SUCCEEDED:
+            return state, "exited 0"
+        if run.state == State.FAILED:
+            if run.signal_name:
+                return state, run.signal_name
+            return state, "failed" if run.exit_code is None else f"failed {run.exit_code}"
+        return state, state
 
     def state_of(self, rank: int, now: float) -> RankState:
         """``waiting``, ``running``, ``raised``, ``stalled``, ``idle``, or how the rank ended.
@@ -283,7 +307,8 @@ class RunMonitor:
         return min(failed, key=lambda i: (i.ended is None, i.ended or 0.0, i.rank)).rank
 
     def log_path(self, rank: int) -> Path:
-        return RunDir(self.run_dir).log(rank)
+        run = RunDir(self.run_dir)
+        return run.launcher_log if rank == LAUNCHER else run.log(rank)
 
 
 def _end_then_rank(item: tuple[int, RankStatus]) -> tuple[float, int]:

@@ -10,8 +10,8 @@ The first frame is the frame of the regions alone: their widgets (the form, the 
 are imported and mounted right after it has been painted, the Run and Metrics views the first
 time a run opens or their tab shows. Until the regions are there the screen's keys wait.
 
-The keys that launch and stop runs are ``screens.launching``; moving between the regions is
-``screens.regions``.
+The keys that launch and stop runs are ``screens.launching``, the failure keys (why, exclude the
+host and relaunch) ``screens.failing``; moving between the regions is ``screens.regions``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from ezpz_tui.ui.messages import (
     StacksCollected,
 )
 from ezpz_tui.ui.palette import APP_ACTIONS, PaletteCommand, global_bindings
-from ezpz_tui.ui.screens.launching import RunControl
+from ezpz_tui.ui.screens.failing import FAILURE_ACTIONS, FailureControl
 from ezpz_tui.ui.widgets.panels import AllocationPanel, DoctorPanel, SummaryBar
 from ezpz_tui.ui.widgets.runs import RunsPanel
 
@@ -78,7 +78,7 @@ class StartUp:
     raised_grace_s: float = 10.0  # and [launch] raised_grace_s
 
 
-class MainScreen(RunControl):
+class MainScreen(FailureControl):
     BINDINGS = global_bindings()
 
     # Mounted after the first frame; the run views the first time a run opens or a tab shows.
@@ -149,7 +149,10 @@ class MainScreen(RunControl):
         self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The screen's own keys wait for its regions (a key typed ahead at start-up)."""
+        """The screen's own keys wait for its regions (a key typed ahead at start-up); the
+        failure keys act (and show in the footer) while a failed run is open."""
+        if action in FAILURE_ACTIONS:
+            return self.started and self.check_failure_action(action)
         return self.started or action in APP_ACTIONS
 
     async def _mount_run_views(self) -> None:
@@ -229,6 +232,7 @@ class MainScreen(RunControl):
         )
         self.query_one(AllocationPanel).set_allocation(alloc)
         self.form.set_plan(alloc, default_plan(alloc))
+        self._read_bad_hosts()
         if self.start.checks is not None:
             self.query_one(DoctorPanel).post_message(DoctorPanel.Checked(self.start.checks))
         else:
@@ -251,12 +255,14 @@ class MainScreen(RunControl):
             opened.state = details.state.state
             opened.monitor.run_state = details.state
             self.run_panel.show_details(details)
+            self.run_state_seen(opened, opened.state, opened.path in mine)
         self._update_summary()
 
     def on_run_state_changed(self, message: RunStateChanged) -> None:
         opened = self.opened
         if opened is not None and opened.path == message.handle.run_dir:
             opened.monitor.run_state = message.state
+            self.run_state_seen(opened, message.state.state, started_here=True)
         self._refresh_runs()
 
     def on_ranks_expected(self, message: RanksExpected) -> None:
@@ -285,7 +291,8 @@ class MainScreen(RunControl):
     # --- what the widgets report -------------------------------------------------------------
 
     def on_rank_list_selected(self, message: RankList.Selected) -> None:
-        self.metrics.set_selected_rank(message.rank)
+        if message.rank >= 0:  # not the launcher's row: it has no metrics
+            self.metrics.set_selected_rank(message.rank)
 
     @on(RunsPanel.Compare)
     async def _compare_requested(self, message: RunsPanel.Compare) -> None:
@@ -350,6 +357,7 @@ class MainScreen(RunControl):
             self.opened.stop()
         self.opened = OpenedRun(path, self.start.stall_after, self, self.run_panel, self.metrics)
         self.opened.start(read_only=self._handle_of(path) is None)
+        self.refresh_bindings()  # the failure keys belong to the run that was open
         self.query_one(TabbedContent).active = "tab-run"
         self._refresh_runs()
         self._update_summary()
@@ -364,6 +372,7 @@ class MainScreen(RunControl):
         if self.session is not None:
             opened = self.opened.path if self.opened else None
             self.query_one(RunsPanel).list_runs(self.session.store, opened)
+            self._read_bad_hosts()
 
     def _update_summary(self) -> None:
         opened = self.opened
@@ -408,6 +417,10 @@ class MainScreen(RunControl):
         yield PaletteCommand.for_action(km, "launch", self.action_launch)
         yield PaletteCommand.for_action(km, "relaunch", self.action_relaunch)
         yield PaletteCommand.for_action(km, "stop_run", self.action_stop_run)
+        yield PaletteCommand.for_action(km, "show_failure", self.action_show_failure)
+        yield PaletteCommand.for_action(
+            km, "exclude_and_relaunch", self.action_exclude_and_relaunch
+        )
         yield PaletteCommand.for_action(km, "rerun_doctor", self.action_rerun_doctor)
         yield PaletteCommand.for_action(km, "pick_theme", app.action_pick_theme)
         yield PaletteCommand.for_action(km, "show_help", app.action_show_help)

@@ -18,6 +18,7 @@ from textual import events
 from textual.cache import LRUCache
 from textual.message import Message
 
+from ezpz_tui.core.watching.followers import LAUNCHER
 from ezpz_tui.core.watching.monitor import (
     NO_FILTER,
     OFFSET,
@@ -177,7 +178,8 @@ class LogView(LineList):
             if line[OFFSET] < 0:  # a marker the monitor put in: where a rank died
                 text.stylize("bold reverse")
             if self.show_rank:
-                prefix = Text(f"{line[RANK]:>{self._rank_width}} │ ", self.rank_style(line[RANK]))
+                rank = "L" if line[RANK] == LAUNCHER else line[RANK]  # launcher.log's lines
+                prefix = Text(f"{rank:>{self._rank_width}} │ ", self.rank_style(line[RANK]))
                 text = Text.assemble(prefix, text, no_wrap=True, end="")
             self._cache[key] = text
         return text.copy()
@@ -228,7 +230,7 @@ class LogView(LineList):
 
     def status_text(self) -> Text:
         """The line above the log: what is shown, follow state, unseen lines, filter."""
-        what = "all ranks" if self.rank is None else f"rank {self.rank}"
+        what = "all ranks" if self.rank is None else rank_name(self.rank)
         text = Text(f"{what} · {len(self.lines)} lines", "bold")
         if self.follow:
             text.append(" · following", "green")
@@ -239,3 +241,8 @@ class LogView(LineList):
         if self.filter is not NO_FILTER:
             text.append(f" · filter {self.filter.describe()}", "italic")
         return text
+
+
+def rank_name(rank: int) -> str:
+    """``rank 3``, or ``launcher`` for launcher.log's pseudo-rank."""
+    return "launcher" if rank == LAUNCHER else f"rank {rank}"

@@ -38,10 +38,16 @@ class AllocationPanel(Static):
         super().__init__("Detecting the allocation …", **kwargs)  # type: ignore[arg-type]
         self.clock = clock
         self.alloc: Allocation | None = None
-        self._shown: tuple[Allocation, str] | None = None
+        self.bad_hosts: tuple[str, ...] = ()  # listed in the outputs' bad_hosts.txt
+        self._shown: tuple[Allocation, str, tuple[str, ...]] | None = None
 
     def set_allocation(self, alloc: Allocation) -> None:
         self.alloc = alloc
+        self.tick()
+
+    def set_bad_hosts(self, hosts: list[str]) -> None:
+        """The hosts ``bad_hosts.txt`` lists: those of this allocation are shown excluded."""
+        self.bad_hosts = tuple(hosts)
         self.tick()
 
     def tick(self) -> None:
@@ -52,11 +58,13 @@ class AllocationPanel(Static):
         if alloc is None:
             return
         walltime = format_duration(alloc.walltime_left(self.clock()))
-        if (alloc, walltime) == self._shown:
+        listed = {short_host(h) for h in self.bad_hosts}
+        excluded = tuple(short_host(h) for h in alloc.hosts if short_host(h) in listed)
+        if (alloc, walltime, excluded) == self._shown:
             return  # only the walltime changes between ticks; nothing to redraw
-        # A new allocation may change the panel's height; a tick never does.
-        relayout = self._shown is None or self._shown[0] != alloc
-        self._shown = (alloc, walltime)
+        # A new allocation or exclusion may change the panel's height; a tick never does.
+        relayout = self._shown is None or self._shown[0::2] != (alloc, excluded)
+        self._shown = (alloc, walltime, excluded)
         # One line per fact, cut rather than folded: a fold pushes the doctor off an 80x24 screen.
         table = Table.grid(padding=(0, 1))
         table.add_column(style="bold", no_wrap=True, min_width=9)
@@ -67,6 +75,10 @@ class AllocationPanel(Static):
         table.add_row("job", (alloc.job_id or "-").split(".")[0])
         table.add_row("machine", alloc.machine)
         table.add_row("hosts", f"{len(alloc.hosts)}: {', '.join(short)}{more}")
+        if excluded:  # hosts that failures named: launches here skip them
+            shown = Text(f"✗ {len(excluded)}: {', '.join(excluded)}", "bold red")
+            shown.append(" (bad_hosts.txt)", "dim")
+            table.add_row("excluded", shown)
         table.add_row("accel", f"{alloc.accelerators_per_host} {alloc.accelerator_kind}/host")
         table.add_row("walltime", walltime)
         self.update(table, layout=relayout)

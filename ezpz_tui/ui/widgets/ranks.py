@@ -1,4 +1,9 @@
-"""The rank list: every rank with its live state, the first failure marked, its last line."""
+"""The rank list: every rank with its live state, the first failure marked, its last line.
+
+The launcher (``launcher.log``, where Hydra, PALS and srun say why a job ended) is the first row
+once its log exists: labelled ``launcher``, with the run's state as its own and its last line.
+It is the pseudo-rank ``LAUNCHER`` (-1), so selecting it shows its log like a rank's.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from rich.text import Text
 from textual import events
 from textual.message import Message
 
+from ezpz_tui.core.watching.followers import LAUNCHER
 from ezpz_tui.core.watching.monitor import RunMonitor
 from ezpz_tui.core.watching.tails import strip_ansi
 from ezpz_tui.ui.palette import bindings_for
@@ -75,8 +81,13 @@ class RankList(LineList):
     def update_rows(self) -> None:
         """Re-read the monitor (new ranks, states); repaints only the rows on screen."""
         ranks = self.monitor.ranks if self.monitor else {}
-        if len(ranks) != len(self._order):
-            self._order = sorted(ranks)
+        launcher = self.monitor is not None and self.monitor.has_launcher
+        if len(ranks) + launcher != len(self._order):
+            before = self.selected
+            self._order = [LAUNCHER] * launcher + sorted(ranks)
+            if before is not None and before in self._order:
+                # Rows above it appeared (the launcher's): the cursor stays on its rank, quietly.
+                self.set_reactive(RankList.cursor, self._order.index(before))
         self._first_failure = self.monitor.first_failure if self.monitor else None
         self._first_silent = self.monitor.hung(self.clock()) if self.monitor else None
         hosts = (len(info.host.split(".")[0]) for info in ranks.values())
@@ -93,10 +104,24 @@ class RankList(LineList):
 
     def state(self, row: int) -> str:
         assert self.monitor is not None
+        if self._order[row] == LAUNCHER:
+            return self.monitor.launcher_state()[0]
         return self.monitor.state_of(self._order[row], self.clock())
+
+    def _launcher_row(self) -> Text:
+        assert self.monitor is not None
+        state, outcome = self.monitor.launcher_state()
+        text = Text(" ")
+        text.append("launcher ", "bold")
+        text.append(f"{fits(outcome or state, 9):<9} ", STATE_STYLE.get(state, ""))
+        room = self.scrollable_content_region.width - text.cell_len
+        text.append(fits(strip_ansi(self.monitor.launcher.last_line), max(0, room)), "dim")
+        return text
 
     def render_row(self, row: int) -> Text:
         assert self.monitor is not None
+        if self._order[row] == LAUNCHER:
+            return self._launcher_row()
         info = self.monitor.ranks[self._order[row]]
         state = self.state(row)
         first = self._first_failure == info.rank

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on, work
@@ -36,12 +37,16 @@ from ezpz_tui.core.watching.monitor import (
     read_lines_before,
     read_whole_line,
 )
+from ezpz_tui.keymap.table import DEFAULT_KEYMAP, Keymap
 from ezpz_tui.ui.palette import bindings_for
 from ezpz_tui.ui.screens.line import LineScreen
 from ezpz_tui.ui.screens.search import SearchScreen
-from ezpz_tui.ui.widgets.logview import LogView, styled
+from ezpz_tui.ui.widgets.logview import LogView, rank_name, styled
 from ezpz_tui.ui.widgets.ranks import RankList
 from ezpz_tui.ui.widgets.runs import STATE_STYLE, RunDetails
+
+if TYPE_CHECKING:
+    from ezpz_tui.core.watching.failure import Failure
 
 NO_RUN = "No run opened. Launch one (r), or pick one in the runs list and press Enter."
 OLDER_CHUNK = 2000  # lines read back per step when scrolling above the buffer
@@ -52,6 +57,7 @@ class RunPanel(Vertical):
     BINDINGS = bindings_for("log", only={"toggle_all_ranks", "filter"})
     DEFAULT_CSS = """
     RunPanel #run-header { height: auto; max-height: 3; padding: 0 1; }
+    RunPanel #run-failure { height: 1; padding: 0 1; display: none; }
     RunPanel RankList { height: auto; max-height: 35%; min-height: 2; }
     RunPanel #log-status { height: 1; padding: 0 1; background: $panel; }
     RunPanel #log { height: 1fr; }
@@ -81,6 +87,7 @@ class RunPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(NO_RUN, id="run-header")
+        yield Static("", id="run-failure")
         yield RankList(self.clock, id="ranks")
         yield Static("", id="log-status")
         yield LogView(id="log")
@@ -102,6 +109,7 @@ class RunPanel(Vertical):
         header.append("  reading …", "dim")
         self.query_one("#run-header", Static).update(header)
         self.ranks.set_monitor(monitor)
+        self.show_failure(None)
         self.log.filter = NO_FILTER
         self.log.show([], 0, max(1, len(monitor.ranks)))
 
@@ -120,6 +128,16 @@ class RunPanel(Vertical):
         if details.state.reason:
             header.append(f"\n{details.state.reason}", "yellow")
         self.query_one("#run-header", Static).update(header)
+
+    def show_failure(self, failure: Failure | None, keymap: Keymap = DEFAULT_KEYMAP) -> None:
+        """The failure's cause in one line under the header, with the keys that say why and
+        recover; hidden while the run has not failed."""
+        line = self.query_one("#run-failure", Static)
+        line.display = failure is not None
+        if failure is not None:
+            from ezpz_tui.ui.screens.failure import summary_line
+
+            line.update(summary_line(failure, keymap))
 
     def apply(self, changes: Changes) -> None:
         assert self.monitor is not None
@@ -221,7 +239,7 @@ class RunPanel(Vertical):
         self._show_whole(message.line, message.text)
 
     def _show_whole(self, line: LogLine, text: str) -> None:
-        title = f"rank {line[RANK]}, byte {line[OFFSET]}, {line[LENGTH]} bytes"
+        title = f"{rank_name(line[RANK])}, byte {line[OFFSET]}, {line[LENGTH]} bytes"
         shown = styled(text)
         shown.no_wrap = False
         self.app.push_screen(LineScreen(title, shown))

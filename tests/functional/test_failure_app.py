@@ -1,0 +1,287 @@
+"""A failed run in the app: the launcher's row, why it failed on one screen, and the one key that
+excludes the failing host and relaunches.
+
+The crashes are real: two ranks under the mpich wheel's mpiexec (Hydra), started by the real
+``Session``, where rank 1 says a line and exits 3 while rank 0 sleeps, so the launcher tears
+rank 0 down as a consequence. The app then opens the run as a person would (attached at start,
+or watching it while it fails).
+
+The node fault cannot be real here, so the exclude-and-relaunch test uses a stand-in launcher,
+as tests/integration/test_failover.py does: on a simulated two-host Aurora PBS job (a fixture
+``Allocation`` and nodefile), ``mpiexec`` on PATH is a script that records the hostfile it was
+handed and prints, into ``launcher.log``, the line PALS prints when a node dies, naming the last
+host of that hostfile; it exits 1 without starting ranks. Everything after the launcher is the
+real path: the supervisor records the failure, ``explain`` parses ``launcher.log``, the key
+writes ``bad_hosts.txt`` and the relaunch is planned, recorded and started by the same code as
+any launch.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from textual.pilot import Pilot
+from textual.widgets import Footer
+
+from ezpz_tui import config
+from ezpz_tui.core.launching.allocation import Allocation
+from ezpz_tui.core.launching.plan import LaunchPlan
+from ezpz_tui.core.launching.runstore import read_run_toml
+from ezpz_tui.core.session import Session
+from ezpz_tui.core.watching.followers import LAUNCHER
+from ezpz_tui.core.watching.monitor import TEXT
+from ezpz_tui.ui.app import EzpzApp
+from ezpz_tui.ui.screens.confirm import ConfirmScreen
+from ezpz_tui.ui.screens.failure import FailureScreen
+from ezpz_tui.ui.screens.message import MessageScreen
+from ezpz_tui.ui.widgets.logview import LogView
+from ezpz_tui.ui.widgets.panels import AllocationPanel
+from ezpz_tui.ui.widgets.ranks import RankList
+from tests.pilots import FIXED, HOST, LOCAL, started, text_of, until
+
+PY = sys.executable
+SIZE = (120, 40)
+RANKS = """
+import os, sys, time
+rank = int(os.environ["RANK"])
+print(f"rank {rank} up", flush=True)
+if rank == 1:
+    time.sleep(float(sys.argv[1]))
+    print("rank 1 gives up", flush=True)
+    os._exit(3)
+time.sleep(60)
+"""
+AURORA = (
+    "x4102c7s0b0n0.hsn.cm.aurora.alcf.anl.gov",
+    "x4102c7s1b0n0.hsn.cm.aurora.alcf.anl.gov",
+)
+STAND_IN = """#!/bin/sh
+# A PALS mpiexec whose last node dies: say so as PALS does, start nothing.
+for arg in "$@"; do
+  case "$arg" in --hostfile=*) hostfile="${arg#--hostfile=}" ;; esac
+done
+echo "$hostfile $(tr '\\n' ' ' < "$hostfile")" >> "$(dirname "$0")/hostfiles.log"
+echo "Launching on $(wc -l < "$hostfile") nodes"
+echo "$(tail -n 1 "$hostfile"): shepherd died from signal 9"
+exit 1
+"""
+
+
+@pytest.fixture(autouse=True)
+def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty config directory: no user keys, theme or themes of whoever runs the tests."""
+    path = tmp_path / "config"
+    path.mkdir()
+    monkeypatch.setenv(config.ENV_CONFIG_DIR, str(path))
+
+
+def crash(outputs: Path, after_s: float) -> Session:
+    """A real 2-rank run in ``outputs`` whose rank 1 exits 3 after ``after_s`` seconds."""
+    session = Session(LOCAL, outputs)
+    session.launch(LaunchPlan(ppn=2, command=(PY, "-c", RANKS, str(after_s))))
+    return session
+
+
+def ended(session: Session) -> Path:
+    handle = session.current
+    assert handle is not None
+    assert handle.wait(60) is not None, "the crashed run did not end"
+    return handle.run_dir
+
+
+def attach(run: Path) -> EzpzApp:
+    return EzpzApp(outputs=run.parent, alloc=LOCAL, clock=lambda: FIXED, checks=[], attach=run)
+
+
+async def explained(pilot: Pilot[None]) -> None:
+    main = pilot.app.main  # type: ignore[attr-defined]
+    await started(pilot)
+    opened = lambda: main.opened is not None and main.opened.failure is not None  # noqa: E731
+    await until(pilot, opened, "why the run failed", 20)
+
+
+async def test_a_crashed_run_shows_why_and_the_launchers_log(tmp_path: Path, mpiexec: str) -> None:
+    run = ended(crash(tmp_path / "outputs", 0.5))
+    app = attach(run)
+    async with app.run_test(size=SIZE) as pilot:
+        await explained(pilot)
+        # Opened from disk, not watched live: the summary line says it, no dialog pops up.
+        assert app.screen is app.main
+        summary = text_of(app.query_one("#run-failure"))
+        assert summary.startswith(f"✗ rank 1 on {HOST}: exit 3")
+        assert "w: why" in summary and "B: exclude host and relaunch" in summary
+        await pilot.pause()
+        footer = {k.key: k.description for k in app.query_one(Footer).query("FooterKey")}
+        assert footer.get("B") == "exclude", footer
+
+        await pilot.press("w")
+        await until(pilot, lambda: isinstance(app.screen, FailureScreen), "the failure", 10)
+        shown = text_of(app.screen.query_one("#failure-text"))
+        assert f"first failing rank: 1 on {HOST}, exit 3" in shown
+        assert "    rank 1 gives up" in shown, "its last lines"
+        assert "killed as a consequence: rank 0" in shown
+        assert "what to do:" in shown
+        await pilot.press("escape")
+        assert app.screen is app.main
+
+        # The launcher is the first row of the rank list; its log reads like a rank's.
+        ranks, log = app.query_one(RankList), app.query_one(LogView)
+        launcher_lines = [
+            line for line in (run / "launcher.log").read_text().splitlines() if line.strip()
+        ]
+        assert launcher_lines, "Hydra said something"
+        await until(pilot, lambda: ranks.monitor.has_launcher, "the launcher's row", 10)  # type: ignore[union-attr]
+        row = ranks.render_row(0).plain
+        assert row.startswith(" launcher failed"), row
+        assert launcher_lines[-1][:20] in row
+        assert ranks.render_row(1).plain.startswith("     0 killed"), "rank 0 below it"
+        ranks.focus()
+        await pilot.press("g")
+        await until(pilot, lambda: log.rank == LAUNCHER, "the launcher's log", 5)
+        assert [line[TEXT] for line in log.lines if line[TEXT].strip()] == launcher_lines
+        assert text_of(app.query_one("#log-status")).startswith("launcher · ")
+        assert len(ranks.monitor.ranks) == 2, "the launcher is not counted as a rank"  # type: ignore[union-attr]
+
+
+async def test_why_opens_by_itself_once_when_a_watched_run_fails(
+    tmp_path: Path, mpiexec: str
+) -> None:
+    session = crash(tmp_path / "outputs", 4.0)
+    try:
+        handle = session.current
+        assert handle is not None
+        app = attach(handle.run_dir)
+        async with app.run_test(size=SIZE) as pilot:
+            await started(pilot)
+            await until(
+                pilot, lambda: app.main.opened is not None and app.main.opened.watched, "live", 20
+            )
+            assert app.screen is app.main
+            popped = lambda: isinstance(app.screen, FailureScreen)  # noqa: E731
+            await until(pilot, popped, "the failure to open by itself", 40)
+            assert "first failing rank: 1" in text_of(app.screen.query_one("#failure-text"))
+            await pilot.press("escape")
+            await pilot.pause(4.5)  # two more refreshes of the runs list: it stays closed
+            assert app.screen is app.main
+    finally:
+        session.supervisor.stop_all(grace_s=(1.0, 1.0))
+
+
+@pytest.fixture
+def aurora(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Allocation:
+    """A two-host Aurora PBS job whose ``mpiexec`` is the stand-in."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "mpiexec"
+    stand_in.write_text(STAND_IN)
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text("".join(f"{h}\n" for h in AURORA))
+    return Allocation(
+        scheduler="PBS",
+        job_id="4242.aurora-pbs-0001.hostmgmt.cm.aurora.alcf.anl.gov",
+        machine="Aurora",
+        hosts=AURORA,
+        accelerators_per_host=2,
+        accelerator_kind="xpu",
+        accelerator_source="fixture",
+        walltime_left_s=3600.0,
+        walltime_checked_at=FIXED,
+        nodefile=str(nodefile),
+        cpus_per_host=8,
+    )
+
+
+async def failure_popped(pilot: Pilot[None], run: str) -> FailureScreen:
+    app = pilot.app
+
+    def shown() -> bool:
+        return isinstance(app.screen, FailureScreen) and app.screen.failure.run_id == run
+
+    await until(pilot, shown, f"why {run} failed", 30)
+    assert isinstance(app.screen, FailureScreen)
+    return app.screen
+
+
+def shown(panel: AllocationPanel) -> str:
+    """The allocation pane's table as text."""
+    console = Console(width=80, file=io.StringIO(), record=True)
+    console.print(panel.content)
+    return console.export_text()
+
+
+def run_dirs(outputs: Path) -> list[Path]:
+    return sorted(p for p in outputs.iterdir() if p.is_dir()) if outputs.is_dir() else []
+
+
+async def test_exclude_the_failing_host_and_relaunch(tmp_path: Path, aurora: Allocation) -> None:
+    outputs = tmp_path / "outputs"
+    app = EzpzApp(outputs=outputs, alloc=aurora, clock=lambda: FIXED, checks=[])
+    short = [h.split(".")[0] for h in AURORA]
+    async with app.run_test(size=SIZE) as pilot:
+        try:
+            await started(pilot)
+            await pilot.press("r")
+            await until(pilot, lambda: len(run_dirs(outputs)) == 1, "the launch", 20)
+            [first] = run_dirs(outputs)
+            # Launched here, so watched: the failure opens by itself, naming the dead node.
+            dialog = await failure_popped(pilot, first.name)
+            assert dialog.failure.node_fault_host == AURORA[1]
+            assert f"{AURORA[1]}: shepherd died from signal 9" in text_of(
+                dialog.query_one("#failure-text")
+            )
+            await pilot.press("B")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question", 10)
+            question = text_of(app.screen.query_one("#question"))
+            assert question.startswith(f"{AURORA[1]} was named by the failure. Add {AURORA[1]}")
+            assert f"on 1 host(s) without it ({short[0]})?" in question
+            await pilot.press("y")
+            await until(pilot, lambda: len(run_dirs(outputs)) == 2, "the relaunch", 20)
+            second = run_dirs(outputs)[1]
+
+            listed = (outputs / "bad_hosts.txt").read_text().splitlines()
+            assert len(listed) == 1 and listed[0].startswith(f"{AURORA[1]}  # ")
+            assert f"run {first.name}: " in listed[0]
+            record = read_run_toml(second)
+            assert record["parent"] == first.name
+            assert record["hosts"] == [AURORA[0]]
+            assert short[1] in record["plan"]["exclude"]
+            handed = (tmp_path / "bin" / "hostfiles.log").read_text().splitlines()
+            assert len(handed) == 2 and AURORA[1] in handed[0] and AURORA[1] not in handed[1]
+            panel = app.query_one(AllocationPanel)
+            await until(pilot, lambda: "excluded" in shown(panel), "the excluded host", 10)
+            assert f"excluded  ✗ 1: {short[1]} (bad_hosts.txt)" in shown(panel)
+
+            # The relaunch's node died too: nothing is left to run on, and the key says so
+            # with the plan's reason before it writes anything.
+            await failure_popped(pilot, second.name)
+            await pilot.press("B")
+            await until(pilot, lambda: isinstance(app.screen, MessageScreen), "the refusal", 10)
+            said = text_of(app.screen.query_one("#message"))
+            assert "Every allocated host is excluded" in said
+            await pilot.press("escape")
+            assert (outputs / "bad_hosts.txt").read_text().splitlines() == listed
+            assert len(run_dirs(outputs)) == 2
+        finally:
+            if app.main.session is not None:
+                app.main.session.supervisor.stop_all(grace_s=(1.0, 1.0))
+
+
+async def test_the_palette_finds_exclude_host_and_relaunch(tmp_path: Path) -> None:
+    app = EzpzApp(outputs=tmp_path / "outputs", alloc=LOCAL, clock=lambda: FIXED, checks=[])
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        titles = [c.title for c in app.main.palette_commands()]
+        assert any(t.lower().startswith("exclude host and relaunch") for t in titles)
+        footer = {k.key for k in app.query_one(Footer).query("FooterKey")}
+        assert "B" not in footer, "no failed run open: the failure key stays out"
+        # No failed run open: the key says so and does nothing.
+        await pilot.press("B")
+        await pilot.pause()
+        assert app.screen is app.main and not (tmp_path / "outputs" / "bad_hosts.txt").exists()
