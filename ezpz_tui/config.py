@@ -16,6 +16,7 @@ variable EZPZ_TUI_CONFIG_DIR points elsewhere, which tests and site-wide setups 
     [launch]
     kill_on_bad_exit = true   # a rank's failure stops the rest of the job (fail fast)
     raised_grace_s = 10       # how long a rank that raised may linger before the job is stopped
+    retries = 0               # TUI: relaunch without the bad node after a node fault, N times
 
 Anything else in the file (a misspelt key or section, a theme that does not exist) gets one
 warning naming the file and the key, with the closest valid name. The warnings go wherever the
@@ -88,13 +89,16 @@ class Config:
     """`[launch] raised_grace_s`: seconds a rank whose log ends in an uncaught Python traceback
     may go on living (its MPI finalisation waiting for a peer) before the job is stopped as
     failed with that exception as its cause; only with `kill_on_bad_exit`."""
+    retries: int = 0
+    """`[launch] retries`: in the TUI, how many times a run that failed with a node fault is
+    relaunched without that node, unattended (as `ezpz-tui launch --retries N`)."""
 
 
 SCHEMA: Mapping[str, frozenset[str] | None] = {
     "ui": frozenset({"theme"}),
     "keys": None,  # any action name: the keymap checks them (`keymap.apply_overrides`)
     "monitor": frozenset({"stall_after"}),
-    "launch": frozenset({"kill_on_bad_exit", "raised_grace_s"}),
+    "launch": frozenset({"kill_on_bad_exit", "raised_grace_s", "retries"}),
 }
 """Every section of config.toml and the keys each may hold."""
 
@@ -178,7 +182,7 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
             f"{Config.stall_after:g}."
         )
         stall = Config.stall_after
-    kill, grace, more = _launch_settings(data.get("launch", {}), path)
+    kill, grace, retries, more = _launch_settings(data.get("launch", {}), path)
     problems += more + unknown_names(data, path)
     settings = Config(
         theme=theme,
@@ -186,15 +190,17 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
         stall_after=float(stall),
         kill_on_bad_exit=kill,
         raised_grace_s=grace,
+        retries=retries,
     )
     return settings, problems
 
 
-def _launch_settings(launch: object, path: Path) -> tuple[bool, float, list[str]]:
-    """`[launch] kill_on_bad_exit` and `raised_grace_s`, defaults where missing or wrong."""
-    kill, grace = Config.kill_on_bad_exit, Config.raised_grace_s
+def _launch_settings(launch: object, path: Path) -> tuple[bool, float, int, list[str]]:
+    """`[launch] kill_on_bad_exit`, `raised_grace_s` and `retries`, defaults where missing or
+    wrong."""
+    kill, grace, retries = Config.kill_on_bad_exit, Config.raised_grace_s, Config.retries
     if not isinstance(launch, dict):
-        return kill, grace, [f"{path}: [launch] should be a table; ignored."]
+        return kill, grace, retries, [f"{path}: [launch] should be a table; ignored."]
     problems = []
     value = launch.get("kill_on_bad_exit", kill)
     if isinstance(value, bool):
@@ -209,7 +215,12 @@ def _launch_settings(launch: object, path: Path) -> tuple[bool, float, list[str]
             f"{path}: [launch] raised_grace_s should be seconds between 0 and 3600; using "
             f"{Config.raised_grace_s:g}."
         )
-    return kill, grace, problems
+    value = launch.get("retries", retries)
+    if not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= 100:
+        retries = value
+    else:
+        problems.append(f"{path}: [launch] retries should be a count from 0 to 100; using 0.")
+    return kill, grace, retries, problems
 
 
 def save_setting(section: str, name: str, value: TomlValue, path: Path | None = None) -> list[str]:

@@ -95,6 +95,7 @@ class ExclusionPlanned(Message):
     blamed: bool
     plan: LaunchPlan | None
     refused: str | None
+    retry: int = 0  # an unattended retry's number ([launch] retries), 0 when the user asked
 
 
 @dataclass(eq=False)

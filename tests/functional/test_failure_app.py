@@ -28,7 +28,6 @@ from rich.console import Console
 from textual.pilot import Pilot
 from textual.widgets import Footer
 
-from ezpz_tui import config
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.plan import LaunchPlan
 from ezpz_tui.core.launching.runstore import read_run_toml
@@ -70,14 +69,6 @@ echo "Launching on $(wc -l < "$hostfile") nodes"
 echo "$(tail -n 1 "$hostfile"): shepherd died from signal 9"
 exit 1
 """
-
-
-@pytest.fixture(autouse=True)
-def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An empty config directory: no user keys, theme or themes of whoever runs the tests."""
-    path = tmp_path / "config"
-    path.mkdir()
-    monkeypatch.setenv(config.ENV_CONFIG_DIR, str(path))
 
 
 def crash(outputs: Path, after_s: float) -> Session:
@@ -285,3 +276,28 @@ async def test_the_palette_finds_exclude_host_and_relaunch(tmp_path: Path) -> No
         await pilot.press("B")
         await pilot.pause()
         assert app.screen is app.main and not (tmp_path / "outputs" / "bad_hosts.txt").exists()
+
+
+async def test_retries_relaunch_without_the_dead_node_unattended(
+    tmp_path: Path, aurora: Allocation, config_dir: Path
+) -> None:
+    """``[launch] retries = 1``: the first node fault is retried on the hosts left with no key
+    pressed; the retry's own fault is not (the count is spent) and shows its failure."""
+    (config_dir / "config.toml").write_text("[launch]\nretries = 1\n")
+    outputs = tmp_path / "outputs"
+    app = EzpzApp(outputs=outputs, alloc=aurora, clock=lambda: FIXED, checks=[])
+    async with app.run_test(size=SIZE) as pilot:
+        try:
+            await started(pilot)
+            await pilot.press("r")
+            await until(pilot, lambda: len(run_dirs(outputs)) == 2, "the retry", 30)
+            first, second = run_dirs(outputs)
+            assert read_run_toml(second)["parent"] == first.name
+            assert read_run_toml(second)["hosts"] == [AURORA[0]]
+            assert (outputs / "bad_hosts.txt").read_text().startswith(AURORA[1])
+            await failure_popped(pilot, second.name)
+            await pilot.pause(1.0)
+            assert len(run_dirs(outputs)) == 2, "one retry only"
+        finally:
+            if app.main.session is not None:
+                app.main.session.supervisor.stop_all(grace_s=(1.0, 1.0))

@@ -46,6 +46,8 @@ class FailureControl(RunControl):
     def __init__(self) -> None:
         super().__init__()
         self._failures_shown: set[Path] = set()  # runs whose failure opened by itself once
+        self._retry_of: dict[str, int] = {}  # run id -> which unattended retry it is
+        self._retried: set[str] = set()  # failed runs already retried: once each
         self.bad_hosts: list[str] = []
 
     # --- the opened run's failure -------------------------------------------------------------
@@ -89,10 +91,30 @@ class FailureControl(RunControl):
             if message.show:
                 self.notify(f"{opened.path.name} has not failed.", timeout=4)
             return
+        if self._retry_unattended(failure):
+            return
         first_time = opened.watched and opened.path not in self._failures_shown
         if message.show or first_time:
             self._failures_shown.add(opened.path)
             self._show_failure(failure)
+
+    def _retry_unattended(self, failure: Failure) -> bool:
+        """``[launch] retries``: a run started here that failed with a node fault is relaunched
+        without that node, as ``ezpz-tui launch --retries N`` does; whether one is under way."""
+        retry = self._retry_of.get(failure.run_id, 0) + 1
+        started_here = self._handle_of(failure.run_dir) is not None
+        if failure.node_fault_host is None or not started_here or retry > self.start.retries:
+            return False
+        if failure.run_id in self._retried:
+            return True
+        self._retried.add(failure.run_id)
+        self.notify(
+            f"Retry {retry}/{self.start.retries}: {failure.node_fault_host} failed; relaunching "
+            "without it.",
+            timeout=8,
+        )
+        self._plan_exclusion(failure, None, retry)
+        return True
 
     def _show_failure(self, failure: Failure) -> None:
         from ezpz_tui.ui.screens.failure import EXCLUDE, FailureScreen
@@ -120,7 +142,9 @@ class FailureControl(RunControl):
         self._plan_exclusion(failure, self.form.plan)
 
     @work(thread=True, group="exclude")
-    def _plan_exclusion(self, failure: Failure, form_plan: LaunchPlan | None) -> None:
+    def _plan_exclusion(
+        self, failure: Failure, form_plan: LaunchPlan | None, retry: int = 0
+    ) -> None:
         from ezpz_tui.core.launching.bad_hosts import exclude_listed, read_bad_hosts
         from ezpz_tui.core.launching.failover import without_host
         from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused
@@ -149,7 +173,7 @@ class FailureControl(RunControl):
         except LaunchRefused as refused:
             self.post_message(ExclusionPlanned(failure, host, blamed, None, str(refused)))
             return
-        self.post_message(ExclusionPlanned(failure, host, blamed, plan, None))
+        self.post_message(ExclusionPlanned(failure, host, blamed, plan, None, retry))
 
     def on_exclusion_planned(self, message: ExclusionPlanned) -> None:
         from ezpz_tui.ui.screens.confirm import ConfirmScreen
@@ -158,6 +182,9 @@ class FailureControl(RunControl):
         if message.refused is not None or plan is None or host is None or self.session is None:
             where = f"without {host}" if host else ""
             self._show_error(f"Cannot relaunch {failure.run_id} {where}", message.refused or "")
+            return
+        if message.retry:
+            self._exclude_and_relaunch(failure, host, plan, message.retry)
             return
         hosts = plan.hosts_used(self.session.alloc)
         why = (
@@ -185,7 +212,9 @@ class FailureControl(RunControl):
         self.app.push_screen(ConfirmScreen(question, self.keymap), answered)
 
     @work(thread=True, group="launch")
-    def _exclude_and_relaunch(self, failure: Failure, host: str, plan: LaunchPlan) -> None:
+    def _exclude_and_relaunch(
+        self, failure: Failure, host: str, plan: LaunchPlan, retry: int = 0
+    ) -> None:
         from ezpz_tui.core.launching.bad_hosts import add_bad_hosts, bad_hosts_path, read_bad_hosts
         from ezpz_tui.core.launching.outputs import RunStoreError, launch_error
         from ezpz_tui.core.launching.plan import LaunchRefused
@@ -213,6 +242,8 @@ class FailureControl(RunControl):
         except ValueError as exc:
             self.app.notify(str(exc), title="Relaunch failed", severity="error")
         else:
+            if retry:
+                self._retry_of[handle.run_dir.name] = retry
             self.post_message(Launched(handle))
 
     # --- bad_hosts.txt in the allocation pane -------------------------------------------------

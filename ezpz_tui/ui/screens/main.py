@@ -76,6 +76,7 @@ class StartUp:
     attach: Path | None = None
     kill_on_bad_exit: bool = True  # the config's [launch] kill_on_bad_exit
     raised_grace_s: float = 10.0  # and [launch] raised_grace_s
+    retries: int = 0  # and [launch] retries: unattended relaunches after a node fault
 
 
 class MainScreen(FailureControl):
