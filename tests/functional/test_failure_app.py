@@ -41,6 +41,7 @@ from ezpz_tui.ui.screens.message import MessageScreen
 from ezpz_tui.ui.widgets.logview import LogView
 from ezpz_tui.ui.widgets.panels import AllocationPanel
 from ezpz_tui.ui.widgets.ranks import RankList
+from tests.fixtures.stand_ins import AURORA, STAND_IN
 from tests.pilots import FIXED, HOST, LOCAL, started, text_of, until
 
 PY = sys.executable
@@ -54,20 +55,6 @@ if rank == 1:
     print("rank 1 gives up", flush=True)
     os._exit(3)
 time.sleep(60)
-"""
-AURORA = (
-    "x4102c7s0b0n0.hsn.cm.aurora.alcf.anl.gov",
-    "x4102c7s1b0n0.hsn.cm.aurora.alcf.anl.gov",
-)
-STAND_IN = """#!/bin/sh
-# A PALS mpiexec whose last node dies: say so as PALS does, start nothing.
-for arg in "$@"; do
-  case "$arg" in --hostfile=*) hostfile="${arg#--hostfile=}" ;; esac
-done
-echo "$hostfile $(tr '\\n' ' ' < "$hostfile")" >> "$(dirname "$0")/hostfiles.log"
-echo "Launching on $(wc -l < "$hostfile") nodes"
-echo "$(tail -n 1 "$hostfile"): shepherd died from signal 9"
-exit 1
 """
 
 

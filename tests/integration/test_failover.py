@@ -25,6 +25,7 @@ import pytest
 
 from ezpz_tui.core.launching.runstore import read_run_toml
 from tests.fixtures.cli import base_env, cli, kill_leftovers, run_dirs
+from tests.fixtures.stand_ins import AURORA, STAND_IN
 
 PY = sys.executable
 CRASH = """
@@ -36,20 +37,6 @@ if rank == 1:
     time.sleep(0.5)
     os.kill(os.getpid(), 9)
 time.sleep(60)
-"""
-AURORA = (
-    "x4102c7s0b0n0.hsn.cm.aurora.alcf.anl.gov",
-    "x4102c7s1b0n0.hsn.cm.aurora.alcf.anl.gov",
-)
-STAND_IN = """#!/bin/sh
-# A PALS mpiexec whose last node dies: say so as PALS does, start nothing.
-for arg in "$@"; do
-  case "$arg" in --hostfile=*) hostfile="${arg#--hostfile=}" ;; esac
-done
-echo "$hostfile $(tr '\\n' ' ' < "$hostfile")" >> "$(dirname "$0")/hostfiles.log"
-echo "Launching on $(wc -l < "$hostfile") nodes"
-echo "$(tail -n 1 "$hostfile"): shepherd died from signal 9"
-exit 1
 """
 
 

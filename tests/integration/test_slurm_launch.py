@@ -190,6 +190,29 @@ def test_a_torchrun_script_runs_under_srun(slurm_cluster: SlurmCluster, tmp_path
         assert f"rank={rank} world=2 sum=3.0" in log, launch.explain() + log
 
 
+def test_a_crashed_rank_under_srun_ends_the_job_with_every_rank_accounted_for(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """Rank 1 exits 3 while rank 0 would sleep a minute: the job ends within seconds, rank 1
+    is the run's cause and rank 0 was killed after it, whoever (srun or the supervisor) ended
+    it first."""
+    crash = (
+        "import os, time; rank = int(os.environ['RANK']); print(f'rank {rank} up', flush=True)\n"
+        "if rank == 1: time.sleep(1); os._exit(3)\n"
+        "time.sleep(60)"
+    )
+    began = time.monotonic()
+    launch = _launch(slurm_cluster, tmp_path, ["-N1", "-n2"], ["--ppn", "2"], [PY, "-c", crash])
+    assert time.monotonic() - began < 45, launch.explain()
+    assert launch.proc.returncode == 3, launch.explain()
+    run_dir = launch.run_dir
+    state = json.loads((run_dir / "state.json").read_text())
+    assert (state["state"], state["failed_rank"]) == ("failed", 1), launch.explain()
+    statuses = {s["rank"]: s for s in _statuses(run_dir)}
+    assert (statuses[1]["state"], statuses[1]["exit_code"]) == ("failed", 3)
+    assert (statuses[0]["state"], statuses[0]["cause"]) == ("killed", "after rank 1 failed")
+
+
 def test_launch_one_node_two_ranks(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     launch = _launch(
         slurm_cluster, tmp_path, ["-N1", "-n2"], ["--ppn", "2"], [*TRAIN, "--steps", "10"]
