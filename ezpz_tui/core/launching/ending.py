@@ -87,7 +87,9 @@ def final_statuses(
     """
     stopped = run.state == State.STOPPED
     named = [s for s in statuses if s.rank == run.failed_rank]
-    first = None if stopped else (named[0] if named else first_failure(statuses))
+    first = named[0] if named else first_failure(statuses)
+    if run.state != State.FAILED:
+        first = None  # a failed rank in a run that did not fail ended nothing else
     changed = []
     for status in statuses:
         end = status.end if status.end is not None else now
