@@ -79,7 +79,8 @@ def test_signals_are_forwarded_to_the_child(tmp_path: Path) -> None:
     )
     proc = subprocess.Popen([*CAPTURE, str(tmp_path), "--", sys.executable, "-c", code])
     deadline = time.time() + 30
-    while "ready" not in (log(tmp_path) if (tmp_path / "logs").exists() else ""):
+    rank_log = tmp_path / "logs" / "rank-00000.log"  # made once the wrapper has started
+    while "ready" not in (rank_log.read_text() if rank_log.exists() else ""):
         assert time.time() < deadline
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
