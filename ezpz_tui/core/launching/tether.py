@@ -11,6 +11,13 @@ tether stops the run as a stop from the user would (:meth:`RunProcesses.stop`), 
 every rank and the run as ``stopped``, with the reason. When the supervisor records the end
 itself it writes ``done`` and the tether exits at once.
 
+A user who quits the TUI may leave a run running instead (an SSH session about to drop): the
+supervisor then writes ``keep`` and the tether becomes the run's supervisor
+(:mod:`~ezpz_tui.core.launching.tethered`): it names itself in the run's state, keeps the
+heartbeat, records the run's end from its ranks' once the launcher is gone, and takes SIGTERM as
+the user's stop, which is how a later ``ezpz-tui`` stops a run it did not start. Until its
+supervisor says a word the tether has imported only the standard library: every run has one.
+
 A pipe rather than ``PR_SET_PDEATHSIG`` on the launcher: that signal fires when the *thread*
 that started the launcher ends, and the TUI starts launches from worker threads that end long
 before the run does.
@@ -24,32 +31,10 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
-from dataclasses import replace
 from pathlib import Path
-
-from ezpz_tui.core.launching.ending import cause_of, finalise, first_failure, world_size_of
-from ezpz_tui.core.launching.processes import (
-    DEFAULT_GRACE_S,
-    RunProcesses,
-    process_alive,
-    supervised_here,
-)
-from ezpz_tui.core.launching.reserve import release_reserve
-from runtime.rundir import (
-    HEARTBEAT_S,
-    RankState,
-    RunState,
-    State,
-    read_state,
-    read_statuses,
-    write_state,
-)
 
 DONE = b"done\n"
 KEEP = b"keep\n"
-KEEP_POLL_S = 0.5  # how often a kept run's launcher is looked at
 
 
 class Tether:
@@ -122,73 +107,6 @@ def _wait_for_word() -> bytes:
         said = (said + chunk)[-64:]
 
 
-def take_down(
-    run_dir: Path, launcher_pid: int, ticks: int, reason: str, by_user: bool = False
-) -> RunState:
-    """Stop what is left of the run, and record it ``stopped`` with ``reason``."""
-    processes = RunProcesses(run_dir, lambda: not process_alive(launcher_pid, ticks or None))
-    processes.adopt(launcher_pid, ticks or None)
-    began = time.monotonic()
-    done = processes.stop(DEFAULT_GRACE_S)
-    recorded = read_state(run_dir)
-    if not recorded.live:  # the supervisor recorded the end after all
-        return recorded
-    end = replace(
-        supervised_here(recorded),
-        state=State.STOPPED,
-        end=time.time(),
-        stopped_by_user=by_user,
-        reason=reason,
-        stop_signals=done.sent,
-        stop_remaining=done.remaining,
-        stop_elapsed_s=round(time.monotonic() - began, 3),
-    )
-    release_reserve(run_dir)
-    finalise(run_dir, end, world_size_of(read_statuses(run_dir)), end.end or time.time())
-    return write_state(run_dir, end)
-
-
-def keep(run_dir: Path, launcher_pid: int, ticks: int) -> RunState:
-    """Supervise the run its supervisor left to this process, until it ends or is stopped."""
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda _sig, _frame: stop.set())
-    recorded = read_state(run_dir)
-    if not recorded.live:
-        return recorded
-    write_state(run_dir, supervised_here(recorded))
-    beat = time.monotonic()
-    while process_alive(launcher_pid, ticks or None):
-        if stop.wait(KEEP_POLL_S):
-            return take_down(run_dir, launcher_pid, ticks, "stopped by the user", by_user=True)
-        if time.monotonic() - beat >= HEARTBEAT_S:
-            beat = time.monotonic()
-            recorded = read_state(run_dir)
-            if not recorded.live:
-                return recorded
-            write_state(run_dir, recorded)
-    return _record_end_from_ranks(run_dir)
-
-
-def _record_end_from_ranks(run_dir: Path) -> RunState:
-    """The launcher has gone and was not this process's child: its exit status is lost, so the
-    ranks' ends tell the run's."""
-    recorded = read_state(run_dir)
-    if not recorded.live:
-        return recorded
-    statuses = read_statuses(run_dir)
-    first = first_failure(statuses)
-    world = world_size_of(statuses)
-    ok = bool(statuses) and all(s.state == RankState.SUCCEEDED for s in statuses)
-    ok = ok and (world is None or len(statuses) == world)
-    end = replace(recorded, state=State.SUCCEEDED if ok else State.FAILED, end=time.time())
-    if not ok:
-        cause = cause_of(first) if first else "the launcher ended without every rank's success"
-        end = replace(end, failed_rank=first.rank if first else None, cause=cause)
-    release_reserve(run_dir)
-    finalise(run_dir, end, world, end.end or time.time())
-    return write_state(run_dir, end)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m {__name__}")
     parser.add_argument("run_dir", type=Path)
@@ -199,11 +117,16 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
     word = _wait_for_word()
+    if word == DONE:
+        return 0
+    # Only now the code that acts: until then this process costs a launch nearly nothing.
+    from ezpz_tui.core.launching.tethered import keep, take_down
+
     run, pid, ticks = args.run_dir, args.launcher_pid, args.launcher_ticks
     try:
         if word == KEEP:
             keep(run, pid, ticks)
-        elif word != DONE:
+        else:
             who = f"its supervisor (ezpz-tui, pid {args.supervisor_pid})"
             take_down(run, pid, ticks, f"{who} exited; the run was stopped with it")
     except OSError:
