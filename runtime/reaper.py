@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from runtime.procfs import all_processes, proc_stat
+
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 GRACE_S = 2.0  # between SIGTERM and SIGKILL: long enough to flush, short against a launcher's
 KILL_WAIT_S = 5.0  # after SIGKILL: only a process stuck in the kernel outlives this
@@ -94,20 +96,6 @@ class Leftover:
         return f"pid {self.pid} ({self.name}): {self.signal}{tail}"
 
 
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """State, parent pid and start time of a process, from ``/proc/PID/stat``."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    rest = raw[raw.rfind(")") + 2 :].split()
-    try:
-        return rest[0], int(rest[1]), int(rest[19])
-    except (IndexError, ValueError):
-        return None
-
-
 def _name(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as fh:
@@ -116,32 +104,17 @@ def _name(pid: int) -> str:
         return "?"
 
 
-def _all_stats() -> dict[int, tuple[str, int, int]]:
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return {}
-    found = {}
-    for name in names:
-        if name.isdigit():
-            stat = _stat(int(name))
-            if stat is not None:
-                found[int(name)] = stat
-    return found
-
-
 def _below(root: int) -> dict[int, tuple[str, int]]:
     """Every process below ``root``, zombies included: pid -> (state, start ticks)."""
-    stats = _all_stats()
+    stats = all_processes()
     children: dict[int, list[int]] = {}
-    for pid, (_state, ppid, _ticks) in stats.items():
-        children.setdefault(ppid, []).append(pid)
+    for pid, stat in stats.items():
+        children.setdefault(stat.ppid, []).append(pid)
     found: dict[int, tuple[str, int]] = {}
     todo = [root]
     while todo:
         for pid in children.get(todo.pop(), ()):
-            state, _ppid, ticks = stats[pid]
-            found[pid] = (state, ticks)
+            found[pid] = (stats[pid].state, stats[pid].start_ticks)
             todo.append(pid)
     return found
 
@@ -157,8 +130,8 @@ def descendants(root: int | None = None) -> dict[int, int]:
 
 def _send(pid: int, ticks: int, sig: signal.Signals) -> bool:
     """Signal that very process (not a stranger that got its pid); whether it was sent."""
-    stat = _stat(pid)
-    if stat is None or stat[2] != ticks or stat[0] in ("Z", "X"):
+    stat = proc_stat(pid)
+    if stat is None or stat.start_ticks != ticks or stat.gone:
         return False
     try:
         os.kill(pid, sig)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from runtime.env import RUN_DIR_VAR
+from runtime.procfs import ProcStat, all_processes, proc_stat
 from runtime.rundir import RunState
 
 log = logging.getLogger(__name__)
@@ -41,33 +42,6 @@ log = logging.getLogger(__name__)
 DEFAULT_GRACE_S = (5.0, 5.0)  # after SIGINT, after SIGTERM
 KILL_WAIT_S = 5.0  # after SIGKILL: only a process stuck in the kernel (D state) outlives this
 _POLL_S = 0.05
-
-
-@dataclass(frozen=True)
-class ProcStat:
-    """The fields of ``/proc/PID/stat`` that process bookkeeping needs."""
-
-    pid: int
-    state: str
-    ppid: int
-    pgrp: int
-    session: int
-    start_ticks: int
-
-
-def proc_stat(pid: int) -> ProcStat | None:
-    """Parse ``/proc/PID/stat``; ``None`` when the process is gone or there is no procfs."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    # The command name may hold spaces and parentheses; everything after the last ')' is fixed.
-    rest = raw[raw.rfind(")") + 2 :].split()
-    try:
-        return ProcStat(pid, rest[0], int(rest[1]), int(rest[2]), int(rest[3]), int(rest[19]))
-    except (IndexError, ValueError):
-        return None
 
 
 def start_ticks(pid: int) -> int | None:
@@ -90,7 +64,7 @@ def process_alive(pid: int, ticks: int | None) -> bool:
         except PermissionError:
             return True
         return True
-    if stat.state in ("Z", "X"):
+    if stat.gone:
         return False
     return ticks is None or stat.start_ticks == ticks
 
@@ -183,17 +157,7 @@ def deferred_signals(
 
 def live_processes() -> dict[int, ProcStat]:
     """Every process on this node that is not a zombie, by pid."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return {}
-    out = {}
-    for name in names:
-        if name.isdigit():
-            stat = proc_stat(int(name))
-            if stat is not None and stat.state not in ("Z", "X"):
-                out[stat.pid] = stat
-    return out
+    return {pid: st for pid, st in all_processes().items() if not st.gone}
 
 
 def environ_has(pid: int, needles: Iterable[bytes]) -> bool:

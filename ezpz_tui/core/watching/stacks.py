@@ -219,7 +219,7 @@ def _why_not(status: RankStatus, here: str, needles: set[bytes]) -> str | None:
     if pid is None:
         return "no process recorded yet"
     stat = proc_stat(pid)
-    if stat is None or stat.state in ("Z", "X"):
+    if stat is None or stat.gone:
         return f"process {pid} is gone"
     if not environ_has(pid, needles):
         return f"process {pid} is not this run's (or not readable by this user)"
