@@ -196,6 +196,7 @@ def _report_end(handle: Any) -> int:
     """
     from ezpz_tui.core.launching.ending import how
     from ezpz_tui.core.launching.exit_meanings import meaning
+    from ezpz_tui.core.watching.tails import read_tail
     from ezpz_tui.core.words import rank_ranges
     from runtime.rundir import LAUNCHER_LOG, RankState, RunDir, State, read_statuses
 
@@ -214,7 +215,7 @@ def _report_end(handle: Any) -> int:
     if failed or killed:
         say(f"ezpz-tui: rank logs in {run.logs_dir}; `ezpz-tui why {run.path.name}` explains")
     if state.state not in (State.SUCCEEDED, State.STOPPED):
-        tail = _tail(run.launcher_log, 15)
+        tail = "\n".join(read_tail(run.launcher_log, 20000).splitlines()[-15:])
         if tail:
             say(f"ezpz-tui: {LAUNCHER_LOG} ends with:\n" + tail)
     say(f"ezpz-tui: run {state.state} ({run.path.name})")
@@ -226,11 +227,3 @@ def _report_end(handle: Any) -> int:
     if state.exit_code is not None:
         return state.exit_code
     return 128 + state.signal if state.signal is not None else 1
-
-
-def _tail(path: Path, lines: int) -> str:
-    try:
-        text = path.read_bytes()[-20000:].decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])

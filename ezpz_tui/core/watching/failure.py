@@ -33,8 +33,8 @@ from ezpz_tui.core.launching.ending import first_failure
 from ezpz_tui.core.launching.exit_meanings import describe_end, meaning
 from ezpz_tui.core.launching.liveness import run_state
 from ezpz_tui.core.launching.runstore import RunStoreError, read_run_toml
-from ezpz_tui.core.watching.launcher_messages import LauncherMessage, read_messages, read_tail
-from ezpz_tui.core.watching.tails import strip_ansi
+from ezpz_tui.core.watching.launcher_messages import MAX_READ, LauncherMessage, read_messages
+from ezpz_tui.core.watching.tails import read_tail, strip_ansi
 from ezpz_tui.core.words import rank_ranges
 from runtime.rundir import (
     LAUNCHER_LOG,
@@ -113,7 +113,7 @@ def last_traceback(lines: list[str]) -> tuple[str | None, tuple[str, ...]]:
 
 
 def _log_lines(path: Path) -> list[str]:
-    return [strip_ansi(line).rstrip() for line in read_tail(path).splitlines()]
+    return [strip_ansi(line).rstrip() for line in read_tail(path, MAX_READ).splitlines()]
 
 
 def _last_lines(lines: list[str], count: int = LAST_LINES) -> tuple[str, ...]:

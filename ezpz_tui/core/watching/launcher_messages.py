@@ -17,14 +17,13 @@ those are usually the cascade of a failure elsewhere.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ezpz_tui.core.watching.tails import strip_ansi
+from ezpz_tui.core.watching.tails import read_tail, strip_ansi
 from runtime.rundir import LAUNCHER_LOG
 
 MAX_READ = 256 << 10  # bytes read from the end of a log: a failure is told at its end
@@ -311,21 +310,6 @@ def parse_text(text: str, source: str = LAUNCHER_LOG) -> list[LauncherMessage]:
     return found
 
 
-def read_tail(path: Path, limit: int = MAX_READ) -> str:
-    """The last ``limit`` bytes of ``path`` as text (from a line start); "" if unreadable."""
-    try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            fh.seek(max(0, size - limit))
-            data = fh.read(limit)
-    except OSError:
-        return ""
-    text = data.decode("utf-8", errors="replace")
-    if size > limit:
-        text = text.partition("\n")[2]
-    return text
-
-
 def read_messages(path: Path, source: str) -> list[LauncherMessage]:
     """The failure messages in the end of one log file; never raises."""
-    return parse_text(read_tail(path), source)
+    return parse_text(read_tail(path, MAX_READ), source)

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
+from ezpz_tui.core.watching.tails import read_tail
 from runtime.rundir import RunDir
 
 TRACEBACK = "Traceback (most recent call last):"
 TAIL_BYTES = 16384  # a traceback deeper than this is cut to its end, which still says enough
-TAIL_LINES = 200
 
 
 def raised_exception(lines: Sequence[str]) -> str | None:
@@ -38,12 +37,6 @@ def raised_exception(lines: Sequence[str]) -> str | None:
     if at < 0 or at == end - 2 or not lines[at].strip().endswith(TRACEBACK):
         return None
     return exception.strip()
-
-
-def tail_lines(data: bytes) -> list[str]:
-    """The complete lines of the end of a log, read as text."""
-    text = data[-TAIL_BYTES:].decode("utf-8", errors="replace")
-    return text.splitlines()[-TAIL_LINES:]
 
 
 class RaisedWatch:
@@ -80,7 +73,7 @@ class RaisedWatch:
             if size == self._sizes.get(rank):
                 continue
             self._sizes[rank] = size
-            exception = raised_exception(tail_lines(_read_end(path)))
+            exception = raised_exception(read_tail(path, TAIL_BYTES).splitlines())
             if exception is None:
                 self._since.pop(rank, None)
             else:
@@ -93,13 +86,3 @@ class RaisedWatch:
             return None
         _, rank, exception = min(ready)
         return rank, exception
-
-
-def _read_end(path: Path) -> bytes:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - TAIL_BYTES))
-            return fh.read()
-    except OSError:
-        return b""

@@ -342,3 +342,18 @@ class RecordTail:
             self._pending, self._skipping = b"", True
             garbage += 1
         return result.columns, garbage, restarted
+
+
+def read_tail(path: Path, limit: int) -> str:
+    """The last ``limit`` bytes of ``path`` as text (from a line start); "" if unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            fh.seek(max(0, size - limit))
+            data = fh.read(limit)
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    if size > limit:
+        text = text.partition("\n")[2]
+    return text

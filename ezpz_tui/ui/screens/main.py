@@ -415,20 +415,21 @@ class MainScreen(FailureControl):
         if not self.started:
             return
         km, app = self.keymap, cast("EzpzApp", self.app)
-        yield PaletteCommand.for_action(km, "launch", self.action_launch)
-        yield PaletteCommand.for_action(km, "relaunch", self.action_relaunch)
-        yield PaletteCommand.for_action(km, "stop_run", self.action_stop_run)
-        yield PaletteCommand.for_action(km, "show_failure", self.action_show_failure)
-        yield PaletteCommand.for_action(
-            km, "exclude_and_relaunch", self.action_exclude_and_relaunch
-        )
-        yield PaletteCommand.for_action(km, "rerun_doctor", self.action_rerun_doctor)
-        yield PaletteCommand.for_action(km, "pick_theme", app.action_pick_theme)
-        yield PaletteCommand.for_action(km, "show_help", app.action_show_help)
-        yield PaletteCommand.for_action(km, "toggle_left_sidebar", self.action_toggle_left_sidebar)
-        yield PaletteCommand.for_action(
-            km, "toggle_right_sidebar", self.action_toggle_right_sidebar
-        )
+        actions = {
+            "launch": self.action_launch,
+            "relaunch": self.action_relaunch,
+            "stop_run": self.action_stop_run,
+            "show_failure": self.action_show_failure,
+            "exclude_and_relaunch": self.action_exclude_and_relaunch,
+            "show_stacks": self.action_show_stacks,
+            "rerun_doctor": self.action_rerun_doctor,
+            "pick_theme": app.action_pick_theme,
+            "show_help": app.action_show_help,
+            "toggle_left_sidebar": self.action_toggle_left_sidebar,
+            "toggle_right_sidebar": self.action_toggle_right_sidebar,
+        }
+        for action, run in actions.items():
+            yield PaletteCommand.for_action(km, action, run)
         for run in self.query_one(RunsPanel).runs[:50]:
             yield PaletteCommand(
                 f"Open run {run.run_id}", f"{run.state}", lambda path=run.path: self.open_run(path)
