@@ -55,8 +55,7 @@ class EzpzApp(App[None]):
         self.problems += [f"{config.config_path()}: {problem}" for problem in more]
         self.chords = ChordKeys(self, self.keymap)
         self._wanted_theme = settings.theme
-        launching = (settings.kill_on_bad_exit, settings.raised_grace_s, settings.retries)
-        start = StartUp(clock, settings.stall_after, outputs, alloc, checks, attach, *launching)
+        start = StartUp(clock, settings, outputs, alloc, checks, attach)
         self.main = MainScreen(start, self.keymap)
 
     def get_default_screen(self) -> MainScreen:

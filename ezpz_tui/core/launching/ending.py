@@ -127,10 +127,19 @@ def _end(status: RankStatus, state: RankState, cause: str, end: float) -> RankSt
     return replace(status, state=state, cause=cause, ended_by=SUPERVISOR, end=end)
 
 
-def finalise(run_dir: Path, run: RunState, world_size: int | None, now: float) -> list[RankStatus]:
-    """Rewrite the end of every rank :func:`final_statuses` names; a disk that refuses one
-    stops nothing (readers derive the same words)."""
-    changed = final_statuses(read_statuses(run_dir), run, world_size, now)
+def finalise(
+    run_dir: Path,
+    run: RunState,
+    world_size: int | None,
+    now: float,
+    statuses: Sequence[RankStatus] | None = None,
+) -> list[RankStatus]:
+    """Rewrite the end of every rank :func:`final_statuses` names, from ``statuses`` as the
+    caller just read them (read here when not given); ``world_size`` None: as the ranks say.
+    A disk that refuses one stops nothing (readers derive the same words)."""
+    statuses = read_statuses(run_dir) if statuses is None else statuses
+    world = world_size or world_size_of(statuses)
+    changed = final_statuses(statuses, run, world, now)
     for status in changed:
         try:
             write_status(run_dir, status)

@@ -39,7 +39,6 @@ from ezpz_tui.core.launching.ending import (
     finalise,
     first_failure,
     status_dir_stamp,
-    world_size_of,
 )
 from ezpz_tui.core.launching.launcher import Launch
 from ezpz_tui.core.launching.processes import (
@@ -296,8 +295,7 @@ class RunHandle:
                 end = replace(end, state=State.FAILED, stopped_by_user=False, cause=NO_SPACE)
                 name = State.FAILED
             release_reserve(self.run_dir)  # the room the final records need
-            world = self.launch.world_size or world_size_of(statuses)
-            finalise(self.run_dir, end, world, end.end or time.time())
+            finalise(self.run_dir, end, self.launch.world_size, end.end or time.time(), statuses)
             state = self._write(name, **{k: getattr(end, k) for k in _END_FIELDS})
             self._done.set()
         self.supervisor._notify(self, state)

@@ -56,7 +56,7 @@ def take_down(
         stop_elapsed_s=round(time.monotonic() - began, 3),
     )
     release_reserve(run_dir)
-    finalise(run_dir, end, world_size_of(read_statuses(run_dir)), end.end or time.time())
+    finalise(run_dir, end, None, end.end or time.time())
     return write_state(run_dir, end)
 
 
@@ -97,5 +97,5 @@ def _record_end_from_ranks(run_dir: Path) -> RunState:
         cause = cause_of(first) if first else "the launcher ended without every rank's success"
         end = replace(end, failed_rank=first.rank if first else None, cause=cause)
     release_reserve(run_dir)
-    finalise(run_dir, end, world, end.end or time.time())
+    finalise(run_dir, end, world, end.end or time.time(), statuses)
     return write_state(run_dir, end)

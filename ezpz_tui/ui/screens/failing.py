@@ -101,16 +101,15 @@ class FailureControl(RunControl):
     def _retry_unattended(self, failure: Failure) -> bool:
         """``[launch] retries``: a run started here that failed with a node fault is relaunched
         without that node, as ``ezpz-tui launch --retries N`` does; whether one is under way."""
-        retry = self._retry_of.get(failure.run_id, 0) + 1
+        retry, retries = self._retry_of.get(failure.run_id, 0) + 1, self.start.settings.retries
         started_here = self._handle_of(failure.run_dir) is not None
-        if failure.node_fault_host is None or not started_here or retry > self.start.retries:
+        if failure.node_fault_host is None or not started_here or retry > retries:
             return False
         if failure.run_id in self._retried:
             return True
         self._retried.add(failure.run_id)
         self.notify(
-            f"Retry {retry}/{self.start.retries}: {failure.node_fault_host} failed; relaunching "
-            "without it.",
+            f"Retry {retry}/{retries}: {failure.node_fault_host} failed; relaunching without it.",
             timeout=8,
         )
         self._plan_exclusion(failure, None, retry)

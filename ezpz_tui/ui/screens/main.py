@@ -42,6 +42,7 @@ from ezpz_tui.ui.widgets.panels import AllocationPanel, DoctorPanel, SummaryBar
 from ezpz_tui.ui.widgets.runs import RunsPanel
 
 if TYPE_CHECKING:
+    from ezpz_tui.config import Config
     from ezpz_tui.core.checking.check import Check
     from ezpz_tui.core.launching.allocation import Allocation
     from ezpz_tui.core.launching.plan import LaunchPlan
@@ -69,14 +70,11 @@ class StartUp:
     process started it."""
 
     clock: Callable[[], float]
-    stall_after: float
+    settings: Config  # the user's config.toml: stall_after, the [launch] settings
     outputs: Path | None = None
     alloc: Allocation | None = None
     checks: list[Check] | None = None
     attach: Path | None = None
-    kill_on_bad_exit: bool = True  # the config's [launch] kill_on_bad_exit
-    raised_grace_s: float = 10.0  # and [launch] raised_grace_s
-    retries: int = 0  # and [launch] retries: unattended relaunches after a node fault
 
 
 class MainScreen(FailureControl):
@@ -226,7 +224,8 @@ class MainScreen(FailureControl):
         from ezpz_tui.core.session import Session
 
         alloc = message.alloc
-        supervisor = Supervisor(self.start.kill_on_bad_exit, self.start.raised_grace_s)
+        launch = self.start.settings
+        supervisor = Supervisor(launch.kill_on_bad_exit, launch.raised_grace_s)
         self.session = Session(alloc, self.start.outputs, supervisor)
         self.session.supervisor.add_listener(
             lambda handle, state: self.post_message(RunStateChanged(handle, state))
@@ -356,7 +355,9 @@ class MainScreen(FailureControl):
         path = Path(path)
         if self.opened is not None:
             self.opened.stop()
-        self.opened = OpenedRun(path, self.start.stall_after, self, self.run_panel, self.metrics)
+        self.opened = OpenedRun(
+            path, self.start.settings.stall_after, self, self.run_panel, self.metrics
+        )
         self.opened.start(read_only=self._handle_of(path) is None)
         self.refresh_bindings()  # the failure keys belong to the run that was open
         self.query_one(TabbedContent).active = "tab-run"
