@@ -117,16 +117,11 @@ def cmd_tui(args: argparse.Namespace) -> int:
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    from ezpz_tui.core.launching.runstore import RunStore, RunStoreError
     from ezpz_tui.ui.app import run_app
-    from runtime.rundir import LOGS, RUN_TOML, RunDir
 
-    try:
-        run_dir = RunStore(outputs_of(args)).resolve(args.run).resolve()
-    except RunStoreError as exc:
-        return fail(str(exc))
-    if not RunDir(run_dir).looks_like_run():
-        return fail(f"{run_dir} holds no run: no {RUN_TOML}, {LOGS}/ or metrics files")
+    run_dir = run_named(args)
+    if isinstance(run_dir, str):
+        return fail(run_dir)
     return run_app(outputs=args.outputs or run_dir.parent, attach=run_dir)
 
 
@@ -141,12 +136,26 @@ def cmd_why(args: argparse.Namespace) -> int:
 
 
 def cmd_stacks(args: argparse.Namespace) -> int:
-    from ezpz_tui.core.watching.stacks import stacks_command
+    """The groups of every rank's stacks; 0 if any rank's stacks came back, else 2 with one
+    line saying why."""
+    from ezpz_tui.core.watching.stacks import format_report, report_json, request_stacks
 
     run_dir = run_named(args)
     if isinstance(run_dir, str):
         return fail(run_dir)
-    return stacks_command(run_dir, as_json=args.json)
+    report = request_stacks(run_dir)
+    if args.json:
+        print(json.dumps(report_json(report), indent=2))
+    else:
+        for line in format_report(report):
+            print(line)
+    if report.collected:
+        return 0
+    if not report.skipped:
+        return fail(f"no stacks from {run_dir.name}: no rank status files in {run_dir}")
+    why = "; ".join(f"rank {s.rank}: {s.reason}" for s in report.skipped[:3])
+    more = f" (and {len(report.skipped) - 3} more)" if len(report.skipped) > 3 else ""
+    return fail(f"no stacks from {run_dir.name}: {why}{more}")
 
 
 def cmd_stop(args: argparse.Namespace) -> int:

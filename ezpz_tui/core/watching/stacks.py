@@ -19,12 +19,10 @@ UI-free: the CLI's ``stacks`` command and the TUI use the same calls.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
 import socket
-import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -347,24 +345,3 @@ def report_json(report: StacksReport) -> dict[str, Any]:
         },
         "skipped": [{"rank": s.rank, "reason": s.reason} for s in report.skipped],
     }
-
-
-def stacks_command(run_dir: Path, as_json: bool = False) -> int:
-    """``ezpz-tui stacks RUN``: print the groups; 0 if any rank's stacks came back, else 2
-    with one line on stderr saying why."""
-    report = request_stacks(run_dir)
-    if as_json:
-        print(json.dumps(report_json(report), indent=2))
-    else:
-        for line in format_report(report):
-            print(line)
-    if report.collected:
-        return 0
-    if report.skipped:
-        why = "; ".join(f"rank {s.rank}: {s.reason}" for s in report.skipped[:3])
-        more = f" (and {len(report.skipped) - 3} more)" if len(report.skipped) > 3 else ""
-        message = f"no stacks from {run_dir.name}: {why}{more}"
-    else:
-        message = f"no stacks from {run_dir.name}: no rank status files in {run_dir}"
-    print(f"ezpz-tui: {message}", file=sys.stderr)
-    return 2
