@@ -82,6 +82,8 @@ def test_a_crashed_rank_ends_the_job_and_its_peer_is_killed(
     assert recorded["state"] == "failed" and recorded["failed_rank"] == 1
     assert recorded["cause"] == f"rank 1 on {socket.gethostname()}: {word}"
     assert "killed after rank 1 failed: 0" in proc.stderr
+    if how == "3":  # the run's exit status is the failed rank's, not what the stop left
+        assert recorded["exit_code"] == 3, recorded
     expected = 3 if how == "3" else 128 + signal.SIGKILL
     assert proc.returncode == expected, proc.stderr
     assert not processes_of(run_dir)

@@ -290,6 +290,16 @@ class RunHandle:
             if name == State.FAILED and first is not None:
                 cause = self._failure[1] if self._failure else cause_of(first)
                 end = replace(end, failed_rank=first.rank, cause=cause)
+            if self._failure is not None and first is not None and first.state == RankState.FAILED:
+                # The launcher's own status came from the stop fail-fast sent it: as srun
+                # does, the run's is that of the rank that failed.
+                sig = first.signal
+                end = replace(
+                    end,
+                    exit_code=None if sig else first.exit_code,
+                    signal=sig,
+                    signal_name=signal_name(sig) if sig else None,
+                )
             full = self._disk_full or nearly_full(self.run_dir)
             if full and name != State.SUCCEEDED:
                 end = replace(end, state=State.FAILED, stopped_by_user=False, cause=NO_SPACE)
