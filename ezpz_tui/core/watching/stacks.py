@@ -92,7 +92,8 @@ class RankStacks:
 
 def parse_dump(text: str) -> tuple[ThreadStack, ...]:
     """The threads of the first ``faulthandler`` dump in ``text``; lines around it (the rank's
-    own output) are skipped. A dump ends where a thread it already listed comes again."""
+    own output) are skipped. A dump ends after its current thread (faulthandler lists it
+    last), or where a thread it already listed comes again."""
     threads: list[ThreadStack] = []
     seen: set[str | None] = set()
     current: dict[str, Any] | None = None
@@ -106,7 +107,8 @@ def parse_dump(text: str) -> tuple[ThreadStack, ...]:
         if header:
             close()
             thread = header.group("id")
-            if thread in seen:  # a second dump begins: keep the first whole
+            ended = bool(threads) and threads[-1].current
+            if ended or thread in seen:  # a second dump begins: keep the first whole
                 return tuple(threads)
             seen.add(thread)
             current = dict(
