@@ -180,7 +180,9 @@ async def failure_popped(pilot: Pilot[None], run: str) -> FailureScreen:
     app = pilot.app
 
     def shown() -> bool:
-        return isinstance(app.screen, FailureScreen) and app.screen.failure.run_id == run
+        screen = app.screen
+        popped = isinstance(screen, FailureScreen) and screen.failure.run_id == run
+        return popped and bool(screen.query("#failure-text"))  # composed, not only pushed
 
     await until(pilot, shown, f"why {run} failed", 30)
     assert isinstance(app.screen, FailureScreen)
