@@ -40,7 +40,7 @@ from ezpz_tui.ui.widgets.runs import RunsPanel
 from ezpz_tui.ui.widgets.table import VimTable
 from ezpz_tui.ui.widgets.topology import TopologyGrid
 from tests.fixtures.runs import make_run
-from tests.pilots import FIXED, HOST, LOCAL, started, text_of, until
+from tests.pilots import FIXED, HOST, LOCAL, started, text_of, until, workers_done
 from tests.procs import processes_of
 
 SIZE = (120, 40)
@@ -97,7 +97,7 @@ def many_runs(outputs: Path, count: int = 40) -> list[str]:
 
 async def settle(pilot: Pilot[None]) -> None:
     await started(pilot)
-    await pilot.app.workers.wait_for_complete()
+    await workers_done(pilot)
     await pilot.pause()
 
 

@@ -18,7 +18,7 @@ from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.screens.help import HelpScreen
 from ezpz_tui.ui.screens.message import MessageScreen
 from tests.fixtures.mounts import make_read_only, tmpfs
-from tests.pilots import FIXED, LOCAL, started, text_of, until
+from tests.pilots import FIXED, LOCAL, started, text_of, until, workers_done
 
 SIZE = (120, 40)
 CHECKS = [Check("python", "ok", "3.11 in the venv")]
@@ -40,7 +40,7 @@ async def launch_and_read_why(pilot: Pilot[None]) -> str:
     await started(pilot)
     await pilot.press("r")
     await until(pilot, lambda: isinstance(app.screen, MessageScreen), "the dialog", 20)
-    await app.workers.wait_for_complete()
+    await workers_done(pilot)
     dialog = app.screen
     assert isinstance(dialog, MessageScreen)
     assert text_of(dialog.query_one("#title", Static)) == "Not launched"
