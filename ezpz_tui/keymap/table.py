@@ -3,7 +3,7 @@
 The default table is written as text: one aligned row per action, under a `[scope]` heading that
 holds until the next one. A row is `keys | action | footer | description`: keys in the notation
 of `ezpz_tui.keymap.keys`, comma separated; the footer label (empty: not in the footer); the
-sentence the help screen and the docs show. Text, not calls: 53 rows of one shape read best as
+sentence the help screen and the docs show. Text, not calls: rows of one shape read best as
 a table.
 """
 
@@ -193,6 +193,7 @@ X          | stop_run             | stop     | Stop the run (asks first)
 # While the run on screen has failed (the Run tab's failure line shows w, the footer B).
 w          | show_failure         |          | Why the run failed, on one screen
 B          | exclude_and_relaunch | exclude  | Exclude host and relaunch (bad_hosts.txt)
+e          | edit_sizes           | sizes    | Edit the sizes: the launch form, cursor on TP
 D          | rerun_doctor         |          | Run the doctor checks again
 S          | show_stacks          |          | Where every rank waits: Python stacks, grouped
 # vim's gt / gT without the g, which already means "first item".
@@ -222,8 +223,12 @@ c          | compare_run          |          | Overlay this run on the plots, or
 [topology]
 o          | cycle_colour         | colour   | Colour ranks by the next group (TP, PP, CP, DP)
 [form]
-# In a form field letters are typed; Esc (or Enter) leaves the field so keys act again.
+# In a form field letters are typed; Esc (or Enter) leaves the field so keys act again. Out of
+# a field (normal mode) j/k move the field cursor, + and - step the size under it.
 escape     | leave_field          |          | Leave the field (single keys act again)
+i,enter    | edit_field           | edit     | Edit the field under the cursor
++          | step_up              | +size    | Next size that fits (nodes, per node, TP, PP, CP)
+-          | step_down            | -size    | Previous size that fits
 [dialog]
 # The answers in a dialog (ConfirmScreen, theme picker).
 y,enter    | confirm              |          | Yes / keep the choice

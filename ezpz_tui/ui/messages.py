@@ -60,6 +60,16 @@ class Launched(Message):
 
 
 @dataclass(eq=False)
+class RelaunchAsked(Message):
+    """What relaunching ``handle``'s live run with ``plan`` changes (``lines``, from
+    :func:`~ezpz_tui.core.launching.change.change_lines`): the question to ask first."""
+
+    handle: RunHandle
+    plan: LaunchPlan
+    lines: list[str]
+
+
+@dataclass(eq=False)
 class RunsStopped(Message):
     """Stopping runs has finished; ``then_exit`` when the stop was the first half of a quit."""
 
@@ -96,6 +106,15 @@ class ExclusionPlanned(Message):
     plan: LaunchPlan | None
     refused: str | None
     retry: int = 0  # an unattended retry's number ([launch] retries), 0 when the user asked
+
+
+@dataclass(eq=False)
+class ParentFound(Message):
+    """The opened run ``run`` was relaunched from the run in ``parent``: its curves belong on
+    the plots without being asked for."""
+
+    run: OpenedRun
+    parent: Path
 
 
 @dataclass(eq=False)

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from ezpz_tui.core.launching.runstore import read_run_toml
 from ezpz_tui.core.watching.followers import Progress, RunFollower
 from ezpz_tui.core.watching.monitor import RunMonitor
-from ezpz_tui.ui.messages import BatchRead, Handoff, RanksExpected
+from ezpz_tui.ui.messages import BatchRead, Handoff, ParentFound, RanksExpected
+from runtime.rundir import RunDir
 
 if TYPE_CHECKING:
     from textual.message_pump import MessagePump
@@ -100,10 +101,14 @@ class OpenedRun:
     def _follow(self) -> None:
         monitor, stop = self.monitor, self._stop
         try:
-            sizes = read_run_toml(monitor.run_dir).get("sizes", {})
+            record = read_run_toml(monitor.run_dir)
         except Exception:  # a foreign run: the ranks appear as their files do
-            sizes = {}
+            record = {}
+        sizes = record.get("sizes", {}) if isinstance(record.get("sizes"), dict) else {}
         world = sizes.get("world_size")
+        parent = record.get("parent")
+        if isinstance(parent, str) and RunDir(monitor.run_dir.parent / parent).run_toml.is_file():
+            self._screen.post_message(ParentFound(self, monitor.run_dir.parent / parent))
         try:
             expected = isinstance(world, int) and 0 < world <= 1 << 20
             if expected and not self._handed_over(RanksExpected(self, world)):

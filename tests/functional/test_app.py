@@ -526,11 +526,20 @@ async def test_launch_relaunch_and_stop_a_real_run(outputs: Path) -> None:
             assert f"{first.name} ● running" in text_of(summary)
             assert "loss " in text_of(summary)
 
-            await type_into(pilot, "tp", "2")
+            # TP 1 -> 2 and relaunch in four keys, each shown in the footer or the dialog.
+            footer = {key for key, b in app.screen.active_bindings.items() if b.binding.show}
+            assert {"e", "R"} <= footer
+            await pilot.press("e", "+")
+            await settle(pilot)
+            assert app.query_one("#tp", Input).value == "2"
+            assert "-genv EZPZ_TP 2" in text_of(app.query_one("#preview"))
             await pilot.press("R")
-            assert isinstance(app.screen, ConfirmScreen)
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question", 10)
             question = text_of(app.screen.query_one("#question"))
-            assert question == f"Stop {first.name} and relaunch with tp=2 pp=1 cp=1?"
+            assert question.startswith(f"Relaunch? {first.name} is running: it is stopped first")
+            details = text_of(app.screen.query_one("#details")).splitlines()
+            assert details[:2] == ["TP 1 → 2", "DP 2 → 1"]
+            assert details[-1] == "argv: -genv EZPZ_TP 1 → 2"
             await pilot.press("y")
             await settle(pilot)
             assert run_state(first).state == "stopped"

@@ -82,9 +82,11 @@ def test_detached_helper_is_ended_and_recorded(tmp_path: Path) -> None:
 
 
 def test_shell_background_job_is_ended(tmp_path: Path) -> None:
-    # The shell exits with its `sleep &` still running; the rank's exit code stands.
+    # The shell exits with its `sleep &` still running; the rank's exit code stands. It waits
+    # until the fork has become sleep: before its exec the leftover is still named sh.
     pidfile = tmp_path / "bg.pid"
-    code = f"sleep 300 & echo $! > {pidfile}; exit 4"
+    became_sleep = 'until [ "$(cat /proc/$p/comm)" = sleep ]; do :; done'
+    code = f"sleep 300 & p=$!; {became_sleep}; echo $p > {pidfile}; exit 4"
     proc = capture(tmp_path / "run", "sh", "-c", code)
     assert proc.returncode == 4, proc.stderr
     helper = int(pidfile.read_text())

@@ -12,6 +12,7 @@ and the hint under the question shows the keys in force, overrides included.
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import ModalScreen
@@ -42,6 +43,14 @@ class ConfirmScreen(ModalScreen[bool]):
         max-width: 68;
         text-style: bold;
     }
+    ConfirmScreen.-detailed > Vertical {
+        max-width: 104;
+    }
+    ConfirmScreen #details {
+        width: auto;
+        max-width: 100;
+        margin-top: 1;
+    }
     ConfirmScreen #answers {
         width: auto;
         margin-top: 1;
@@ -51,17 +60,23 @@ class ConfirmScreen(ModalScreen[bool]):
 
     BINDINGS = bindings_for("dialog", only={"confirm", "cancel", "close"})
 
-    def __init__(self, question: str, keymap: Keymap = DEFAULT_KEYMAP) -> None:
-        """`keymap` is the one in force, used only to show the right answer keys."""
-        super().__init__()
+    def __init__(
+        self, question: str, keymap: Keymap = DEFAULT_KEYMAP, details: list[str] | None = None
+    ) -> None:
+        """`keymap` is the one in force, used only to show the right answer keys; `details`
+        are lines under the question (what a relaunch changes), changes (`→`) highlighted."""
+        super().__init__(classes="-detailed" if details else "")
         self._question = question
         self._keymap = keymap
+        self._details = details or []
 
     def compose(self) -> ComposeResult:
         yes = self._keymap["confirm"].label
         no = ", ".join(b.label for b in (self._keymap["cancel"], self._keymap["close"]))
         with Vertical():
             yield Static(self._question, id="question", markup=False)
+            if self._details:
+                yield Static(_details_text(self._details), id="details")
             yield Static(f"{yes}: yes    {no}: no", id="answers", markup=False)
 
     def action_confirm(self) -> None:
@@ -101,3 +116,10 @@ class QuitScreen(ConfirmScreen):
     def action_leave_running(self) -> None:
         """Quit and let the runs go on, supervised by their tethers."""
         self.dismiss(self.LEAVE)  # type: ignore[arg-type]
+
+
+def _details_text(lines: list[str]) -> Text:
+    text = Text()
+    for i, line in enumerate(lines):
+        text.append(("\n" if i else "") + line, "bold" if "→" in line else "dim")
+    return text

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from textual import work
 
-from ezpz_tui.ui.messages import Launched, RunsStopped, StopElsewhereAsked
+from ezpz_tui.ui.messages import Launched, RelaunchAsked, RunsStopped, StopElsewhereAsked
 from ezpz_tui.ui.screens.regions import RegionNavigation
 
 if TYPE_CHECKING:
@@ -141,9 +141,16 @@ class RunControl(RegionNavigation):
         else:
             self._launch_worker(form.plan, relaunch=False)
 
-    def action_relaunch(self) -> None:
-        from ezpz_tui.ui.screens.confirm import ConfirmScreen
+    def action_edit_sizes(self) -> None:
+        """From anywhere, the launch form in normal mode with its cursor on TP: ``+`` then
+        relaunch tries the next layout."""
+        from textual.widgets import TabbedContent
 
+        self.query_one(TabbedContent).active = "tab-launch"
+        self.form.focus()
+        self.form.move_cursor("tp")
+
+    def action_relaunch(self) -> None:
         form = self.form
         handle = self._current()
         if not form.can_launch or form.plan is None or self.session is None:
@@ -153,14 +160,44 @@ class RunControl(RegionNavigation):
         if handle is None or handle.wait(0) is not None:
             self._launch_worker(plan, relaunch=handle is not None)
             return
-        sizes = f"tp={plan.tp} pp={plan.pp} cp={plan.cp}"
-        question = f"Stop {handle.run_dir.name} and relaunch with {sizes}?"
+        self._ask_relaunch(handle, plan)
+
+    @work(thread=True, exclusive=True, group="relaunch")
+    def _ask_relaunch(self, handle: RunHandle, plan: LaunchPlan) -> None:
+        """What the relaunch changes, from the live run's record and the plan's preview."""
+        from ezpz_tui.core.launching.change import change_lines, relaunch_change
+        from ezpz_tui.core.launching.plan import LaunchRefused
+        from ezpz_tui.core.launching.runstore import RunStoreError, read_run_toml
+
+        assert self.session is not None
+        try:
+            checked = self.session.check(plan)
+            preview = self.session.preview(plan)
+            record = read_run_toml(handle.run_dir)
+        except LaunchRefused as exc:
+            self.app.notify(str(exc), title="Not relaunched", severity="error")
+            return
+        except RunStoreError as exc:
+            lines = [f"(the run's record cannot be read: {exc})"]
+        else:
+            argv = preview.command.argv if preview.command else ()
+            lines = change_lines(relaunch_change(record, handle.run_dir, checked, argv))
+        self.post_message(RelaunchAsked(handle, plan, lines))
+
+    def on_relaunch_asked(self, message: RelaunchAsked) -> None:
+        from ezpz_tui.ui.screens.confirm import ConfirmScreen
+
+        plan = message.plan
+        question = (
+            f"Relaunch? {message.handle.run_dir.name} is running: it is stopped first "
+            "(and stays on disk as the new run's parent), then:"
+        )
 
         def answered(yes: bool | None) -> None:
             if yes:
                 self._launch_worker(plan, relaunch=True)
 
-        self.app.push_screen(ConfirmScreen(question, self.keymap), answered)
+        self.app.push_screen(ConfirmScreen(question, self.keymap, message.lines), answered)
 
     def action_stop_run(self) -> None:
         from ezpz_tui.ui.screens.confirm import ConfirmScreen

@@ -31,6 +31,7 @@ from ezpz_tui.ui.messages import (
     AllocationDetected,
     BatchRead,
     OverlayLoaded,
+    ParentFound,
     PreviewReady,
     RanksExpected,
     RunStateChanged,
@@ -175,6 +176,9 @@ class MainScreen(FailureControl):
 
     def on_resize(self) -> None:
         self.set_class(self.app.size.width < NARROW_LEFT, "narrow")
+        if self.started:
+            run_view = self.query_one(TabbedContent).active != "tab-launch"
+            self.call_after_refresh(self.make_room_for_runs, run_view)
 
     # --- workers: everything that waits ------------------------------------------------------
 
@@ -288,6 +292,10 @@ class MainScreen(FailureControl):
         runs.mark_compared(runs.compared | {path})
         self.notify(f"Overlaid {path.name} on the plots (Metrics tab).", timeout=3)
 
+    def on_parent_found(self, message: ParentFound) -> None:
+        if message.run is self.opened and message.parent not in self.query_one(RunsPanel).compared:
+            self._load_overlay(message.parent)
+
     # --- what the widgets report -------------------------------------------------------------
 
     def on_rank_list_selected(self, message: RankList.Selected) -> None:
@@ -320,6 +328,7 @@ class MainScreen(FailureControl):
         self.grid.display = launch
         if not launch:
             await self._mount_run_views()
+        self.call_after_refresh(self.make_room_for_runs, not launch)
 
     async def _step_tab(self, step: int) -> None:
         tabs = self.query_one(TabbedContent)
@@ -338,11 +347,9 @@ class MainScreen(FailureControl):
 
     @on(RunsPanel.Open)
     async def _open_requested(self, message: RunsPanel.Open) -> None:
-        """Enter in the runs list: read the run. On a narrow screen the list gives its room
-        back to the run (zl shows it again)."""
+        """Enter in the runs list: read the run (the list steps aside where the run's log
+        needs its room: :meth:`make_room_for_runs`)."""
         await self.open_run(message.path)
-        if self.app.size.width < NARROW:
-            self.query_one("#right").display = False
         self.run_panel.ranks.focus()
 
     # --- the opened run ----------------------------------------------------------------------

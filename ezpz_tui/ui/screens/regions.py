@@ -4,7 +4,9 @@ The screen is four regions (DESIGN.md section 5): the left sidebar (allocation, 
 (topology grid), the main column's tabs and the right sidebar (runs). ``H J K L`` focus one,
 ``h``/``l`` step between the visible ones, ``z h``/``z l`` hide and show the sidebars,
 ``ctrl+o``/``tab`` go back and forth through the regions visited, ``/`` searches the focused list
-and ``F`` shows the focused view alone.
+and ``F`` shows the focused view alone. A rank log wants :data:`RUN_VIEW_MIN` columns: while the
+Run or Metrics tab shows on a screen too narrow for that beside both sidebars, the runs list
+steps aside by itself and comes back with the Launch tab, unless ``z l`` said otherwise.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from textual.widget import Widget
 from textual.widgets import TabbedContent
 
 REGIONS = ("left", "top", "main", "right")
+RUN_VIEW_MIN = 80  # columns for a rank log: a traceback's lines and a step line fit
 _SELECTORS = {"left": "#left", "top": "#topology", "main": "#main", "right": "#right"}
 
 
@@ -26,6 +29,7 @@ class RegionNavigation(Screen[None]):
         super().__init__()
         self._history: list[str] = []
         self._future: list[str] = []
+        self._right_stepped_aside = False
 
     def _region_widget(self, region: str) -> Widget:
         return self.query_one(_SELECTORS[region])
@@ -87,7 +91,20 @@ class RegionNavigation(Screen[None]):
     def action_toggle_right_sidebar(self) -> None:
         self._toggle("#right")
 
+    def make_room_for_runs(self, run_view: bool) -> None:
+        """Hide the runs list while a run view (``run_view``) has fewer than
+        :data:`RUN_VIEW_MIN` columns beside it; show it again when the view is gone."""
+        right = self.query_one("#right")
+        if not run_view:
+            if self._right_stepped_aside:
+                right.display, self._right_stepped_aside = True, False
+            return
+        if right.display and self.query_one("#center").size.width < RUN_VIEW_MIN:
+            right.display, self._right_stepped_aside = False, True
+
     def _toggle(self, selector: str) -> None:
+        if selector == "#right":
+            self._right_stepped_aside = False  # the person's choice stands
         region = self.query_one(selector)
         region.display = not region.display
         if not region.display and self.focused and region in self.focused.ancestors_with_self:

@@ -4,6 +4,11 @@ The form only turns text into a :class:`LaunchPlan` and shows what the core says
 app computes the launcher preview in a worker (it looks programs up on PATH) and hands it back.
 The command field is split into an argv with shell-style quoting rules (``shlex.split``) but is
 never given to a shell.
+
+Like vim, the form has a normal mode: while the form itself has the focus (Esc out of a field),
+``j``/``k`` move a cursor over the fields, ``+``/``-`` step the size under it to the next value
+that fits (:mod:`~ezpz_tui.core.launching.sizes`) and ``i`` or Enter edits the field. So trying
+TP=2 is ``+`` on the TP field, with the grid and the preview following at once.
 """
 
 from __future__ import annotations
@@ -13,15 +18,18 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static
 
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.launcher import format_argv
 from ezpz_tui.core.launching.plan import LAUNCHERS, LaunchPlan, Problem, validate
+from ezpz_tui.core.launching.sizes import STEPPED, step_size
 from ezpz_tui.core.session import Preview
 from ezpz_tui.ui.palette import bindings_for
 
@@ -48,6 +56,7 @@ class LaunchForm(VerticalScroll, can_focus=True):
         self.alloc: Allocation | None = None
         self.plan: LaunchPlan | None = None
         self.problems: list[Problem] = []
+        self.cursor = "tp"  # the field normal-mode keys act on
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="row"):
@@ -82,6 +91,22 @@ class LaunchForm(VerticalScroll, can_focus=True):
         # validation sets and clears that same class, so on blur or Enter it would wipe the mark.
         for field in self.query(Input):
             field.validate_on = set()
+        self._show_cursor()
+
+    @property
+    def fields(self) -> list[Widget]:
+        """The fields in form order: where ``j``/``k`` move the cursor."""
+        return list(self.query("Input, Select"))
+
+    def _show_cursor(self) -> None:
+        for widget in self.fields:
+            widget.set_class(widget.id == self.cursor, "-cursor")
+
+    def move_cursor(self, field: str) -> None:
+        """Put the normal-mode cursor on ``field`` (e.g. ``tp``) and keep it in view."""
+        self.cursor = field
+        self._show_cursor()
+        self.scroll_to_widget(self.query_one(f"#{field}"), animate=False)
 
     def set_plan(self, alloc: Allocation, plan: LaunchPlan) -> None:
         """Fill every field from ``plan`` (start-up, or the plan of a run being reopened)."""
@@ -194,11 +219,46 @@ class LaunchForm(VerticalScroll, can_focus=True):
         event.stop()
         self.focus()
 
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """A field reached by Tab or the mouse takes the cursor, so Esc leaves it there."""
+        if event.widget.id and event.widget in self.fields:
+            self.cursor = event.widget.id
+            self._show_cursor()
+
     def action_leave_field(self) -> None:
         self.focus()
 
+    def _move(self, step: int) -> None:
+        ids = [w.id for w in self.fields if w.id]
+        at = ids.index(self.cursor) if self.cursor in ids else 0
+        self.move_cursor(ids[max(0, min(len(ids) - 1, at + step))])
+
     def action_cursor_down(self) -> None:
-        self.screen.focus_next()
+        self._move(+1)
 
     def action_cursor_up(self) -> None:
-        self.screen.focus_previous()
+        self._move(-1)
+
+    def action_edit_field(self) -> None:
+        self.query_one(f"#{self.cursor}").focus()
+
+    def _step(self, direction: int) -> None:
+        """The size under the cursor to its next (or previous) value that fits."""
+        if self.cursor not in STEPPED:
+            self.notify("+ and - step nodes, per node, TP, PP and CP: move there with j/k.")
+            return
+        if self.plan is None or self.alloc is None:
+            return
+        stepped = step_size(self.plan, self.alloc, self.cursor, direction)
+        if stepped is None:
+            way = "largest" if direction > 0 else "smallest"
+            label = "per node" if self.cursor == "ppn" else self.cursor.upper()
+            self.notify(f"{label} is already the {way} value that fits.", timeout=3)
+            return
+        self.query_one(f"#{self.cursor}", Input).value = str(getattr(stepped, self.cursor))
+
+    def action_step_up(self) -> None:
+        self._step(+1)
+
+    def action_step_down(self) -> None:
+        self._step(-1)
