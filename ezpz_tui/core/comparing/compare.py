@@ -157,11 +157,13 @@ def record_changes(runs: Sequence[RunFacts]) -> tuple[Change, ...]:
 def _after_label(
     key: str, values: tuple[str | None, ...], flats: Sequence[Mapping[str, str]]
 ) -> tuple[str | None, ...]:
-    """An item of a list read after the item before it where that one is the same in every
-    run: ``-genv EZPZ_TP 2`` shows ``EZPZ_TP 2``, not a bare ``2``."""
+    """A bare value in a list (no ``-``, no ``=``) read after the item before it, where that
+    one is the same in every run: ``-genv EZPZ_TP 2`` shows ``EZPZ_TP 2``, not a bare ``2``."""
     name, bracket, index = key.rpartition("[")
     if not bracket or not index[:-1].isdigit() or index[:-1] == "0":
         return values
+    if any(v is not None and (v.startswith("-") or "=" in v) for v in values):
+        return values  # says what it is already
     before = {flat.get(f"{name}[{int(index[:-1]) - 1}]") for flat in flats}
     label = before.pop() if len(before) == 1 else None
     if label is None:

@@ -158,6 +158,9 @@ def read_numbers(run_dir: str | os.PathLike[str]) -> RunNumbers:
     cols = by_rank[0] if 0 in by_rank else by_rank[ranks[0]] if ranks else None
     if cols is None or not len(cols):
         return RunNumbers(0, None, None, None, None, None, None, 0, (), None, None, None, garbage)
+    # ezpz's records carry no step: number them in file order, as runtime.records does
+    steps = [i if step is None else step for i, step in enumerate(cols.steps)]
+    cols.steps = list[int | None](steps)
     if any(name in cols.metrics for name in MEMORY_METRICS):
         for path, rank in files[1:]:
             garbage += _read(path, rank, by_rank)
@@ -165,10 +168,9 @@ def read_numbers(run_dir: str | os.PathLike[str]) -> RunNumbers:
     skip = min(warmup(len(cols)), len(cols) - 1)  # a run with 1-2 records keeps its last
     times, source = _step_times(cols, skip)
     final, best, by_step = _losses(cols)
-    steps = [s for s in cols.steps if s is not None]
     return RunNumbers(
         records=len(cols),
-        last_step=max(steps) if steps else None,
+        last_step=max(steps),
         first_timestamp=next((t for t in cols.timestamps if t is not None), None),
         step_time_s=_median(times),
         step_time_from=source,
