@@ -42,6 +42,7 @@ SUMMARY_JSON = "summary.json"
 METRICS_NC = "metrics.nc"
 HOSTFILE = "hostfile"
 BAD_HOSTS = "bad_hosts.txt"  # in the outputs directory: shared by the runs in it
+SWEEPS = "sweeps"  # in the outputs directory: one record per sweep, naming its runs
 RESERVE = ".reserve"  # room kept so a run on a disk that fills can still record its end
 LOGS, STATUS, METRICS, TELEMETRY = "logs", "status", "metrics", "telemetry"
 RANK_FOLDERS = (LOGS, STATUS, METRICS)  # made before any rank starts
@@ -53,6 +54,7 @@ STATUS_FILE = re.compile(r"rank-(\d+)\.json")
 JSONL_FILE = re.compile(r"rank-(\d+)\.jsonl")
 EZPZ_METRICS_FILE = re.compile(r"metrics-(\d+)\.jsonl")
 EZPZ_SHARED_METRICS = "metrics.jsonl"
+SWEEP_FILE = re.compile(r"(sweep-[0-9-]+)\.json")
 
 HEARTBEAT_S = 10.0
 # Generous, because node clocks drift and a TUI can be suspended for a while.
@@ -147,6 +149,12 @@ def metric_files(run_dir: str | os.PathLike[str]) -> list[tuple[Path, int]]:
                 found.append((path, 0))
     unique = dict(found)
     return sorted(unique.items(), key=lambda item: (item[1], str(item[0])))
+
+
+def sweep_record(outputs: str | os.PathLike[str], sweep_id: str) -> Path:
+    """Where a sweep's record lies: ``<outputs>/sweeps/<sweep-id>.json``. A sweep is not a run
+    directory (it runs nothing itself); its runs name it as their ``parent``."""
+    return Path(outputs) / SWEEPS / f"{sweep_id}.json"
 
 
 def _numbered(folder: Path, pattern: re.Pattern[str]) -> list[tuple[Path, int]]:

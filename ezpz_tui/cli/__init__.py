@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ezpz_tui.cli.comparing import cmd_compare
 from ezpz_tui.cli.launching import cmd_launch
 from ezpz_tui.cli.parser import build_parser
 from ezpz_tui.cli.reading import (
@@ -21,6 +22,7 @@ from ezpz_tui.cli.reading import (
     cmd_tui,
     cmd_why,
 )
+from ezpz_tui.cli.sweeping import cmd_sweep
 
 __all__ = ["build_parser", "main"]
 
@@ -34,6 +36,8 @@ COMMANDS = {
     "why": cmd_why,
     "stacks": cmd_stacks,
     "stop": cmd_stop,
+    "sweep": cmd_sweep,
+    "compare": cmd_compare,
     None: cmd_tui,
 }
 

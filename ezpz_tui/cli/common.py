@@ -27,13 +27,14 @@ def outputs_of(args: argparse.Namespace) -> Path:
     return args.outputs or default_outputs()
 
 
-def run_named(args: argparse.Namespace) -> Path | str:
-    """The run directory ``args.run`` names (an id, a unique prefix or a path), or why none."""
+def run_named(args: argparse.Namespace, run: str | None = None) -> Path | str:
+    """The run directory ``run`` (default ``args.run``) names (an id, a unique prefix or a
+    path), or why none."""
     from ezpz_tui.core.launching.runstore import RunStore, RunStoreError
     from runtime.rundir import LOGS, RUN_TOML, RunDir
 
     try:
-        run_dir = RunStore(outputs_of(args)).resolve(args.run).resolve()
+        run_dir = RunStore(outputs_of(args)).resolve(args.run if run is None else run).resolve()
     except RunStoreError as exc:
         return str(exc)
     if not RunDir(run_dir).looks_like_run():

@@ -15,7 +15,9 @@ from typing import Any
 from ezpz_tui.cli.common import fail, outputs_of, say
 
 
-def _plan_from_args(args: argparse.Namespace) -> Any:
+def plan_from_args(args: argparse.Namespace, **sizes: int) -> Any:
+    """The plan the options shared by ``launch`` and ``sweep`` describe, with ``sizes`` (tp, pp,
+    cp; 1 when not given); ``ValueError`` for a malformed ``--env``."""
     from ezpz_tui.core.launching.plan import LaunchPlan, demo_command
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -29,12 +31,10 @@ def _plan_from_args(args: argparse.Namespace) -> Any:
         nodes=args.nodes,
         exclude=tuple(args.exclude),
         ppn=args.ppn,
-        tp=args.tp,
-        pp=args.pp,
-        cp=args.cp,
         launcher=args.launcher,
         command=tuple(command) or demo_command(),
         env=tuple(env),
+        **sizes,
     )
 
 
@@ -73,28 +73,32 @@ def _dry_run(session: Any, plan: Any) -> int:
     return 0 if launch is not None else 2
 
 
-def cmd_launch(args: argparse.Namespace) -> int:
+def session_for(args: argparse.Namespace) -> Any:
+    """The session ``launch`` and ``sweep`` start runs in: this allocation, the outputs
+    directory, a supervisor with the user's ``config.toml`` settings (its warnings said)."""
     from ezpz_tui.config import load_config
     from ezpz_tui.core.launching.allocation import detect_allocation
-    from ezpz_tui.core.launching.outputs import RunStoreError, launch_error
-    from ezpz_tui.core.launching.plan import LaunchRefused
     from ezpz_tui.core.launching.supervisor import Supervisor
     from ezpz_tui.core.session import Session
 
     settings, warnings = load_config()
     for warning in warnings:
         print(f"ezpz-tui: warning: {warning}", file=sys.stderr)
+    supervisor = Supervisor(settings.kill_on_bad_exit, settings.raised_grace_s)
+    return Session(detect_allocation(), outputs_of(args), supervisor, exclude_bad=args.exclude_bad)
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    from ezpz_tui.core.launching.outputs import RunStoreError, launch_error
+    from ezpz_tui.core.launching.plan import LaunchRefused
 
     try:
-        plan = _plan_from_args(args)
+        plan = plan_from_args(args, tp=args.tp, pp=args.pp, cp=args.cp)
     except ValueError as exc:
         return fail(str(exc))
     if args.retries < 0:
         return fail(f"--retries must be 0 or more, not {args.retries}")
-    supervisor = Supervisor(settings.kill_on_bad_exit, settings.raised_grace_s)
-    session = Session(
-        detect_allocation(), outputs_of(args), supervisor, exclude_bad=args.exclude_bad
-    )
+    session = session_for(args)
     if args.dry_run:
         return _dry_run(session, plan)
     try:
@@ -150,7 +154,7 @@ def _follow(handle: Any, quiet: bool) -> int:
             if code is not None:
                 break
     out.copy(log, offset)
-    return _report_end(handle)
+    return report_end(handle)
 
 
 class _Out:
@@ -188,7 +192,7 @@ class _Out:
         say(f"ezpz-tui: stdout refused rank 0's log ({why}); the run goes on, followed quietly")
 
 
-def _report_end(handle: Any) -> int:
+def report_end(handle: Any) -> int:
     """The run's exit status, with its failed and killed ranks and the launcher's output.
 
     As srun does, a run that failed exits with its first failed rank's status (128+N for a

@@ -68,7 +68,60 @@ COMMANDS_HELP = {
         "that catch it) and print them, ranks with the same stack folded together. Exit 2 when "
         "no rank answered.",
     ),
+    "sweep": (
+        "run every valid TP/PP/CP combination in turn, then compare them",
+        "Run each valid combination of --tp, --pp and --cp (invalid ones are listed with the "
+        "reason and skipped) one after another on the allocation, each an ordinary run whose "
+        "parent is the sweep (recorded in <outputs>/sweeps/). Ctrl-C or SIGTERM stops the "
+        "current run cleanly and starts no more. Ends with the compare table, fastest first. "
+        "--steps reaches the built-in demo as --steps N; with your own command, put the step "
+        "count in the command.",
+    ),
+    "compare": (
+        "compare runs: speed, memory and loss side by side, fastest first",
+        "Compare runs ranked by tokens/s: time to first step, median step time, samples/s and "
+        "tokens/s past warm-up (the first max(2, 10%) steps of rank 0), peak memory, final, "
+        "best and common-step loss, with the best value marked, and what differs in their "
+        "run.toml. One RUN is compared with its relatives (the runs it was relaunched from, "
+        "its sweep's runs); with no RUN, the newest run's sweep, or its relaunch chain, or "
+        "else the 5 newest runs.",
+    ),
 }
+
+
+SIZES = (("tp", "tensor"), ("pp", "pipeline"), ("cp", "context"))
+
+
+def _placement_args(p: argparse.ArgumentParser) -> None:
+    """Where ``launch`` and ``sweep`` put the ranks: nodes, ranks per node, launcher, hosts."""
+    from ezpz_tui.core.launching.plan import LAUNCHERS
+
+    p.add_argument("-n", "--nodes", type=_positive, help="nodes to use (default: all)")
+    p.add_argument("--ppn", type=_positive, help="ranks per node (default: one per accelerator)")
+    p.add_argument("--launcher", choices=LAUNCHERS, default="auto")
+    p.add_argument(
+        "--exclude", action="append", default=[], metavar="HOST", help="skip a host (repeatable)"
+    )
+    p.add_argument(
+        "--env", action="append", default=[], metavar="K=V", help="extra rank env (repeatable)"
+    )
+
+
+def _command_args(p: argparse.ArgumentParser) -> None:
+    """The last options of ``launch`` and ``sweep``: bad hosts, outputs, the ranks' command."""
+    p.add_argument(
+        "--no-exclude-bad",
+        dest="exclude_bad",
+        action="store_false",
+        help="use the hosts listed in the outputs directory's bad_hosts.txt too",
+    )
+    _outputs_arg(p)
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command for each rank")
+
+
+def _sizes(text: str) -> list[int]:
+    """``1,2,4``: the values a sweep tries for one size."""
+    return [_positive(item.strip()) for item in text.split(",")]
 
 
 def _command(sub: Any, name: str, *, json: bool = False) -> argparse.ArgumentParser:
@@ -80,8 +133,6 @@ def _command(sub: Any, name: str, *, json: bool = False) -> argparse.ArgumentPar
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ezpz_tui.core.launching.plan import LAUNCHERS
-
     parser = _Parser(
         prog="ezpz-tui",
         description="See the allocation, launch distributed PyTorch, watch every rank.",
@@ -93,17 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     _command(sub, "info", json=True)
     _outputs_arg(_command(sub, "doctor", json=True))
     p = _command(sub, "launch")
-    p.add_argument("-n", "--nodes", type=_positive, help="nodes to use (default: all)")
-    p.add_argument("--ppn", type=_positive, help="ranks per node (default: one per accelerator)")
-    for size, words in (("tp", "tensor"), ("pp", "pipeline"), ("cp", "context")):
+    for size, words in SIZES:
         p.add_argument(f"--{size}", type=_positive, default=1, help=f"{words} parallel size")
-    p.add_argument("--launcher", choices=LAUNCHERS, default="auto")
-    p.add_argument(
-        "--exclude", action="append", default=[], metavar="HOST", help="skip a host (repeatable)"
-    )
-    p.add_argument(
-        "--env", action="append", default=[], metavar="K=V", help="extra rank env (repeatable)"
-    )
+    _placement_args(p)
     p.add_argument("--dry-run", action="store_true", help="print the launch as JSON, start nothing")
     p.add_argument("--quiet", action="store_true", help="do not follow rank 0's log")
     p.add_argument(
@@ -113,14 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="after a node fault, exclude the host and relaunch, at most N times (default: 0)",
     )
-    p.add_argument(
-        "--no-exclude-bad",
-        dest="exclude_bad",
-        action="store_false",
-        help="use the hosts listed in the outputs directory's bad_hosts.txt too",
-    )
-    _outputs_arg(p)
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command for each rank")
+    _command_args(p)
     _outputs_arg(_command(sub, "runs", json=True))
     p = _command(sub, "attach")
     p.add_argument("run", help=RUN_HELP)
@@ -133,4 +169,15 @@ def build_parser() -> argparse.ArgumentParser:
         p = _command(sub, name, json=name != "stop")
         p.add_argument("run", help=RUN_HELP)
         _outputs_arg(p)
+    p = _command(sub, "sweep")
+    for size, words in SIZES:
+        p.add_argument(
+            f"--{size}", type=_sizes, default=[1], metavar="N[,N...]", help=f"{words} sizes to try"
+        )
+    p.add_argument("--steps", type=_positive, help="steps per run (the built-in demo only)")
+    _placement_args(p)
+    _command_args(p)
+    p = _command(sub, "compare", json=True)
+    p.add_argument("run", nargs="*", help=f"{RUN_HELP} (default: see above)")
+    _outputs_arg(p)
     return parser

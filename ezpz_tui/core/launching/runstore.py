@@ -153,7 +153,8 @@ def record_launch(launch: Launch) -> None:
 # --- sizes ------------------------------------------------------------------------------------
 
 
-def _positive(value: Any) -> int | None:
+def positive_int(value: Any) -> int | None:
+    """A whole number above zero, or None for anything else a record may hold (bools too)."""
     if isinstance(value, bool) or not isinstance(value, int):
         return None
     return value if value > 0 else None
@@ -169,7 +170,7 @@ def _sizes(plan: Mapping[str, Any], sizes: Mapping[str, Any] | None) -> dict[str
     merged: dict[str, int] = {}
     for source in sources:
         for key in ("tp", "pp", "cp", "dp", "world_size"):
-            value = _positive(source.get(key))
+            value = positive_int(source.get(key))
             if value is not None:
                 merged[key] = value
     out = {key: merged.get(key, 1) for key in ("tp", "pp", "cp")}
@@ -346,11 +347,11 @@ class RunStore:
             signal=state.signal_name,
             reason=state.reason,
             created=float(created),
-            tp=_positive(sizes.get("tp")),
-            pp=_positive(sizes.get("pp")),
-            cp=_positive(sizes.get("cp")),
-            dp=_positive(sizes.get("dp")),
-            world_size=_positive(sizes.get("world_size")),
+            tp=positive_int(sizes.get("tp")),
+            pp=positive_int(sizes.get("pp")),
+            cp=positive_int(sizes.get("cp")),
+            dp=positive_int(sizes.get("dp")),
+            world_size=positive_int(sizes.get("world_size")),
             parent=record.get("parent") if isinstance(record.get("parent"), str) else None,
             command=_str_list(record.get("command"))
             or _str_list(plan.get("command"))

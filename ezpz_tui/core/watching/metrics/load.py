@@ -8,15 +8,16 @@ from pathlib import Path
 
 from ezpz_tui.core.watching.metrics.store import MetricStore
 from ezpz_tui.core.watching.tails import DEFAULT_READ, MAX_RECORD
-from runtime.record_columns import RecordColumns, parse_columns
+from runtime.record_columns import ColumnsResult, parse_columns
 from runtime.rundir import metric_files
 
 
-def _file_columns(path: Path, rank: int) -> Iterator[dict[int, RecordColumns]]:
-    """The records of one JSONL file by rank, a chunk at a time so a large file never sits in
-    memory whole. A line longer than MAX_RECORD is skipped (garbage, as the followers treat
-    it); a last line without its newline is parsed if it is complete JSON (a finished file). An
-    unreadable file ends the records early instead of raising."""
+def file_columns(path: Path, rank: int) -> Iterator[ColumnsResult]:
+    """The records of one JSONL file by rank, with its garbage lines counted, a chunk at a time
+    so a large file never sits in memory whole. A line longer than MAX_RECORD is skipped
+    (garbage, as the followers treat it); a last line without its newline is parsed if it is
+    complete JSON (a finished file). An unreadable file ends the records early instead of
+    raising."""
     pending = b""
     skipping = False
     try:
@@ -30,12 +31,12 @@ def _file_columns(path: Path, rank: int) -> Iterator[dict[int, RecordColumns]]:
                 pending = data[result.consumed :]
                 if len(pending) > MAX_RECORD:
                     pending, skipping = b"", True
-                if result.columns:
-                    yield result.columns
+                if result.columns or result.garbage:
+                    yield result
     except OSError:
         return
     if pending.strip() and not skipping:
-        yield parse_columns(pending + b"\n", rank).columns
+        yield parse_columns(pending + b"\n", rank)
 
 
 def load_store(run_dir: str | os.PathLike[str]) -> MetricStore:
@@ -44,7 +45,7 @@ def load_store(run_dir: str | os.PathLike[str]) -> MetricStore:
     Unreadable files and garbage lines are skipped."""
     store = MetricStore()
     for path, rank in metric_files(run_dir):
-        for by_rank in _file_columns(path, rank):
-            for record_rank, columns in by_rank.items():
+        for result in file_columns(path, rank):
+            for record_rank, columns in result.columns.items():
                 store.add(record_rank, columns)
     return store

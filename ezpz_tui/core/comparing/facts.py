@@ -1,0 +1,141 @@
+"""One run as a comparison needs it: its layout, how it ended (or that it has not), its figures.
+
+The layout comes from the run's ``run.toml`` (what the run store recorded: ``[sizes]`` as
+launched, the hosts used, the plan's launcher), the state from
+:func:`ezpz_tui.core.launching.liveness.run_state` (so a run whose supervisor died reads ``lost``,
+not ``running``), the figures from :mod:`ezpz_tui.core.comparing.numbers`. A run still live is
+``partial``: its figures are the steps done so far, and :attr:`RunFacts.notes` says so in words
+the CLI and the TUI show as they are. Never raises: a foreign or half-written run gives blanks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ezpz_tui.core.comparing.numbers import RunNumbers, read_numbers, warmup
+from ezpz_tui.core.launching.liveness import run_state
+from ezpz_tui.core.launching.runstore import RunStoreError, positive_int, read_run_toml
+from runtime.rundir import RunState, State
+
+
+def _table(record: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = record.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a run was laid out: the parallel sizes and where its ranks ran (``None``: unknown)."""
+
+    tp: int | None
+    pp: int | None
+    cp: int | None
+    dp: int | None
+    nodes: int | None
+    ranks: int | None
+    ppn: int | None
+    launcher: str | None
+
+    @property
+    def label(self) -> str:
+        """``tp2 pp1 cp1 dp2``: the sizes a person changes between runs, in one short word."""
+        sizes = (("tp", self.tp), ("pp", self.pp), ("cp", self.cp), ("dp", self.dp))
+        return " ".join(f"{name}{'?' if value is None else value}" for name, value in sizes)
+
+    @property
+    def placement(self) -> str:
+        """``2x4``: nodes by ranks per node, or the rank count alone."""
+        if self.nodes is not None and self.ppn is not None:
+            return f"{self.nodes}x{self.ppn}"
+        return "?" if self.ranks is None else str(self.ranks)
+
+
+def layout_of(record: Mapping[str, Any]) -> Layout:
+    """The layout a ``run.toml`` records; the launcher ``auto`` resolved to the program it ran."""
+    sizes, plan, launch = _table(record, "sizes"), _table(record, "plan"), _table(record, "launch")
+    hosts = record.get("hosts")
+    launcher = plan.get("launcher") if isinstance(plan.get("launcher"), str) else None
+    argv = launch.get("argv")
+    if launcher in (None, "auto") and isinstance(argv, list) and argv and isinstance(argv[0], str):
+        launcher = Path(argv[0]).name
+    return Layout(
+        tp=positive_int(sizes.get("tp")),
+        pp=positive_int(sizes.get("pp")),
+        cp=positive_int(sizes.get("cp")),
+        dp=positive_int(sizes.get("dp")),
+        nodes=len(hosts) if isinstance(hosts, list) and hosts else positive_int(plan.get("nodes")),
+        ranks=positive_int(sizes.get("world_size")),
+        ppn=positive_int(record.get("ranks_per_node")) or positive_int(plan.get("ppn")),
+        launcher=launcher,
+    )
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """One run, read for comparing: identity, layout, end, figures and what to know about them."""
+
+    run_id: str
+    path: Path
+    layout: Layout
+    state: RunState
+    parent: str | None
+    created: float | None
+    numbers: RunNumbers
+    first_step_s: float | None  # from the run's start to its first metric record
+    notes: tuple[str, ...]
+    record: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def partial(self) -> bool:
+        """Still running (or about to): its figures are the steps so far."""
+        return self.state.live
+
+
+def _notes(state: RunState, numbers: RunNumbers, record_error: str | None) -> tuple[str, ...]:
+    notes = []
+    if record_error:
+        notes.append(record_error)
+    if state.live:
+        notes.append(f"{state.state}: figures so far ({numbers.records} steps)")
+    elif state.state == State.LOST and state.reason:
+        notes.append(f"lost: {state.reason}")
+    if not numbers.records:
+        notes.append("no metric records")
+    elif numbers.records <= warmup(numbers.records):
+        notes.append(f"only {numbers.records} steps: warm-up not left out")
+    if numbers.garbage:
+        notes.append(f"{numbers.garbage} unreadable metric lines skipped")
+    return tuple(notes)
+
+
+def read_facts(run_dir: str | os.PathLike[str]) -> RunFacts:
+    """Everything a comparison shows about the run in ``run_dir``; never raises."""
+    path = Path(run_dir)
+    try:
+        record: Mapping[str, Any] = read_run_toml(path)
+        error = None
+    except RunStoreError as exc:
+        record, error = {}, str(exc)
+    state = run_state(path)
+    numbers = read_numbers(path)
+    created = record.get("created_epoch")
+    created = float(created) if isinstance(created, (int, float)) else state.created
+    start = state.start if state.start is not None else created
+    first = numbers.first_timestamp
+    parent = record.get("parent")
+    return RunFacts(
+        run_id=path.name,
+        path=path,
+        layout=layout_of(record),
+        state=state,
+        parent=parent if isinstance(parent, str) else None,
+        created=created,
+        numbers=numbers,
+        first_step_s=first - start if first is not None and start is not None else None,
+        notes=_notes(state, numbers, error),
+        record=record,
+    )

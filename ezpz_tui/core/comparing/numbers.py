@@ -1,0 +1,186 @@
+"""The numbers that say how fast and how well one run trained, read from its metric files.
+
+Speed and loss come from rank 0's records: the demo's ``tokens_per_s`` and ``samples_per_s`` are
+already global (every replica's tokens over the step time) and ranks of one run step together,
+so the other ranks would repeat rank 0's figures at the cost of reading every file; on a
+1,000-rank run that cost is the whole budget. Only peak memory differs by rank, so the other
+ranks' files are read only when rank 0 records a memory metric (:data:`MEMORY_METRICS`).
+
+Speed is the median over the steady part: the first ``max(2, n // 10)`` records of rank 0 are
+warm-up (compilation, allocator growth, the first collectives' setup) and are left out
+(:func:`warmup`). A step's time is its ``dt`` metric; where a run records none, the difference of
+consecutive record timestamps divided by the steps between them (logging included, so slightly
+longer). Readers never raise: missing files, garbage lines and a run still writing give fewer
+numbers (``None``), never an error.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from ezpz_tui.core.watching.metrics.load import file_columns
+from runtime.record_columns import RecordColumns, is_missing, merge_columns
+from runtime.rundir import metric_files
+
+STEP_TIME, TOKENS, SAMPLES, LOSS = "dt", "tokens_per_s", "samples_per_s", "loss"
+
+MEMORY_METRICS: Mapping[str, float] = MappingProxyType(
+    {
+        "mem_peak_gb": 1.0,
+        "peak_mem_gb": 1.0,
+        "memory/peak_gb": 1.0,
+        "max_memory_allocated_gb": 1.0,
+        "max_memory_allocated": 1 / 2**30,  # torch.cuda.max_memory_allocated(): bytes
+        "max_memory_reserved": 1 / 2**30,
+        "mem_peak_bytes": 1 / 2**30,
+    }
+)
+"""Peak-memory metric names recognised, each with the factor that turns it into GiB (names
+ending in ``_gb`` are taken as GiB already; the others are bytes). The first one a run records
+is used."""
+
+
+def warmup(records: int) -> int:
+    """How many of the first records are warm-up, left out of the speed medians."""
+    return max(2, records // 10)
+
+
+@dataclass(frozen=True)
+class RunNumbers:
+    """One run's figures from its metrics; ``None`` where the run did not record what a figure
+    needs (or has no steady step yet)."""
+
+    records: int  # rank 0's records read
+    last_step: int | None
+    first_timestamp: float | None  # rank 0's first record: when the first step was done
+    step_time_s: float | None  # median over the steady part
+    step_time_from: str | None  # "dt" or "timestamps"
+    samples_per_s: float | None
+    tokens_per_s: float | None
+    steady: int  # records the speed medians are taken over (after warm-up)
+    peak_mem_gb: tuple[tuple[int, float], ...]  # (rank, GiB) for each rank that recorded one
+    memory_metric: str | None
+    final_loss: float | None  # rank 0's last loss, NaN kept: a loss that diverged must show
+    best_loss: float | None  # the lowest finite loss
+    garbage: int  # lines of rank 0's files (and others read) that were not records
+    loss_by_step: Mapping[int, float] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def peak_mem_max_gb(self) -> float | None:
+        """The largest rank's peak: the one that decides whether a layout fits."""
+        return max((gb for _, gb in self.peak_mem_gb), default=None)
+
+    def loss_at(self, step: int) -> float | None:
+        return self.loss_by_step.get(step)
+
+
+NO_NUMBERS = RunNumbers(0, None, None, None, None, None, None, 0, (), None, None, None, 0)
+
+
+def _values(column: Sequence[float] | None, start: int = 0) -> list[float]:
+    """The recorded, finite values of ``column`` from index ``start``."""
+    if column is None:
+        return []
+    return [v for v in column[start:] if not is_missing(v) and math.isfinite(v)]
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _step_times(cols: RecordColumns, skip: int) -> tuple[list[float], str | None]:
+    """Seconds per step of the steady records: ``dt`` where recorded, else timestamp gaps."""
+    recorded = [v for v in _values(cols.metrics.get(STEP_TIME), skip) if v > 0]
+    if recorded:
+        return recorded, STEP_TIME
+    gaps = []
+    steps, stamps = cols.steps, cols.timestamps
+    for i in range(max(skip, 1), len(steps)):
+        t0, t1, s0, s1 = stamps[i - 1], stamps[i], steps[i - 1], steps[i]
+        if t0 is not None and t1 is not None and s0 is not None and s1 is not None and s1 > s0:
+            gaps.append((t1 - t0) / (s1 - s0))
+    return gaps, ("timestamps" if gaps else None)
+
+
+def _losses(cols: RecordColumns) -> tuple[float | None, float | None, dict[int, float]]:
+    column = cols.metrics.get(LOSS)
+    if column is None:
+        return None, None, {}
+    by_step = {
+        step: value
+        for step, value in zip(cols.steps, column, strict=True)
+        if step is not None and not is_missing(value)
+    }
+    final = next((v for v in reversed(column) if not is_missing(v)), None)
+    finite = _values(column)
+    return final, (min(finite) if finite else None), by_step
+
+
+def _read(path: Path, rank: int, into: dict[int, RecordColumns]) -> int:
+    """Add one file's records to ``into`` by rank; the garbage lines it held."""
+    garbage = 0
+    for result in file_columns(path, rank):
+        merge_columns(into, result.columns)
+        garbage += result.garbage
+    return garbage
+
+
+Peaks = tuple[tuple[int, float], ...]
+
+
+def _memory(by_rank: Mapping[int, RecordColumns]) -> tuple[str | None, Peaks]:
+    """The memory metric recorded and each rank's peak of it, in GiB."""
+    for name, factor in MEMORY_METRICS.items():
+        peaks = []
+        for rank in sorted(by_rank):
+            values = _values(by_rank[rank].metrics.get(name))
+            if values:
+                peaks.append((rank, max(values) * factor))
+        if peaks:
+            return name, tuple(peaks)
+    return None, ()
+
+
+def read_numbers(run_dir: str | os.PathLike[str]) -> RunNumbers:
+    """The figures of the run in ``run_dir`` (see the module docstring); never raises."""
+    files = metric_files(run_dir)
+    if not files:
+        return NO_NUMBERS
+    by_rank: dict[int, RecordColumns] = {}
+    garbage = _read(files[0][0], files[0][1], by_rank)
+    ranks = sorted(by_rank)  # rank 0, or the lowest rank a foreign file holds
+    cols = by_rank[0] if 0 in by_rank else by_rank[ranks[0]] if ranks else None
+    if cols is None or not len(cols):
+        return RunNumbers(0, None, None, None, None, None, None, 0, (), None, None, None, garbage)
+    # ezpz's records carry no step: number them in file order, as runtime.records does
+    steps = [i if step is None else step for i, step in enumerate(cols.steps)]
+    cols.steps = list[int | None](steps)
+    if any(name in cols.metrics for name in MEMORY_METRICS):
+        for path, rank in files[1:]:
+            garbage += _read(path, rank, by_rank)
+    memory_metric, peaks = _memory(by_rank)
+    skip = min(warmup(len(cols)), len(cols) - 1)  # a run with 1-2 records keeps its last
+    times, source = _step_times(cols, skip)
+    final, best, by_step = _losses(cols)
+    return RunNumbers(
+        records=len(cols),
+        last_step=max(steps),
+        first_timestamp=next((t for t in cols.timestamps if t is not None), None),
+        step_time_s=_median(times),
+        step_time_from=source,
+        samples_per_s=_median(_values(cols.metrics.get(SAMPLES), skip)),
+        tokens_per_s=_median(_values(cols.metrics.get(TOKENS), skip)),
+        steady=len(cols) - skip,
+        peak_mem_gb=peaks,
+        memory_metric=memory_metric,
+        final_loss=final,
+        best_loss=best,
+        garbage=garbage,
+        loss_by_step=MappingProxyType(by_step),
+    )

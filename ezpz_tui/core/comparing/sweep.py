@@ -1,0 +1,190 @@
+"""A sweep: every valid combination of TP, PP and CP run in turn on the allocation.
+
+Each combination is an ordinary run made through :meth:`ezpz_tui.core.session.Session.launch`
+(so the run directory, the supervisor, fail-fast and the tether are the ones every launch gets)
+with ``parent`` set to the sweep's id, and the sweep's record
+(:mod:`ezpz_tui.core.comparing.sweep_record`) lists the runs it made. Runs go one at a time:
+layouts measured side by side on shared nodes would measure each other.
+
+:func:`plan_sweep` decides what runs, in order (TP, then PP, then CP, each in the order given),
+checking each layout with the one plan validation (:func:`ezpz_tui.core.launching.plan.check`);
+an invalid one is skipped with its reason. :func:`run_sweep` runs the plan and blocks; the CLI
+calls it in its main thread, the TUI from a worker thread. ``should_stop`` is polled while a run
+goes on (every ``poll_s``): once it says stop, the current run is stopped cleanly (as Ctrl-C on
+``ezpz-tui launch`` does) and no other run starts. It is a callable, not a flag the sweep
+owns, so a signal handler (the CLI) or a worker's cancellation (the TUI) can answer it without
+locks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ezpz_tui.core.comparing.sweep_record import (
+    FINISHED,
+    RUNNING,
+    STOPPED,
+    SweepRecord,
+    new_sweep,
+    write_sweep,
+)
+from ezpz_tui.core.launching.allocation import Allocation
+from ezpz_tui.core.launching.plan import DEMO_MODULE, LaunchPlan, LaunchRefused, check
+from ezpz_tui.core.launching.supervisor import RunHandle
+from ezpz_tui.core.session import Session
+from runtime.rundir import State
+
+
+def layout_label(plan: LaunchPlan) -> str:
+    return f"tp{plan.tp} pp{plan.pp} cp{plan.cp}"
+
+
+def is_demo(command: Sequence[str]) -> bool:
+    """Whether ``command`` runs the built-in demo (``python -m runtime.examples.train``)."""
+    return list(command[1:3]) == ["-m", DEMO_MODULE]
+
+
+def with_steps(command: Sequence[str], steps: int | None) -> tuple[str, ...]:
+    """``command`` with ``--steps N`` for the demo. A user's command is not changed: what its
+    step option is called cannot be known, so asking for steps with one is a ``ValueError``
+    (put the step count in the command instead)."""
+    if steps is None:
+        return tuple(command)
+    if not is_demo(command):
+        raise ValueError("--steps reaches the built-in demo only; give your command its own")
+    return (*command, "--steps", str(steps))
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """The runs a sweep makes, in order, and the layouts it skips with the reason."""
+
+    runs: tuple[LaunchPlan, ...]
+    skipped: tuple[tuple[LaunchPlan, str], ...]
+
+
+def _unique(values: Sequence[int]) -> list[int]:
+    return list(dict.fromkeys(values))
+
+
+def plan_sweep(
+    base: LaunchPlan, alloc: Allocation, tps: Sequence[int], pps: Sequence[int], cps: Sequence[int]
+) -> SweepPlan:
+    """Every combination of the sizes on ``base``, valid ones to run, invalid ones with why."""
+    runs, skipped = [], []
+    for tp, pp, cp in itertools.product(_unique(tps), _unique(pps), _unique(cps)):
+        plan = base.with_changes(tp=tp, pp=pp, cp=cp)
+        try:
+            check(plan, alloc)
+        except LaunchRefused as refused:
+            skipped.append((plan, " ".join(p.message for p in refused.problems)))
+        else:
+            runs.append(plan)
+    return SweepPlan(tuple(runs), tuple(skipped))
+
+
+@dataclass(frozen=True)
+class SweepEvent:
+    """What happened to one run of a sweep: ``started``, ``ended``, ``stopping`` (the stop was
+    asked for while it ran) or ``refused`` (the launch was refused when its turn came, e.g.
+    every host is now in ``bad_hosts.txt``)."""
+
+    kind: str
+    index: int  # 0-based position in the sweep plan
+    total: int
+    plan: LaunchPlan
+    handle: RunHandle | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """How the sweep went: its record (run ids in order) and every run's final state."""
+
+    record: SweepRecord
+    run_dirs: tuple[Path, ...]
+    states: tuple[State, ...]
+    stopped: bool
+    refused: tuple[str, ...] = ()
+
+    @property
+    def all_succeeded(self) -> bool:
+        return not self.refused and all(s == State.SUCCEEDED for s in self.states)
+
+
+def _never() -> bool:
+    return False
+
+
+def run_sweep(
+    session: Session,
+    plan: SweepPlan,
+    steps: int | None = None,
+    on_event: Callable[[SweepEvent], None] = lambda event: None,
+    should_stop: Callable[[], bool] = _never,
+    poll_s: float = 0.2,
+) -> SweepOutcome:
+    """Run ``plan``'s runs one after another until done or ``should_stop``; blocks.
+
+    ``OSError`` (and :class:`~ezpz_tui.core.launching.outputs.RunStoreError`) when the
+    outputs directory refuses the sweep's record or a run; the record then says ``stopped``
+    where it can still be written.
+    """
+    total = len(plan.runs)
+    record = SweepRecord(
+        sweep_id="",
+        created=0.0,
+        state=RUNNING,
+        layouts=tuple(layout_label(p) for p in plan.runs),
+        skipped=tuple((layout_label(p), why) for p, why in plan.skipped),
+        runs=(),
+        steps=steps,
+        command=plan.runs[0].command if plan.runs else (),
+    )
+    outputs = session.store.outputs
+    record = new_sweep(outputs, record)
+    run_dirs: list[Path] = []
+    states: list[State] = []
+    refused: list[str] = []
+    stopped = False
+    try:
+        for index, run_plan in enumerate(plan.runs):
+            if should_stop():
+                stopped = True
+                break
+            try:
+                handle = session.launch(run_plan, parent=record.sweep_id)
+            except LaunchRefused as exc:
+                refused.append(f"{layout_label(run_plan)}: {exc}")
+                on_event(SweepEvent("refused", index, total, run_plan, message=str(exc)))
+                continue
+            record = record.with_run(handle.run_dir.name)
+            write_sweep(outputs, record)
+            run_dirs.append(handle.run_dir)
+            on_event(SweepEvent("started", index, total, run_plan, handle))
+            while handle.wait(poll_s) is None:
+                if should_stop():
+                    stopped = True
+                    on_event(SweepEvent("stopping", index, total, run_plan, handle))
+                    handle.stop()
+                    break
+            states.append(handle.state.state)
+            on_event(SweepEvent("ended", index, total, run_plan, handle))
+            if stopped:
+                break
+    finally:
+        record = _record_end(outputs, record, stopped or len(states) + len(refused) < total)
+    return SweepOutcome(record, tuple(run_dirs), tuple(states), stopped, tuple(refused))
+
+
+def _record_end(outputs: Path, record: SweepRecord, stopped: bool) -> SweepRecord:
+    """Write the sweep's final state (``stopped`` when it did not get through its plan)."""
+    ended = replace(record, state=STOPPED if stopped else FINISHED)
+    try:
+        write_sweep(outputs, ended)
+    except OSError:
+        return record
+    return ended
