@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -14,8 +13,6 @@ from typing import Any
 from ezpz_tui.cli.common import fail, outputs_of, run_named, say
 
 NEWEST = 5  # runs compared when no RUN is given and the newest run has no relatives
-BEST = "*"
-ARROW = "→"
 WIDTH = 100
 MAX_CHANGES = 20
 
@@ -121,42 +118,6 @@ def as_json(comparison: Any) -> dict[str, Any]:
 # --- the table --------------------------------------------------------------------------------
 
 
-def short(value: float | None) -> str:
-    """A figure in at most 6 characters: ``2048``, ``65.5k``, ``0.6489``, ``nan``, ``-``."""
-    if value is None:
-        return "-"
-    if not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    size = abs(value)
-    if size >= 1e6:
-        return f"{value / 1e6:.3g}M"
-    if size >= 1e4:
-        return f"{value / 1e3:.3g}k"
-    return f"{value:.0f}" if size >= 100 else f"{value:.4g}"
-
-
-def _three(value: float | None) -> str:
-    """Three significant digits (seconds, GiB): ``6.3``, ``12.3``, ``143``."""
-    if value is None or not math.isfinite(value) or abs(value) >= 100:
-        return short(value)
-    return f"{value:.3g}"
-
-
-# header, width, row key (None: not a figure), how to show the figure
-_Cell = tuple[str, int, str | None, Callable[[float | None], str]]
-_COLUMNS: tuple[_Cell, ...] = (
-    ("1ST s", 5, "first_step_s", _three),
-    ("STEP ms", 7, "step_time_s", lambda v: short(None if v is None else v * 1e3)),
-    ("SMP/s", 7, "samples_per_s", short),
-    ("TOK/s", 8, "tokens_per_s", short),
-    ("GiB", 5, "peak_mem_gb", _three),
-    ("LOSS", 7, "final_loss", short),
-    ("BEST", 7, "best_loss", short),
-    ("@STEP", 7, "loss_at_common_step", short),
-)
-_LEAD = (("#", 2), ("LAYOUT", 15), ("NxP", 4), ("STATE", 9), ("STEPS", 5))
-
-
 def _line(cells: Sequence[str], widths: Sequence[int]) -> str:
     return " ".join(
         f"{cell:<{w}}" if i < 4 else f"{cell:>{w}}"
@@ -165,42 +126,38 @@ def _line(cells: Sequence[str], widths: Sequence[int]) -> str:
 
 
 def _change_line(change: Any, runs: Sequence[Any]) -> str:
-    """``sizes.tp: 1 → 2`` for two runs (older first), ``#1 2 · #2 1 · ...`` for more."""
-    if len(runs) == 2:
-        older, newer = sorted(range(2), key=lambda i: runs[i].run_id)
-        text = f"{change.values[older] or '-'} {ARROW} {change.values[newer] or '-'}"
-    else:
-        text = " · ".join(f"#{i + 1} {v or '-'}" for i, v in enumerate(change.values))
-    line = f"  {change.key}: {text}"
+    from ezpz_tui.core.comparing.columns import change_text
+
+    line = "  " + change_text(change, [facts.run_id for facts in runs])
     return line if len(line) <= WIDTH else line[: WIDTH - 1] + "…"
 
 
 def table_lines(comparison: Any) -> list[str]:
     """The comparison as lines of at most 100 columns: one row per run, fastest first, the
     best value of each figure marked ``*``; then the run ids, notes and what changed."""
+    from ezpz_tui.core.comparing.columns import (
+        BEST,
+        LEAD,
+        figure_cell,
+        figure_columns,
+        lead_cells,
+        legend,
+    )
+
     runs = comparison.runs
     if not runs:
         return ["no runs to compare"]
-    columns = [c for c in _COLUMNS if comparison.row(c[2]) is not None]
-    widths = [w for _, w in _LEAD] + [w for _, w, _, _ in columns]
-    step = comparison.common_step
-    heads = [h for h, _ in _LEAD] + [
-        f"@{step}" if key == "loss_at_common_step" else head for head, _, key, _ in columns
-    ]
-    lines = [_line(heads, widths)]
-    for i, facts in enumerate(runs):
-        layout, n = facts.layout, facts.numbers
-        cells = [str(i + 1), layout.label, layout.placement, str(facts.state.state)]
-        cells.append(str(n.records) + ("~" if facts.partial else ""))
-        for _, _, key, show in columns:
-            row = comparison.row(key)
-            cells.append(show(row.values[i]) + (BEST if i in row.best else ""))
+    columns = figure_columns(comparison)
+    widths = [w for _, w in LEAD] + [c.width for c in columns]
+    lines = [_line([h for h, _ in LEAD] + [c.head for c in columns], widths)]
+    for i in range(len(runs)):
+        cells = lead_cells(comparison, i)
+        for column in columns:
+            text, best = figure_cell(comparison, column, i)
+            cells.append(text + (BEST if best else ""))
         lines.append(_line(cells, widths))
     lines.append("")
-    lines.append(f"{BEST} best   speed: medians past the first max(2, 10%) steps of rank 0")
-    lines.append(
-        f"~ still running   @{step if step is not None else '-'}: loss at the last step all reached"
-    )
+    lines += legend(comparison)
     for i, facts in enumerate(runs):
         parent = f"  (parent {facts.parent})" if facts.parent else ""
         lines.append(f"{i + 1:>2} {facts.run_id}{parent}")

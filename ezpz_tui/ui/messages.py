@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 if TYPE_CHECKING:
+    from ezpz_tui.core.comparing.compare import Comparison
     from ezpz_tui.core.launching.allocation import Allocation
     from ezpz_tui.core.launching.plan import LaunchPlan
     from ezpz_tui.core.launching.supervisor import RunHandle
@@ -115,6 +116,13 @@ class ParentFound(Message):
 
     run: OpenedRun
     parent: Path
+
+
+@dataclass(eq=False)
+class ComparisonReady(Message):
+    """The runs of the Compare tab, read and ranked."""
+
+    comparison: Comparison
 
 
 @dataclass(eq=False)

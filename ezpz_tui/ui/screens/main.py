@@ -38,7 +38,8 @@ from ezpz_tui.ui.messages import (
     StacksCollected,
 )
 from ezpz_tui.ui.palette import APP_ACTIONS, PaletteCommand, global_bindings
-from ezpz_tui.ui.screens.failing import FAILURE_ACTIONS, FailureControl
+from ezpz_tui.ui.screens.comparing import COMPARE_TAB, CompareControl
+from ezpz_tui.ui.screens.failing import FAILURE_ACTIONS
 from ezpz_tui.ui.widgets.panels import AllocationPanel, DoctorPanel, SummaryBar
 from ezpz_tui.ui.widgets.runs import RunsPanel
 
@@ -57,7 +58,12 @@ if TYPE_CHECKING:
     from ezpz_tui.ui.widgets.run_panel import RunPanel
     from ezpz_tui.ui.widgets.topology import TopologyGrid
 
-TABS = (("Launch", "tab-launch"), ("Run", "tab-run"), ("Metrics", "tab-metrics"))
+TABS = (
+    ("Launch", "tab-launch"),
+    ("Run", "tab-run"),
+    ("Metrics", "tab-metrics"),
+    ("Compare", COMPARE_TAB),
+)
 RUNS_REFRESH_S = 2.0
 NARROW = 110  # below this width the right sidebar starts hidden
 NARROW_LEFT = 100  # below this width the left sidebar and the grid shrink
@@ -78,7 +84,7 @@ class StartUp:
     attach: Path | None = None
 
 
-class MainScreen(FailureControl):
+class MainScreen(CompareControl):
     BINDINGS = global_bindings()
 
     # Mounted after the first frame; the run views the first time a run opens or a tab shows.
@@ -161,13 +167,16 @@ class MainScreen(FailureControl):
         async with self._run_views_lock:
             if self._run_views_mounted:
                 return
+            from ezpz_tui.ui.widgets.compare import CompareView
             from ezpz_tui.ui.widgets.metrics import MetricsView
             from ezpz_tui.ui.widgets.run_panel import RunPanel
 
             self.run_panel = RunPanel(self.clock, id="run-panel")
             self.metrics = MetricsView(id="metrics")
+            self.compare_view = CompareView(id="compare")
             await self.query_one("#tab-run").mount(self.run_panel)
             await self.query_one("#tab-metrics").mount(self.metrics)
+            await self.query_one(f"#{COMPARE_TAB}").mount(self.compare_view)
             self._run_views_mounted = True
 
     def on_unmount(self) -> None:
@@ -290,7 +299,8 @@ class MainScreen(FailureControl):
             return
         runs = self.query_one(RunsPanel)
         runs.mark_compared(runs.compared | {path})
-        self.notify(f"Overlaid {path.name} on the plots (Metrics tab).", timeout=3)
+        self.refresh_comparison()
+        self.notify(f"Overlaid {path.name} on the plots (Metrics and Compare tabs).", timeout=3)
 
     def on_parent_found(self, message: ParentFound) -> None:
         if message.run is self.opened and message.parent not in self.query_one(RunsPanel).compared:
@@ -309,6 +319,7 @@ class MainScreen(FailureControl):
         if message.path in runs.compared:
             self.metrics.toggle_overlay(message.path.name, None)
             runs.mark_compared(runs.compared - {message.path})
+            self.refresh_comparison()
         else:
             self._load_overlay(message.path)
 
@@ -329,6 +340,7 @@ class MainScreen(FailureControl):
         if not launch:
             await self._mount_run_views()
         self.call_after_refresh(self.make_room_for_runs, not launch)
+        self.refresh_comparison()
 
     async def _step_tab(self, step: int) -> None:
         tabs = self.query_one(TabbedContent)
@@ -382,6 +394,8 @@ class MainScreen(FailureControl):
             opened = self.opened.path if self.opened else None
             self.query_one(RunsPanel).list_runs(self.session.store, opened)
             self._read_bad_hosts()
+            if self._run_views_mounted:
+                self.refresh_comparison(only_if_live=True)
 
     def _update_summary(self) -> None:
         opened = self.opened

@@ -1,0 +1,109 @@
+"""How a comparison is written in a table: one row per run, fastest first, a column per figure,
+each figure in a few characters and the best of each column marked.
+
+``ezpz-tui compare`` prints this table and the TUI's Compare tab shows it, so the two read the
+same: the same heads, the same rounding, the same mark.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from ezpz_tui.core.comparing.compare import Change, Comparison
+
+BEST = "*"
+LEAD = (("#", 2), ("LAYOUT", 15), ("NxP", 4), ("STATE", 9), ("STEPS", 5))
+"""The columns that say which run a row is: its place, sizes, placement, state, steps."""
+
+
+def short(value: float | None) -> str:
+    """A figure in at most 6 characters: ``2048``, ``65.5k``, ``0.6489``, ``nan``, ``-``."""
+    if value is None:
+        return "-"
+    if not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    size = abs(value)
+    if size >= 1e6:
+        return f"{value / 1e6:.3g}M"
+    if size >= 1e4:
+        return f"{value / 1e3:.3g}k"
+    return f"{value:.0f}" if size >= 100 else f"{value:.4g}"
+
+
+def three(value: float | None) -> str:
+    """Three significant digits (seconds, GiB): ``6.3``, ``12.3``, ``143``."""
+    if value is None or not math.isfinite(value) or abs(value) >= 100:
+        return short(value)
+    return f"{value:.3g}"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One figure's column: its head and width in a table of runs, its label where runs are
+    columns (the TUI), the comparison row it shows and how."""
+
+    head: str
+    width: int
+    label: str
+    key: str
+    show: Callable[[float | None], str]
+
+
+FIGURES: tuple[Column, ...] = (
+    Column("1ST s", 5, "first step s", "first_step_s", three),
+    Column("STEP ms", 7, "step ms", "step_time_s", lambda v: short(None if v is None else v * 1e3)),
+    Column("SMP/s", 7, "samples/s", "samples_per_s", short),
+    Column("TOK/s", 8, "tokens/s", "tokens_per_s", short),
+    Column("GiB", 5, "peak GiB", "peak_mem_gb", three),
+    Column("LOSS", 7, "final loss", "final_loss", short),
+    Column("BEST", 7, "best loss", "best_loss", short),
+    Column("@STEP", 7, "loss @ step", "loss_at_common_step", short),
+)
+
+
+def figure_columns(comparison: Comparison) -> list[Column]:
+    """The figure columns this comparison has rows for, the loss column named by its step."""
+    step = comparison.common_step
+    return [
+        replace(c, head=f"@{step}", label=f"loss @ step {step}")
+        if c.key == "loss_at_common_step"
+        else c
+        for c in FIGURES
+        if comparison.row(c.key) is not None
+    ]
+
+
+def lead_cells(comparison: Comparison, index: int) -> list[str]:
+    """Which run row ``index`` is: ``~`` after the steps of a run still going."""
+    facts = comparison.runs[index]
+    layout, steps = facts.layout, str(facts.numbers.records) + ("~" if facts.partial else "")
+    return [str(index + 1), layout.label, layout.placement, str(facts.state.state), steps]
+
+
+def figure_cell(comparison: Comparison, column: Column, index: int) -> tuple[str, bool]:
+    """Run ``index``'s figure in ``column`` as text, and whether it is the column's best."""
+    row = comparison.row(column.key)
+    if row is None:
+        return "-", False
+    return column.show(row.values[index]), index in row.best
+
+
+def legend(comparison: Comparison) -> list[str]:
+    """What the marks and the loss column mean."""
+    step = comparison.common_step
+    return [
+        f"{BEST} best   speed: medians past the first max(2, 10%) steps of rank 0",
+        f"~ still running   @{step if step is not None else '-'}: loss at the last step all "
+        "reached",
+    ]
+
+
+def change_text(change: Change, ids: list[str]) -> str:
+    """``sizes.tp: 1 → 2`` for two runs (older first), ``#1 2 · #2 1 · ...`` for more."""
+    values = change.values
+    if len(ids) == 2:
+        older, newer = sorted(range(2), key=lambda i: ids[i])
+        return f"{change.key}: {values[older] or '-'} → {values[newer] or '-'}"
+    return f"{change.key}: " + " · ".join(f"#{i + 1} {v or '-'}" for i, v in enumerate(values))
