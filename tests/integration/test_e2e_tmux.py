@@ -223,23 +223,43 @@ def test_newcomer_flow(tmux: Tmux, tmp_path: Path) -> None:
     what = "a running tp1 run with a step in the summary bar"
     tmux.wait_for(what, lambda s: _runs(s, running="tp1") and _summary(s, stepping), timeout=60)
 
-    # 4. TP 1 -> 2. The launch switched the main region to the Run tab: back to Launch first.
-    replace_field(tmux, ["T", "Tab", "Tab", "Tab"], "2")
+    # 4-5. TP 1 -> 2 and relaunch in four keys, each shown before it is needed: e (footer:
+    # "sizes") opens the form with the cursor on TP, + (footer: "+size") steps it, R (footer:
+    # "relaunch") asks with the whole change, y (the dialog) answers.
+    tmux.wait_for("e and R in the footer", lambda s: _has(s, "e sizes", "R relaunch"), 20)
+    tmux.keys("e")
+    tmux.wait_for("+ in the footer", lambda s: "+size" in s, timeout=20)
+    tmux.keys("+")
     tmux.wait_for(
         "TP 2 in the form and the preview",
         lambda s: _has(s, "TP  2", "EZPZ_TP 2", "tp 2 pp 1 cp 1"),
         timeout=20,
     )
-
-    # 5. Relaunch, confirmed.
     tmux.keys("R")
-    tmux.wait_for("the relaunch question", lambda s: "relaunch with tp=2" in s, timeout=20)
+    tmux.wait_for(
+        "the relaunch question with the change",
+        lambda s: _has(s, "Relaunch?", "TP 1 → 2", "EZPZ_TP 1 → 2"),
+        timeout=20,
+    )
     tmux.keys("y")
     relaunched = re.compile(r"tp2pp1cp1.*running")
     what = "the tp2 run running (runs list and summary bar) and the tp1 run stopped"
     tmux.wait_for(
         what, lambda s: _runs(s, running="tp2", stopped="tp1") and _summary(s, relaunched), 60
     )
+
+    # 5b. Compare (Run -> Metrics -> Compare): both runs, tokens/s for each; the parent's loss
+    # overlaid on the new run's plot without being asked (Metrics, full screen for the legend).
+    tmux.keys("t", "t")
+    tokens = re.compile(r"tokens/s\s+[\d.]+k?\*?\s+[\d.]+k?\*?")
+    tmux.wait_for(
+        "both runs' tokens/s in the Compare tab",
+        lambda s: _has(s, "#1", "#2", "TP ") and tokens.search(s) is not None,
+        timeout=60,
+    )
+    tmux.keys("T", "F")
+    tmux.wait_for("the parent overlaid on the loss plot", lambda s: "━ 20" in s, timeout=30)
+    tmux.keys("F")
 
     # 6. On disk: two runs, the second names the first as parent and has tp=2.
     runs = run_dirs(tmp_path)

@@ -5,8 +5,9 @@ The screen is four regions (DESIGN.md section 5): the left sidebar (allocation, 
 ``h``/``l`` step between the visible ones, ``z h``/``z l`` hide and show the sidebars,
 ``ctrl+o``/``tab`` go back and forth through the regions visited, ``/`` searches the focused list
 and ``F`` shows the focused view alone. A rank log wants :data:`RUN_VIEW_MIN` columns: while the
-Run or Metrics tab shows on a screen too narrow for that beside both sidebars, the runs list
-steps aside by itself and comes back with the Launch tab, unless ``z l`` said otherwise.
+Run, Metrics or Compare tab shows, the runs list narrows, and on a screen still too narrow the
+left sidebar (the allocation and the doctor, which serve the planning) steps aside, then the
+runs list; both come back with the Launch tab, unless ``z h``/``z l`` said otherwise.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class RegionNavigation(Screen[None]):
         super().__init__()
         self._history: list[str] = []
         self._future: list[str] = []
-        self._right_stepped_aside = False
+        self._stepped_aside: set[str] = set()  # "#left", "#right": hidden for a run view
 
     def _region_widget(self, region: str) -> Widget:
         return self.query_one(_SELECTORS[region])
@@ -92,19 +93,28 @@ class RegionNavigation(Screen[None]):
         self._toggle("#right")
 
     def make_room_for_runs(self, run_view: bool) -> None:
-        """Hide the runs list while a run view (``run_view``) has fewer than
-        :data:`RUN_VIEW_MIN` columns beside it; show it again when the view is gone."""
-        right = self.query_one("#right")
+        """Give a run view (``run_view``) :data:`RUN_VIEW_MIN` columns: sidebars step aside
+        in turn until it has them; without a run view they come back."""
+        self.set_class(run_view, "-run-view")
         if not run_view:
-            if self._right_stepped_aside:
-                right.display, self._right_stepped_aside = True, False
-            return
-        if right.display and self.query_one("#center").size.width < RUN_VIEW_MIN:
-            right.display, self._right_stepped_aside = False, True
+            for selector in self._stepped_aside:
+                self.query_one(selector).display = True
+            self._stepped_aside.clear()
+        else:
+            self.call_after_refresh(self._step_aside)  # measured once the runs list narrowed
+
+    def _step_aside(self) -> None:
+        center = self.query_one("#center").size.width
+        for selector in ("#left", "#right"):
+            sidebar = self.query_one(selector)
+            if center >= RUN_VIEW_MIN or not sidebar.display:
+                continue
+            center += sidebar.outer_size.width
+            sidebar.display = False
+            self._stepped_aside.add(selector)
 
     def _toggle(self, selector: str) -> None:
-        if selector == "#right":
-            self._right_stepped_aside = False  # the person's choice stands
+        self._stepped_aside.discard(selector)  # the person's choice stands
         region = self.query_one(selector)
         region.display = not region.display
         if not region.display and self.focused and region in self.focused.ancestors_with_self:
