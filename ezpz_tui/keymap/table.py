@@ -194,6 +194,7 @@ X          | stop_run             | stop     | Stop the run (asks first)
 w          | show_failure         |          | Why the run failed, on one screen
 B          | exclude_and_relaunch | exclude  | Exclude host and relaunch (bad_hosts.txt)
 e          | edit_sizes           | sizes    | Edit the sizes: the launch form, cursor on TP
+W          | sweep                |          | Sweep TP/PP/CP: every valid layout in turn, compared
 D          | rerun_doctor         |          | Run the doctor checks again
 S          | show_stacks          |          | Where every rank waits: Python stacks, grouped
 # vim's gt / gT without the g, which already means "first item".

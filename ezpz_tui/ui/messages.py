@@ -20,6 +20,7 @@ from textual.message import Message
 
 if TYPE_CHECKING:
     from ezpz_tui.core.comparing.compare import Comparison
+    from ezpz_tui.core.comparing.sweep import SweepEvent
     from ezpz_tui.core.launching.allocation import Allocation
     from ezpz_tui.core.launching.plan import LaunchPlan
     from ezpz_tui.core.launching.supervisor import RunHandle
@@ -123,6 +124,15 @@ class ComparisonReady(Message):
     """The runs of the Compare tab, read and ranked."""
 
     comparison: Comparison
+
+
+@dataclass(eq=False)
+class SweepProgress(Message):
+    """A run of the TUI's sweep started, ended or was refused (``event``), or the sweep is over
+    (``event`` None, ``text`` says how it went)."""
+
+    event: SweepEvent | None
+    text: str | None
 
 
 @dataclass(eq=False)

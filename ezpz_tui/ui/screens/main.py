@@ -38,8 +38,9 @@ from ezpz_tui.ui.messages import (
     StacksCollected,
 )
 from ezpz_tui.ui.palette import APP_ACTIONS, PaletteCommand, global_bindings
-from ezpz_tui.ui.screens.comparing import COMPARE_TAB, CompareControl
+from ezpz_tui.ui.screens.comparing import COMPARE_TAB
 from ezpz_tui.ui.screens.failing import FAILURE_ACTIONS
+from ezpz_tui.ui.screens.sweeping import SweepControl
 from ezpz_tui.ui.widgets.panels import AllocationPanel, DoctorPanel, SummaryBar
 from ezpz_tui.ui.widgets.runs import RunsPanel
 
@@ -84,7 +85,7 @@ class StartUp:
     attach: Path | None = None
 
 
-class MainScreen(CompareControl):
+class MainScreen(SweepControl):
     BINDINGS = global_bindings()
 
     # Mounted after the first frame; the run views the first time a run opens or a tab shows.
@@ -444,6 +445,7 @@ class MainScreen(CompareControl):
             "show_failure": self.action_show_failure,
             "exclude_and_relaunch": self.action_exclude_and_relaunch,
             "show_stacks": self.action_show_stacks,
+            "sweep": self.action_sweep,
             "rerun_doctor": self.action_rerun_doctor,
             "pick_theme": app.action_pick_theme,
             "show_help": app.action_show_help,
