@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from ezpz_tui.core.watching.metrics.load import file_columns
+from ezpz_tui.core.watching.tails import file_columns
 from runtime.record_columns import RecordColumns, is_missing, merge_columns
 from runtime.rundir import metric_files
 
@@ -84,10 +84,9 @@ NO_NUMBERS = RunNumbers(0, None, None, None, None, None, None, 0, (), None, None
 
 
 def _values(column: Sequence[float] | None, start: int = 0) -> list[float]:
-    """The recorded, finite values of ``column`` from index ``start``."""
-    if column is None:
-        return []
-    return [v for v in column[start:] if not is_missing(v) and math.isfinite(v)]
+    """The finite values of ``column`` from index ``start`` (:data:`MISSING` is a NaN, so
+    this leaves out the records without the metric too); one C-level pass."""
+    return [] if column is None else list(filter(math.isfinite, column[start:]))
 
 
 def _median(values: list[float]) -> float | None:
@@ -108,15 +107,13 @@ def _step_times(cols: RecordColumns, skip: int) -> tuple[list[float], str | None
     return gaps, ("timestamps" if gaps else None)
 
 
-def _losses(cols: RecordColumns) -> tuple[float | None, float | None, dict[int, float]]:
+def _losses(cols: RecordColumns) -> tuple[float | None, float | None, dict[int | None, float]]:
     column = cols.metrics.get(LOSS)
     if column is None:
         return None, None, {}
-    by_step = {
-        step: value
-        for step, value in zip(cols.steps, column, strict=True)
-        if step is not None and not is_missing(value)
-    }
+    by_step = dict(zip(cols.steps, column, strict=True))
+    if len(by_step) != len(_values(column)):  # a NaN or infinite loss, or records without one
+        by_step = {s: v for s, v in by_step.items() if not is_missing(v)}
     final = next((v for v in reversed(column) if not is_missing(v)), None)
     finite = _values(column)
     return final, (min(finite) if finite else None), by_step
