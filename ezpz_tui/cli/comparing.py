@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ezpz_tui.cli.common import fail, outputs_of, run_named, say
+from ezpz_tui.core.words import short_number
 
 NEWEST = 5  # runs compared when no RUN is given and the newest run has no relatives
 BEST = "*"
@@ -23,6 +24,7 @@ MAX_CHANGES = 20
 def _runs_to_compare(args: argparse.Namespace) -> list[Path] | str:
     """The run directories the arguments name, or why not. One RUN brings its relatives."""
     from ezpz_tui.core.comparing.relatives import relatives_of
+    from ezpz_tui.core.comparing.sweep_record import read_sweep
     from ezpz_tui.core.launching.runstore import RunStore
 
     if not args.run:
@@ -40,11 +42,15 @@ def _runs_to_compare(args: argparse.Namespace) -> list[Path] | str:
         return [r.path for r in reversed(runs[:NEWEST])]
     paths = []
     for name in args.run:
+        sweep = read_sweep(outputs_of(args), name) if name.startswith("sweep-") else None
+        if sweep is not None:  # a sweep id: its runs
+            paths += [outputs_of(args) / run_id for run_id in sweep.runs]
+            continue
         found = run_named(args, name)
         if isinstance(found, str):
             return found
         paths.append(found)
-    if len(paths) == 1:
+    if len(args.run) == 1 and len(paths) == 1:
         return list(relatives_of(paths[0]).together())
     return list(dict.fromkeys(paths))
 
@@ -121,24 +127,10 @@ def as_json(comparison: Any) -> dict[str, Any]:
 # --- the table --------------------------------------------------------------------------------
 
 
-def short(value: float | None) -> str:
-    """A figure in at most 6 characters: ``2048``, ``65.5k``, ``0.6489``, ``nan``, ``-``."""
-    if value is None:
-        return "-"
-    if not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    size = abs(value)
-    if size >= 1e6:
-        return f"{value / 1e6:.3g}M"
-    if size >= 1e4:
-        return f"{value / 1e3:.3g}k"
-    return f"{value:.0f}" if size >= 100 else f"{value:.4g}"
-
-
 def _three(value: float | None) -> str:
     """Three significant digits (seconds, GiB): ``6.3``, ``12.3``, ``143``."""
     if value is None or not math.isfinite(value) or abs(value) >= 100:
-        return short(value)
+        return short_number(value)
     return f"{value:.3g}"
 
 
@@ -146,13 +138,13 @@ def _three(value: float | None) -> str:
 _Cell = tuple[str, int, str | None, Callable[[float | None], str]]
 _COLUMNS: tuple[_Cell, ...] = (
     ("1ST s", 5, "first_step_s", _three),
-    ("STEP ms", 7, "step_time_s", lambda v: short(None if v is None else v * 1e3)),
-    ("SMP/s", 7, "samples_per_s", short),
-    ("TOK/s", 8, "tokens_per_s", short),
+    ("STEP ms", 7, "step_time_s", lambda v: short_number(None if v is None else v * 1e3)),
+    ("SMP/s", 7, "samples_per_s", short_number),
+    ("TOK/s", 8, "tokens_per_s", short_number),
     ("GiB", 5, "peak_mem_gb", _three),
-    ("LOSS", 7, "final_loss", short),
-    ("BEST", 7, "best_loss", short),
-    ("@STEP", 7, "loss_at_common_step", short),
+    ("LOSS", 7, "final_loss", short_number),
+    ("BEST", 7, "best_loss", short_number),
+    ("@STEP", 7, "loss_at_common_step", short_number),
 )
 _LEAD = (("#", 2), ("LAYOUT", 15), ("NxP", 4), ("STATE", 9), ("STEPS", 5))
 

@@ -20,7 +20,7 @@ import math
 import os
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -154,7 +154,7 @@ def read_numbers(run_dir: str | os.PathLike[str]) -> RunNumbers:
     ranks = sorted(by_rank)  # rank 0, or the lowest rank a foreign file holds
     cols = by_rank[0] if 0 in by_rank else by_rank[ranks[0]] if ranks else None
     if cols is None or not len(cols):
-        return RunNumbers(0, None, None, None, None, None, None, 0, (), None, None, None, garbage)
+        return replace(NO_NUMBERS, garbage=garbage)
     # ezpz's records carry no step: number them in file order, as runtime.records does
     steps = [i if step is None else step for i, step in enumerate(cols.steps)]
     cols.steps = list[int | None](steps)
