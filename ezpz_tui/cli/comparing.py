@@ -136,12 +136,12 @@ def _three(value: float | None) -> str:
 
 # header, width, row key (None: not a figure), how to show the figure
 _Cell = tuple[str, int, str | None, Callable[[float | None], str]]
-_COLUMNS: tuple[_Cell, ...] = (
-    ("1ST s", 5, "first_step_s", _three),
-    ("STEP ms", 7, "step_time_s", lambda v: short_number(None if v is None else v * 1e3)),
-    ("SMP/s", 7, "samples_per_s", short_number),
-    ("TOK/s", 8, "tokens_per_s", short_number),
-    ("GiB", 5, "peak_mem_gb", _three),
+_COLUMNS: tuple[_Cell, ...] = (  # widths hold the best mark, or a space where there is none
+    ("1ST s", 6, "first_step_s", _three),
+    ("STEP ms", 8, "step_time_s", lambda v: short_number(None if v is None else v * 1e3)),
+    ("SMP/s", 6, "samples_per_s", short_number),
+    ("TOK/s", 6, "tokens_per_s", short_number),
+    ("GiB", 6, "peak_mem_gb", _three),
     ("LOSS", 7, "final_loss", short_number),
     ("BEST", 7, "best_loss", short_number),
     ("@STEP", 7, "loss_at_common_step", short_number),
@@ -176,8 +176,8 @@ def table_lines(comparison: Any) -> list[str]:
     columns = [c for c in _COLUMNS if comparison.row(c[2]) is not None]
     widths = [w for _, w in _LEAD] + [w for _, w, _, _ in columns]
     step = comparison.common_step
-    heads = [h for h, _ in _LEAD] + [
-        f"@{step}" if key == "loss_at_common_step" else head for head, _, key, _ in columns
+    heads = [h for h, _ in _LEAD] + [  # a space where the figures have their best mark
+        f"@{step} " if key == "loss_at_common_step" else f"{head} " for head, _, key, _ in columns
     ]
     lines = [_line(heads, widths)]
     for i, facts in enumerate(runs):
@@ -186,7 +186,7 @@ def table_lines(comparison: Any) -> list[str]:
         cells.append(str(n.records) + ("~" if facts.partial else ""))
         for _, _, key, show in columns:
             row = comparison.row(key)
-            cells.append(show(row.values[i]) + (BEST if i in row.best else ""))
+            cells.append(show(row.values[i]) + (BEST if i in row.best else " "))
         lines.append(_line(cells, widths))
     lines.append("")
     lines.append(f"{BEST} best   speed: medians past the first max(2, 10%) steps of rank 0")
