@@ -26,6 +26,7 @@ def _runs_to_compare(args: argparse.Namespace) -> list[Path] | str:
     from ezpz_tui.core.comparing.relatives import relatives_of
     from ezpz_tui.core.comparing.sweep_record import read_sweep
     from ezpz_tui.core.launching.runstore import RunStore
+    from runtime.rundir import SWEEP_PREFIX
 
     if not args.run:
         runs = RunStore(outputs_of(args)).list_runs()
@@ -42,7 +43,7 @@ def _runs_to_compare(args: argparse.Namespace) -> list[Path] | str:
         return [r.path for r in reversed(runs[:NEWEST])]
     paths = []
     for name in args.run:
-        sweep = read_sweep(outputs_of(args), name) if name.startswith("sweep-") else None
+        sweep = read_sweep(outputs_of(args), name) if name.startswith(SWEEP_PREFIX) else None
         if sweep is not None:  # a sweep id: its runs
             paths += [outputs_of(args) / run_id for run_id in sweep.runs]
             continue

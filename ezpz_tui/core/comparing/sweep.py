@@ -129,6 +129,9 @@ def run_sweep(
 ) -> SweepOutcome:
     """Run ``plan``'s runs one after another until done or ``should_stop``; blocks.
 
+    ``on_event`` and ``should_stop`` are called in the thread that runs the sweep (a TUI posts
+    a message from ``on_event`` and answers ``should_stop`` from its worker's cancellation).
+
     ``OSError`` (and :class:`~ezpz_tui.core.launching.outputs.RunStoreError`) when the
     outputs directory refuses the sweep's record or a run; the record then says ``stopped``
     where it can still be written.
