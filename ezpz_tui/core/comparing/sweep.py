@@ -22,6 +22,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 from ezpz_tui.core.comparing.sweep_record import (
     FINISHED,
@@ -86,13 +87,16 @@ def plan_sweep(
     return SweepPlan(tuple(runs), tuple(skipped))
 
 
+EventKind = Literal["started", "ended", "stopping", "refused"]
+
+
 @dataclass(frozen=True)
 class SweepEvent:
     """What happened to one run of a sweep: ``started``, ``ended``, ``stopping`` (the stop was
     asked for while it ran) or ``refused`` (the launch was refused when its turn came, e.g.
     every host is now in ``bad_hosts.txt``)."""
 
-    kind: str
+    kind: EventKind
     index: int  # 0-based position in the sweep plan
     total: int
     plan: LaunchPlan
