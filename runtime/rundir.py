@@ -54,7 +54,8 @@ STATUS_FILE = re.compile(r"rank-(\d+)\.json")
 JSONL_FILE = re.compile(r"rank-(\d+)\.jsonl")
 EZPZ_METRICS_FILE = re.compile(r"metrics-(\d+)\.jsonl")
 EZPZ_SHARED_METRICS = "metrics.jsonl"
-SWEEP_FILE = re.compile(r"(sweep-[0-9-]+)\.json")
+SWEEP_PREFIX = "sweep-"  # a sweep id: sweep-YYYYmmdd-HHMMSS-mmm[-N]
+SWEEP_FILE = re.compile(rf"({SWEEP_PREFIX}[0-9-]+)\.json")
 
 HEARTBEAT_S = 10.0
 # Generous, because node clocks drift and a TUI can be suspended for a while.

@@ -20,7 +20,9 @@ MAX_CHANGES = 20
 def _runs_to_compare(args: argparse.Namespace) -> list[Path] | str:
     """The run directories the arguments name, or why not. One RUN brings its relatives."""
     from ezpz_tui.core.comparing.relatives import relatives_of
+    from ezpz_tui.core.comparing.sweep_record import read_sweep
     from ezpz_tui.core.launching.runstore import RunStore
+    from runtime.rundir import SWEEP_PREFIX
 
     if not args.run:
         runs = RunStore(outputs_of(args)).list_runs()
@@ -37,11 +39,15 @@ def _runs_to_compare(args: argparse.Namespace) -> list[Path] | str:
         return [r.path for r in reversed(runs[:NEWEST])]
     paths = []
     for name in args.run:
+        sweep = read_sweep(outputs_of(args), name) if name.startswith(SWEEP_PREFIX) else None
+        if sweep is not None:  # a sweep id: its runs
+            paths += [outputs_of(args) / run_id for run_id in sweep.runs]
+            continue
         found = run_named(args, name)
         if isinstance(found, str):
             return found
         paths.append(found)
-    if len(paths) == 1:
+    if len(args.run) == 1 and len(paths) == 1:
         return list(relatives_of(paths[0]).together())
     return list(dict.fromkeys(paths))
 
@@ -149,12 +155,13 @@ def table_lines(comparison: Any) -> list[str]:
         return ["no runs to compare"]
     columns = figure_columns(comparison)
     widths = [w for _, w in LEAD] + [c.width for c in columns]
-    lines = [_line([h for h, _ in LEAD] + [c.head for c in columns], widths)]
+    # figures hold their best mark, or a space where there is none, and so do their heads
+    lines = [_line([h for h, _ in LEAD] + [f"{c.head} " for c in columns], widths)]
     for i in range(len(runs)):
         cells = lead_cells(comparison, i)
         for column in columns:
             text, best = figure_cell(comparison, column, i)
-            cells.append(text + (BEST if best else ""))
+            cells.append(text + (BEST if best else " "))
         lines.append(_line(cells, widths))
     lines.append("")
     lines += legend(comparison)

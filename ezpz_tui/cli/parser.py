@@ -178,6 +178,6 @@ def build_parser() -> argparse.ArgumentParser:
     _placement_args(p)
     _command_args(p)
     p = _command(sub, "compare", json=True)
-    p.add_argument("run", nargs="*", help=f"{RUN_HELP} (default: see above)")
+    p.add_argument("run", nargs="*", help=f"{RUN_HELP}, or a sweep id (default: see above)")
     _outputs_arg(p)
     return parser

@@ -68,6 +68,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             )
         except (OSError, RunStoreError) as exc:
             return fail(launch_error(session.store.outputs, exc))
+        except ValueError as exc:  # a launch this plan cannot make here
+            return fail(str(exc))
     say(f"ezpz-tui: sweep {outcome.record.sweep_id} {outcome.record.state}")
     if outcome.run_dirs:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 
@@ -14,3 +15,18 @@ def rank_ranges(ranks: Iterable[int]) -> str:
         else:
             spans.append([rank, rank])
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def short_number(value: float | None) -> str:
+    """A figure in at most 6 characters, for tables: ``2048``, ``65.5k``, ``1.2M``, ``0.6489``,
+    ``nan``, and ``-`` for none."""
+    if value is None:
+        return "-"
+    if not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    size = abs(value)
+    if size >= 1e6:
+        return f"{value / 1e6:.3g}M"
+    if size >= 1e4:
+        return f"{value / 1e3:.3g}k"
+    return f"{value:.0f}" if size >= 100 else f"{value:.4g}"

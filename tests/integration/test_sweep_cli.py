@@ -105,7 +105,9 @@ def swept(tmp_path_factory: pytest.TempPathFactory, mpiexec: str) -> Iterator[di
         args = ["sweep", "--tp", "1,2", "--pp", "1,2", "--cp", "1,3", "--steps", "20", "--ppn", "4"]
         sweep = cli(args, env, timeout=400)
         compared = cli(["compare", "--json"], env)
-        yield {"outputs": outputs, "sweep": sweep, "compare": compared}
+        record = latest_sweep(outputs)
+        by_id = cli(["compare", "--json", record.sweep_id], env) if record else None
+        yield {"outputs": outputs, "sweep": sweep, "compare": compared, "by_id": by_id}
     finally:
         kill_leftovers(outputs)
 
@@ -147,6 +149,9 @@ def test_compare_after_a_sweep_ranks_its_runs_by_tokens_per_s(swept: dict[str, A
         assert run["figures"]["step_time_s"] > 0 and run["figures"]["first_step_s"] > 0
     assert out["common_step"] == 19
     assert "tokens_per_s" in runs[0]["best_at"]
+    by_id = swept["by_id"]
+    assert by_id is not None and by_id.returncode == 0, by_id.stderr
+    assert [r["run_id"] for r in json.loads(by_id.stdout)["runs"]] == [r["run_id"] for r in runs]
 
 
 @pytest.mark.timeout(240)

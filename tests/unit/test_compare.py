@@ -24,6 +24,7 @@ from ezpz_tui.core.comparing.sweep_record import (
 )
 from ezpz_tui.core.launching.plan import LaunchPlan, demo_command
 from ezpz_tui.core.launching.processes import supervised_here
+from ezpz_tui.core.words import short_number
 from runtime import records
 from runtime.rundir import RunDir, RunState, State, sweep_record, write_state
 from tests.fixtures.allocations import aurora
@@ -289,3 +290,9 @@ def test_steps_reach_the_demo_only() -> None:
     assert with_steps(("python", "train.py"), None) == ("python", "train.py")
     with pytest.raises(ValueError, match="built-in demo"):
         with_steps(("python", "train.py"), 20)
+
+
+def test_short_numbers_fit_a_table_cell() -> None:
+    shown = [short_number(v) for v in (None, math.nan, -math.inf, 2048.0, 65536.0, 1.25e7, 0.64891)]
+    assert shown == ["-", "nan", "-inf", "2048", "65.5k", "12.5M", "0.6489"]
+    assert all(len(text) <= 6 for text in shown)

@@ -12,31 +12,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ezpz_tui.core.comparing.compare import Change, Comparison
+from ezpz_tui.core.words import short_number
 
 BEST = "*"
 LEAD = (("#", 2), ("LAYOUT", 15), ("NxP", 4), ("STATE", 9), ("STEPS", 5))
 """The columns that say which run a row is: its place, sizes, placement, state, steps."""
 
 
-def short(value: float | None) -> str:
-    """A figure in at most 6 characters: ``2048``, ``65.5k``, ``0.6489``, ``nan``, ``-``."""
-    if value is None:
-        return "-"
-    if not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    size = abs(value)
-    if size >= 1e6:
-        return f"{value / 1e6:.3g}M"
-    if size >= 1e4:
-        return f"{value / 1e3:.3g}k"
-    return f"{value:.0f}" if size >= 100 else f"{value:.4g}"
-
-
 def three(value: float | None) -> str:
     """Three significant digits (seconds, GiB): ``6.3``, ``12.3``, ``143``."""
     if value is None or not math.isfinite(value) or abs(value) >= 100:
-        return short(value)
+        return short_number(value)
     return f"{value:.3g}"
+
+
+def milli(seconds: float | None) -> str:
+    """Seconds as milliseconds: a step of the demo takes tens of them."""
+    return short_number(None if seconds is None else seconds * 1e3)
 
 
 @dataclass(frozen=True)
@@ -51,15 +43,15 @@ class Column:
     show: Callable[[float | None], str]
 
 
-FIGURES: tuple[Column, ...] = (
-    Column("1ST s", 5, "first step s", "first_step_s", three),
-    Column("STEP ms", 7, "step ms", "step_time_s", lambda v: short(None if v is None else v * 1e3)),
-    Column("SMP/s", 7, "samples/s", "samples_per_s", short),
-    Column("TOK/s", 8, "tokens/s", "tokens_per_s", short),
-    Column("GiB", 5, "peak GiB", "peak_mem_gb", three),
-    Column("LOSS", 7, "final loss", "final_loss", short),
-    Column("BEST", 7, "best loss", "best_loss", short),
-    Column("@STEP", 7, "loss @ step", "loss_at_common_step", short),
+FIGURES: tuple[Column, ...] = (  # widths hold the figure and its best mark
+    Column("1ST s", 6, "first step s", "first_step_s", three),
+    Column("STEP ms", 8, "step ms", "step_time_s", milli),
+    Column("SMP/s", 6, "samples/s", "samples_per_s", short_number),
+    Column("TOK/s", 6, "tokens/s", "tokens_per_s", short_number),
+    Column("GiB", 6, "peak GiB", "peak_mem_gb", three),
+    Column("LOSS", 7, "final loss", "final_loss", short_number),
+    Column("BEST", 7, "best loss", "best_loss", short_number),
+    Column("@STEP", 7, "loss @ step", "loss_at_common_step", short_number),
 )
 
 

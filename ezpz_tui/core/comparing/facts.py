@@ -122,8 +122,8 @@ def read_facts(run_dir: str | os.PathLike[str]) -> RunFacts:
         record, error = {}, str(exc)
     state = run_state(path)
     numbers = read_numbers(path)
-    created = record.get("created_epoch")
-    created = float(created) if isinstance(created, (int, float)) else state.created
+    epoch = record.get("created_epoch")
+    created = float(epoch) if isinstance(epoch, (int, float)) else state.created
     start = state.start if state.start is not None else created
     first = numbers.first_timestamp
     parent = record.get("parent")

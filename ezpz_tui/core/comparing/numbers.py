@@ -20,11 +20,11 @@ import math
 import os
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
-from ezpz_tui.core.watching.metrics.load import file_columns
+from ezpz_tui.core.watching.tails import file_columns
 from runtime.record_columns import RecordColumns, is_missing, merge_columns
 from runtime.rundir import metric_files
 
@@ -46,6 +46,9 @@ ending in ``_gb`` are taken as GiB already; the others are bytes). The first one
 is used."""
 
 
+Peaks = tuple[tuple[int, float], ...]  # (rank, GiB), by rank
+
+
 def warmup(records: int) -> int:
     """How many of the first records are warm-up, left out of the speed medians."""
     return max(2, records // 10)
@@ -64,7 +67,7 @@ class RunNumbers:
     samples_per_s: float | None
     tokens_per_s: float | None
     steady: int  # records the speed medians are taken over (after warm-up)
-    peak_mem_gb: tuple[tuple[int, float], ...]  # (rank, GiB) for each rank that recorded one
+    peak_mem_gb: Peaks  # each rank that recorded a memory metric
     memory_metric: str | None
     final_loss: float | None  # rank 0's last loss, NaN kept: a loss that diverged must show
     best_loss: float | None  # the lowest finite loss
@@ -84,10 +87,9 @@ NO_NUMBERS = RunNumbers(0, None, None, None, None, None, None, 0, (), None, None
 
 
 def _values(column: Sequence[float] | None, start: int = 0) -> list[float]:
-    """The recorded, finite values of ``column`` from index ``start``."""
-    if column is None:
-        return []
-    return [v for v in column[start:] if not is_missing(v) and math.isfinite(v)]
+    """The finite values of ``column`` from index ``start`` (:data:`MISSING` is a NaN, so
+    this leaves out the records without the metric too); one C-level pass."""
+    return [] if column is None else list(filter(math.isfinite, column[start:]))
 
 
 def _median(values: list[float]) -> float | None:
@@ -108,17 +110,17 @@ def _step_times(cols: RecordColumns, skip: int) -> tuple[list[float], str | None
     return gaps, ("timestamps" if gaps else None)
 
 
-def _losses(cols: RecordColumns) -> tuple[float | None, float | None, dict[int, float]]:
-    column = cols.metrics.get(LOSS)
+def _losses(
+    steps: list[int], column: list[float] | None
+) -> tuple[float | None, float | None, dict[int, float]]:
+    """The last loss (NaN kept), the lowest finite one, and the loss at each step."""
     if column is None:
         return None, None, {}
-    by_step = {
-        step: value
-        for step, value in zip(cols.steps, column, strict=True)
-        if step is not None and not is_missing(value)
-    }
-    final = next((v for v in reversed(column) if not is_missing(v)), None)
     finite = _values(column)
+    by_step = dict(zip(steps, column, strict=True))
+    if len(finite) != len(column):  # a NaN or infinite loss, or records without one
+        by_step = {s: v for s, v in by_step.items() if not is_missing(v)}
+    final = next((v for v in reversed(column) if not is_missing(v)), None)
     return final, (min(finite) if finite else None), by_step
 
 
@@ -129,9 +131,6 @@ def _read(path: Path, rank: int, into: dict[int, RecordColumns]) -> int:
         merge_columns(into, result.columns)
         garbage += result.garbage
     return garbage
-
-
-Peaks = tuple[tuple[int, float], ...]
 
 
 def _memory(by_rank: Mapping[int, RecordColumns]) -> tuple[str | None, Peaks]:
@@ -157,7 +156,7 @@ def read_numbers(run_dir: str | os.PathLike[str]) -> RunNumbers:
     ranks = sorted(by_rank)  # rank 0, or the lowest rank a foreign file holds
     cols = by_rank[0] if 0 in by_rank else by_rank[ranks[0]] if ranks else None
     if cols is None or not len(cols):
-        return RunNumbers(0, None, None, None, None, None, None, 0, (), None, None, None, garbage)
+        return replace(NO_NUMBERS, garbage=garbage)
     # ezpz's records carry no step: number them in file order, as runtime.records does
     steps = [i if step is None else step for i, step in enumerate(cols.steps)]
     cols.steps = list[int | None](steps)
@@ -167,7 +166,7 @@ def read_numbers(run_dir: str | os.PathLike[str]) -> RunNumbers:
     memory_metric, peaks = _memory(by_rank)
     skip = min(warmup(len(cols)), len(cols) - 1)  # a run with 1-2 records keeps its last
     times, source = _step_times(cols, skip)
-    final, best, by_step = _losses(cols)
+    final, best, by_step = _losses(steps, cols.metrics.get(LOSS))
     return RunNumbers(
         records=len(cols),
         last_step=max(steps),

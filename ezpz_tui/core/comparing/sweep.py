@@ -22,6 +22,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 from ezpz_tui.core.comparing.sweep_record import (
     FINISHED,
@@ -86,13 +87,16 @@ def plan_sweep(
     return SweepPlan(tuple(runs), tuple(skipped))
 
 
+EventKind = Literal["started", "ended", "stopping", "refused"]
+
+
 @dataclass(frozen=True)
 class SweepEvent:
     """What happened to one run of a sweep: ``started``, ``ended``, ``stopping`` (the stop was
     asked for while it ran) or ``refused`` (the launch was refused when its turn came, e.g.
     every host is now in ``bad_hosts.txt``)."""
 
-    kind: str
+    kind: EventKind
     index: int  # 0-based position in the sweep plan
     total: int
     plan: LaunchPlan
@@ -128,6 +132,9 @@ def run_sweep(
     poll_s: float = 0.2,
 ) -> SweepOutcome:
     """Run ``plan``'s runs one after another until done or ``should_stop``; blocks.
+
+    ``on_event`` and ``should_stop`` are called in the thread that runs the sweep (a TUI posts
+    a message from ``on_event`` and answers ``should_stop`` from its worker's cancellation).
 
     ``OSError`` (and :class:`~ezpz_tui.core.launching.outputs.RunStoreError`) when the
     outputs directory refuses the sweep's record or a run; the record then says ``stopped``

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.atomic import write_atomic
-from runtime.rundir import SWEEP_FILE, SWEEPS, sweep_record
+from runtime.rundir import SWEEP_FILE, SWEEP_PREFIX, SWEEPS, sweep_record
 
 RUNNING, FINISHED, STOPPED = "running", "finished", "stopped"
 
@@ -51,7 +51,7 @@ def new_sweep(outputs: Path, record: SweepRecord) -> SweepRecord:
     """Record a new sweep under a fresh id (``record.sweep_id`` is replaced); ``OSError`` when
     the outputs directory cannot hold it."""
     now = datetime.now().astimezone()
-    base = f"sweep-{now:%Y%m%d-%H%M%S}-{now.microsecond // 1000:03d}"
+    base = f"{SWEEP_PREFIX}{now:%Y%m%d-%H%M%S}-{now.microsecond // 1000:03d}"
     (outputs / SWEEPS).mkdir(parents=True, exist_ok=True)
     for n in range(1, 1000):
         sweep_id = base if n == 1 else f"{base}-{n}"

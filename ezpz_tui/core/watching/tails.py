@@ -20,7 +20,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import NamedTuple
 
-from runtime.record_columns import RecordColumns, parse_columns
+from runtime.record_columns import ColumnsResult, RecordColumns, parse_columns
 
 DEFAULT_MAX_LINE = 64 << 10  # bytes of one displayed line; the rest is cut with a marker
 DEFAULT_READ = 8 << 20  # bytes read from one file per call: bounds latency and transient memory
@@ -357,3 +357,30 @@ def read_tail(path: Path, limit: int) -> str:
     if size > limit:
         text = text.partition("\n")[2]
     return text
+
+
+def file_columns(path: Path, rank: int) -> Iterator[ColumnsResult]:
+    """The records of one JSONL file by rank, with its garbage lines counted, a chunk at a time
+    so a large file never sits in memory whole. A line longer than MAX_RECORD is skipped
+    (garbage, as the followers treat it); a last line without its newline is parsed if it is
+    complete JSON (a finished file). An unreadable file ends the records early instead of
+    raising."""
+    pending = b""
+    skipping = False
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(DEFAULT_READ):
+                data = pending + chunk
+                if skipping:
+                    newline = data.find(b"\n")
+                    data, skipping = (b"", True) if newline < 0 else (data[newline + 1 :], False)
+                result = parse_columns(data, rank)
+                pending = data[result.consumed :]
+                if len(pending) > MAX_RECORD:
+                    pending, skipping = b"", True
+                if result.columns or result.garbage:
+                    yield result
+    except OSError:
+        return
+    if pending.strip() and not skipping:
+        yield parse_columns(pending + b"\n", rank)

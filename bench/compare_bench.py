@@ -1,0 +1,169 @@
+"""How long comparing a sweep's runs takes, in-process and as ``ezpz-tui compare --json``.
+
+The runs: ``--runs`` run directories (20) of ``--steps`` steps (1,000) on ``--ranks`` ranks (2)
+each, written as a sweep writes them (``run.toml``, ``state.json``, one ``metrics/rank-N.jsonl``
+per rank with ``loss``, ``lr``, ``grad_norm``, ``dt``, ``tokens_per_s`` and ``samples_per_s``
+per step, and a sweep record naming them all).
+
+- core: :func:`ezpz_tui.core.comparing.compare.compare` over the run directories, against the
+  floor of reading the same metric files whole (``read_bytes``, nothing parsed). Target: well
+  under 200 ms.
+- cli: ``ezpz-tui compare --json`` with no RUN (the newest run's sweep: all the runs) as a
+  subprocess, against ``ezpz-tui runs --json`` on the same outputs (the CLI's start-up and run
+  listing) and ``python -c pass`` (the interpreter's start-up). Target: at most 1 s.
+
+Subject and baselines alternate and medians are quoted, with ratios (the machines are shared and
+noisy). Files are written first, so the page cache is warm. :func:`make_runs` and
+:func:`time_calls` are for other benches (the TUI's Compare tab) to reuse.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import tomli_w
+from _common import PY, bench_parser, print_rerun, run_in_repo, scratch
+
+from ezpz_tui.core.comparing.compare import compare
+from ezpz_tui.core.comparing.sweep_record import SweepRecord, new_sweep, write_sweep
+from runtime import records
+from runtime.rundir import RunDir, RunState, State, metric_files, write_state
+
+CORE_TARGET_MS = 200.0
+CLI_TARGET_MS = 1000.0
+T0 = 1_763_800_000.0
+LAYOUTS = [(tp, pp, cp) for tp in (1, 2) for pp in (1, 2) for cp in (1, 2)]
+
+
+def _write_metrics(run: RunDir, rank: int, steps: int, speed: float, rng: random.Random) -> None:
+    lines = []
+    for step in range(steps):
+        dt = (0.2 if step < 3 else 0.05) / speed * (1 + 0.05 * rng.random())
+        metrics = {
+            "loss": 4.9 * math.exp(-3 * step / steps) + 0.35 + 0.02 * rng.random(),
+            "lr": 3e-3 * min(1.0, (step + 1) / 50),
+            "grad_norm": 1.0 + rng.random(),
+            "dt": dt,
+            "tokens_per_s": 8 * 64 * 2 / dt,
+            "samples_per_s": 8 * 2 / dt,
+        }
+        lines.append(records.encode(rank, step, metrics, T0 + 10 + step * 0.06))
+    run.metrics(rank).write_bytes(b"".join(lines))
+
+
+def make_runs(outputs: Path, runs: int = 20, steps: int = 1000, ranks: int = 2) -> list[Path]:
+    """``runs`` finished run directories of a sweep in ``outputs`` (see the module docstring)."""
+    rng = random.Random(0)
+    blank = SweepRecord("", 0.0, "running", (), (), (), steps, ())
+    sweep = new_sweep(outputs, blank)
+    made = []
+    for i in range(runs):
+        tp, pp, cp = LAYOUTS[i % len(LAYOUTS)]
+        run_id = f"20261126-1{i:05d}-000-tp{tp}pp{pp}cp{cp}"
+        run = RunDir(outputs / run_id)
+        run.make_folders()
+        sizes = {"tp": tp, "pp": pp, "cp": cp, "world_size": ranks}
+        record = {
+            "run_id": run_id,
+            "created_epoch": T0 + i,
+            "parent": sweep.sweep_id,
+            "hosts": ["localhost"],
+            "ranks_per_node": ranks,
+            "sizes": sizes,
+            "plan": {"tp": tp, "pp": pp, "cp": cp, "launcher": "auto", "ppn": ranks},
+            "launch": {"argv": ["mpiexec", "-n", str(ranks), "-genv", "EZPZ_TP", str(tp)]},
+        }
+        run.run_toml.write_text(tomli_w.dumps(record))
+        write_state(run.path, RunState(State.SUCCEEDED, start=T0 + i, end=T0 + i + 70))
+        speed = 1 + rng.random()
+        for rank in range(ranks):
+            _write_metrics(run, rank, steps, speed, rng)
+        made.append(run.path)
+        sweep = sweep.with_run(run_id)
+    write_sweep(outputs, sweep)
+    return made
+
+
+def time_calls(calls: Sequence[tuple[str, Callable[[], object]]], reps: int) -> dict[str, list]:
+    """Seconds of each named call, ``reps`` rounds with the calls alternating in each round."""
+    took: dict[str, list[float]] = {name: [] for name, _ in calls}
+    for _ in range(reps):
+        for name, call in calls:
+            t0 = time.perf_counter()
+            call()
+            took[name].append(time.perf_counter() - t0)
+    return took
+
+
+def _ms(values: list[float]) -> float:
+    return statistics.median(values) * 1e3
+
+
+def _report(took: dict[str, list[float]], subject: str, target_ms: float) -> None:
+    mine = _ms(took[subject])
+    for name, values in took.items():
+        ratio = "" if name == subject else f"   {subject}/this {mine / _ms(values):5.2f}x"
+        print(f"  {name:<28} median {_ms(values):8.1f} ms  best {min(values) * 1e3:8.1f} ms{ratio}")
+    verdict = "ok" if mine <= target_ms else "OVER"
+    print(f"  target: {subject} <= {target_ms:.0f} ms: {verdict} ({mine:.1f} ms)")
+
+
+def bench_core(run_dirs: list[Path], reps: int) -> None:
+    files = [path for run in run_dirs for path, _ in metric_files(run)]
+    size = sum(p.stat().st_size for p in files) / 1e6
+    print(f"core: compare() of {len(run_dirs)} runs, {len(files)} metric files, {size:.1f} MB")
+    calls = [
+        ("compare()", lambda: compare(run_dirs)),
+        ("read_bytes (floor)", lambda: [p.read_bytes() for p in files]),
+    ]
+    _report(time_calls(calls, reps), "compare()", CORE_TARGET_MS)
+
+
+def bench_cli(outputs: Path, reps: int) -> None:
+    env = {**os.environ, "EZPZ_OUTPUTS": str(outputs)}
+    out = run_in_repo([PY, "-m", "ezpz_tui", "compare", "--json"], env, 60, capture_output=True)
+    runs = len(json.loads(out.stdout)["runs"])
+    print(f"cli: ezpz-tui compare --json (no RUN: the newest run's sweep, {runs} runs)")
+
+    def command(*argv: str) -> Callable[[], object]:
+        return lambda: run_in_repo([PY, *argv], env, 60, capture_output=True)
+
+    calls = [
+        ("ezpz-tui compare --json", command("-m", "ezpz_tui", "compare", "--json")),
+        ("ezpz-tui runs --json", command("-m", "ezpz_tui", "runs", "--json")),
+        ("python -c pass", command("-c", "pass")),
+    ]
+    _report(time_calls(calls, reps), "ezpz-tui compare --json", CLI_TARGET_MS)
+
+
+def main() -> None:
+    parser = bench_parser(__doc__, ("core", "cli"))
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--reps", type=int, default=15)
+    args = parser.parse_args()
+    print_rerun("compare_bench.py", args)
+    with scratch("ezpz-compare-bench-", args.keep) as root:
+        outputs = root / "outputs"
+        t0 = time.perf_counter()
+        run_dirs = make_runs(outputs, args.runs, args.steps, args.ranks)
+        print(
+            f"wrote {args.runs} runs x {args.steps} steps x {args.ranks} ranks "
+            f"in {time.perf_counter() - t0:.1f}s"
+        )
+        if args.only in (None, "core"):
+            bench_core(run_dirs, args.reps)
+        if args.only in (None, "cli"):
+            bench_cli(outputs, args.reps)
+
+
+if __name__ == "__main__":
+    main()
