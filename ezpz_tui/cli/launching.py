@@ -35,6 +35,7 @@ def _plan_from_args(args: argparse.Namespace) -> Any:
         launcher=args.launcher,
         command=tuple(command) or demo_command(),
         env=tuple(env),
+        launcher_args=tuple(args.launcher_args),
     )
 
 
@@ -62,6 +63,7 @@ def _dry_run(session: Any, plan: Any) -> int:
             argv=launch.argv,
             env=launch.env,
             launcher=launch.launcher,
+            launcher_args=plan.launcher_args,
             hostfile=str(launch.hostfile) if launch.hostfile else None,
             hostfile_hosts=preview.hostfile_hosts,
             notes=launch.notes,

@@ -104,6 +104,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--env", action="append", default=[], metavar="K=V", help="extra rank env (repeatable)"
     )
+    p.add_argument(
+        "--launcher-arg",
+        dest="launcher_args",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="a flag for the launcher itself, put before the program; it replaces a machine "
+        "default of the same name (repeatable; a value starting with - needs the = form: "
+        "--launcher-arg=--cpu-bind=none)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the launch as JSON, start nothing")
     p.add_argument("--quiet", action="store_true", help="do not follow rank 0's log")
     p.add_argument(
