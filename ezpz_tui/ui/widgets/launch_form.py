@@ -68,8 +68,9 @@ class LaunchForm(VerticalScroll, can_focus=True):
             yield Select(
                 [(x, x) for x in LAUNCHERS], value="auto", allow_blank=False, id="launcher"
             )
-            yield Label("flags", classes="label mid")
-            yield Input(id="launcher_args", placeholder="launcher's own, e.g. --cpu-bind=none")
+        with Horizontal(classes="row"):
+            yield Label("flags", classes="label")
+            yield Input(id="launcher_args", placeholder="e.g. --cpu-bind=none")
         with Horizontal(classes="row"):
             yield Label("command", classes="label")
             yield Input(id="command")
