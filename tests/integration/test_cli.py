@@ -371,6 +371,18 @@ def test_dry_run_puts_launcher_flags_before_the_program(machine: str, tmp_path: 
     assert "--launcher-arg" in proc.stderr
 
 
+def test_a_launcher_flag_that_sets_the_ranks_is_refused(tmp_path: Path) -> None:
+    env = pbs_env(tmp_path, "polaris", POLARIS_HOSTS)
+    proc = cli(["launch", "--dry-run", "--launcher-arg=--np=4"], env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    [problem] = json.loads(proc.stdout)["problems"]
+    assert problem["field"] == "launcher_args"
+    assert problem["message"].startswith("--np=4 is set from the plan's nodes, ranks per node")
+    launch = cli(["launch", "--launcher-arg=--np=4"], env)
+    assert launch.returncode == 2
+    assert launch.stderr.splitlines() == [f"ezpz-tui: {problem['message']}"]
+
+
 def test_dry_run_on_a_pbs_node_without_mpiexec_says_what_to_do(tmp_path: Path) -> None:
     env = pbs_env(tmp_path, "polaris", POLARIS_HOSTS)
     env["PATH"] = str(stub_tools(tmp_path / "empty", ()))  # no launcher at all on this node

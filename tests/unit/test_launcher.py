@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -600,6 +601,31 @@ def test_aurora_default_has_no_no_vni_and_daos_users_add_it(tmp_path: Path) -> N
     assert launch.argv.count("--no-vni") == 1
     assert f"--cpu-bind=verbose,{INTEL_XPU_CPU_BIND}" in launch.argv  # nothing replaced
     assert launch.env["OMP_NUM_THREADS"] == "8"
+
+
+@pytest.mark.parametrize(
+    ("alloc_of", "flags", "named"),
+    [
+        (lambda tmp: pbs(tmp, POLARIS, "1.polaris-pbs-01"), ("--np=4", "--label"), ["--np=4"]),
+        (
+            lambda tmp: perlmutter(),
+            ("-N", "1", "--nodelist=nid001140"),
+            ["-N", "--nodelist=nid001140"],
+        ),
+        (lambda tmp: local_alloc(), ("-ppn", "1"), ["-ppn"]),
+    ],
+)
+def test_a_flag_may_not_answer_what_the_plan_answers(
+    tmp_path: Path, alloc_of: Callable[[Path], Allocation], flags: tuple[str, ...], named: list[str]
+) -> None:
+    """Ranks and hosts come from the form: a flag that set them would make the run's records
+    (world size, hostfile, one status per rank) disagree with what ran."""
+    alloc = alloc_of(tmp_path)
+    plan = LaunchPlan(ppn=2, launcher_args=flags, command=CMD)
+    problems = launcher_problems(plan, alloc, which, sys.executable)
+    assert [(p.level, p.field) for p in problems] == [("error", "launcher_args")] * len(named)
+    for problem, flag in zip(problems, named, strict=True):
+        assert problem.message.startswith(f"{flag} is set from the plan's nodes, ranks per node")
 
 
 def test_torchrun_gets_the_flags_after_its_own(tmp_path: Path) -> None:

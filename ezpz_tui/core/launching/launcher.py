@@ -42,7 +42,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ezpz_tui.core.launching.allocation import Allocation
-from ezpz_tui.core.launching.launcher_flags import PALS_ALIASES, filled, merge, pals_defaults
+from ezpz_tui.core.launching.launcher_flags import (
+    PALS_ALIASES,
+    filled,
+    merge,
+    pals_defaults,
+    plan_owned,
+)
 from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan, LaunchRefused, Problem
 from ezpz_tui.core.launching.rendezvous import (
     PortFree,
@@ -184,9 +190,25 @@ def find_launcher(
 def launcher_problems(
     plan: LaunchPlan, alloc: Allocation, which: Which = shutil.which, python: str = sys.executable
 ) -> list[Problem]:
-    """The plan's launcher missing from this node, as a problem :func:`~.plan.check` lists."""
+    """What only this node can tell about the plan's launcher, as problems :func:`~.plan.check`
+    lists: it is missing here, or a launcher flag names an option the plan itself answers
+    (which depends on the MPI found)."""
     found = find_launcher(plan.launcher, alloc, which, python)
-    return [found] if isinstance(found, Problem) else []
+    if isinstance(found, Problem):
+        return [found]
+    if found.kind in ("srun", "torchrun"):
+        family = found.kind
+    else:
+        family = _mpi_flavour(found.kind, found.binary, alloc)
+    return [
+        Problem(
+            "error",
+            "launcher_args",
+            f"{flag} is set from the plan's nodes, ranks per node and hosts: change those "
+            "fields instead of giving it as a launcher flag.",
+        )
+        for flag in plan_owned(family, plan.launcher_args)
+    ]
 
 
 def _is_hydra(binary: str) -> bool:

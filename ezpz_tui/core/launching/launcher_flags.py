@@ -4,9 +4,10 @@ The defaults follow ezpz v0.26.1 (``src/ezpz/pbs.py: get_pbs_launch_cmd``, the P
 of the ALCF machines):
 
 - Aurora, Sunspot (12 XPU tiles a node): ``--cpu-bind=verbose,list:1-8:9-16:...:93-100``, eight
-  cores per rank, skipping core 0 and cores 49-52 (the OS and the network's), so each rank's
-  OpenMP threads have cores of their own. ezpz dropped ``--no-vni`` in v0.18 (it was a transient
-  network workaround); a job on DAOS still needs it and adds it as a flag of its own.
+  cores per rank, six ranks a socket, each socket's first core (0 and 52) left to the OS, so a
+  rank's OpenMP threads have cores of their own. ezpz dropped ``--no-vni`` in v0.18 (it was a
+  transient network workaround); a job on DAOS still needs it and adds it as a flag of its own.
+  (Earlier ezpz bound three cores a rank, ``list:2-4:10-12:...``, with ``--no-vni``.)
 - Polaris, Sirius: ``--cpu-bind=depth --depth=8``.
 - One torchrun per node (torchrun binds its own ranks): ``--cpu-bind=none``.
 
@@ -15,7 +16,9 @@ PALS prints every rank's binding with ``verbose``; like ezpz, only below 1024 ra
 A flag the user gives with the same option name as a default (``--cpu-bind=none`` or
 ``--cpu-bind none`` for ``--cpu-bind=...``, ``-d 4`` for ``--depth=8``) replaces that default
 instead of following it, so the launcher never sees two answers to one question. The user's flags
-go after the launcher's own, right before the program.
+go after the launcher's own, right before the program. The options a launch sets from the plan
+itself (how many ranks, on which hosts) are the form's to change, never a flag's
+(:data:`PLAN_OWNED`): the run's records and its rank count would disagree with what ran.
 """
 
 from __future__ import annotations
@@ -28,6 +31,20 @@ from typing import NamedTuple
 VERBOSE_BIND_MAX_RANKS = 1024
 # Short spellings PALS mpiexec accepts for an option a default spells long.
 PALS_ALIASES = {"-d": "--depth"}
+
+
+# Per launcher family, the options a launch answers from the plan's nodes, ranks and hosts.
+PLAN_OWNED = {
+    "pals": frozenset({"--np", "-n", "--ppn", "--hostfile", "-f", "--hosts"}),
+    "hydra": frozenset({"-n", "-np", "-ppn", "-f", "-hostfile", "-hosts", "-rmk"}),
+    "openmpi": frozenset({"-n", "-np", "-N", "--hostfile", "--host", "-H"}),
+    "srun": frozenset(
+        {"-N", "--nodes", "-n", "--ntasks", "--ntasks-per-node", "--nodelist", "-w", "--export"}
+    ),
+    "torchrun": frozenset(
+        {"--nnodes", "--nproc-per-node", "--nproc_per_node", "--standalone", "--rdzv-endpoint"}
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -82,6 +99,12 @@ def merge(defaults: Sequence[str], user: Sequence[str], aliases: dict[str, str])
     named = {option_name(item, aliases) for item in user} - {None}
     kept = tuple(d for d in defaults if option_name(d, aliases) not in named)
     return Merged(kept, tuple(d for d in defaults if d not in kept))
+
+
+def plan_owned(family: str, user: Sequence[str]) -> list[str]:
+    """The user's flags that name an option the plan answers for ``family``."""
+    owned = PLAN_OWNED.get(family, frozenset())
+    return [item for item in user if option_name(item, {}) in owned]
 
 
 def filled(flags: MachineFlags, world: int) -> tuple[str, ...]:
