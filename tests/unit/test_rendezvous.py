@@ -70,8 +70,8 @@ def test_an_hsn_name_that_does_not_resolve_falls_back_to_the_plain_name() -> Non
     hsn = "x4102c7s0b0n0.hsn.cm.aurora.alcf.anl.gov"
     assert asked == [hsn]
     assert meet.addr == AURORA[0]
-    assert meet.why.startswith(f"first host by its plain name ({hsn} does not resolve here)")
-    assert f"({hsn} does not resolve here)" in contract_note("mpiexec", meet)  # the preview
+    assert meet.why.startswith(f"first host by its plain name, as {hsn} does not resolve here;")
+    assert f"as {hsn} does not resolve here" in contract_note("mpiexec", meet)  # the preview
 
 
 def test_a_name_that_is_already_on_the_hsn_is_not_looked_up() -> None:

@@ -147,7 +147,7 @@ def choose(
         whys.append("first host on the high-speed network")
     else:
         addr = first
-        whys.append(f"first host by its plain name ({hsn} does not resolve here)")
+        whys.append(f"first host by its plain name, as {hsn} does not resolve here")
     if given.get("MASTER_PORT"):
         return Rendezvous(addr, int(given["MASTER_PORT"]), "; ".join([*whys, "port from the env"]))
     port = run_port(run_id)
