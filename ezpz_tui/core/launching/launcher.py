@@ -21,7 +21,8 @@ a stray ``PBS_NODEFILE`` cannot send ranks to other hosts. Every launcher sets t
 unset) for every rank, remote ones included, in the launcher's own syntax.
 
 The plan's own launcher flags (``launcher_args``) go right after the launcher's flags, before the
-program; one that names a machine default's option replaces that default. A launcher that is not
+program (torchrun's, after its own, when torchrun is the plan's launcher); one that names a
+machine default's option replaces that default. A launcher that is not
 on this node is a :class:`~.plan.Problem` (:func:`find_launcher`), never a silent fallback to
 another launcher or a bare name that fails when started.
 
