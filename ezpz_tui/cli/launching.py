@@ -34,6 +34,7 @@ def plan_from_args(args: argparse.Namespace, **sizes: int) -> Any:
         launcher=args.launcher,
         command=tuple(command) or demo_command(),
         env=tuple(env),
+        launcher_args=tuple(args.launcher_args),
         **sizes,
     )
 
@@ -62,6 +63,7 @@ def _dry_run(session: Any, plan: Any) -> int:
             argv=launch.argv,
             env=launch.env,
             launcher=launch.launcher,
+            launcher_args=plan.launcher_args,
             hostfile=str(launch.hostfile) if launch.hostfile else None,
             hostfile_hosts=preview.hostfile_hosts,
             notes=launch.notes,

@@ -105,6 +105,16 @@ def _placement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--env", action="append", default=[], metavar="K=V", help="extra rank env (repeatable)"
     )
+    p.add_argument(
+        "--launcher-arg",
+        dest="launcher_args",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="a flag for the launcher itself, put before the program; it replaces a machine "
+        "default of the same name (repeatable; a value starting with - needs the = form: "
+        "--launcher-arg=--cpu-bind=none)",
+    )
 
 
 def _command_args(p: argparse.ArgumentParser) -> None:

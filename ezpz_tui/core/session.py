@@ -10,15 +10,23 @@ the next one starts and names it as the parent, so the old run stays on disk for
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ezpz_tui.core.launching.allocation import Allocation, probe_node_address
 from ezpz_tui.core.launching.bad_hosts import bad_hosts_path, exclude_listed, read_bad_hosts
-from ezpz_tui.core.launching.launcher import Launch, LaunchConfig, build_launch
+from ezpz_tui.core.launching.launcher import (
+    Launch,
+    LaunchConfig,
+    Which,
+    build_launch,
+    launcher_problems,
+)
 from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan, LaunchRefused, Problem, check
 from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S
+from ezpz_tui.core.launching.rendezvous import resolves
 from ezpz_tui.core.launching.runstore import RunStore, RunStoreError, record_launch
 from ezpz_tui.core.launching.supervisor import RunHandle, StopResult, Supervisor
 
@@ -59,14 +67,17 @@ class Session:
         supervisor: Supervisor | None = None,
         python: str = sys.executable,
         exclude_bad: bool = True,
+        which: Which = shutil.which,
     ) -> None:
         self.alloc = alloc
+        self.which = which  # how launchers are found on this node
         self.exclude_bad = exclude_bad  # skip the hosts in the outputs' bad_hosts.txt
         self.store = RunStore(outputs or default_outputs())
         self.supervisor = supervisor or Supervisor()
         self.python = python  # the interpreter every rank runs
         self.current: RunHandle | None = None
         self._addresses: dict[str, str] = {}
+        self._resolved: dict[str, bool] = {}
 
     def _address(self, host: str) -> str:
         """How the ranks reach ``host``: Slurm's NodeAddr for it, asked once per host."""
@@ -76,18 +87,29 @@ class Session:
             self._addresses[host] = probe_node_address(host) or host
         return self._addresses[host]
 
+    def _resolves(self, name: str) -> bool:
+        """Whether a host's high-speed-network name resolves, asked once per name: the preview
+        is rebuilt on every keystroke."""
+        if name not in self._resolved:
+            self._resolved[name] = resolves(name)
+        return self._resolved[name]
+
     def _config(self) -> LaunchConfig:
-        return LaunchConfig(self.python, address=self._address)
+        return LaunchConfig(self.python, self.which, address=self._address, resolves=self._resolves)
+
+    def _launcher_here(self, plan: LaunchPlan) -> list[Problem]:
+        return launcher_problems(plan, self.alloc, self.which, self.python)
 
     def check(self, plan: LaunchPlan) -> CheckedPlan:
         """``plan`` cleared for launching here, without the hosts failures named in
         ``bad_hosts.txt`` (unless :attr:`exclude_bad` is off): a warning says which were
-        skipped; :class:`LaunchRefused` when they were all there was."""
+        skipped; :class:`LaunchRefused` when they were all there was, or when the plan's
+        launcher is not on this node."""
         if not self.exclude_bad:
-            return check(plan, self.alloc)
+            return check(plan, self.alloc, self._launcher_here)
         screened = exclude_listed(plan, self.alloc, read_bad_hosts(self.store.outputs))
         if screened is plan:
-            return check(plan, self.alloc)
+            return check(plan, self.alloc, self._launcher_here)
         path = bad_hosts_path(self.store.outputs)
         skipped = ", ".join(screened.exclude[len(plan.exclude) :])
         if not screened.usable_hosts(self.alloc):
@@ -96,7 +118,7 @@ class Session:
                 "with --no-exclude-bad."
             )
             raise LaunchRefused([Problem("error", "exclude", message)])
-        checked = check(screened, self.alloc)
+        checked = check(screened, self.alloc, self._launcher_here)
         note = Problem("warning", "exclude", f"Skipping {skipped}: listed in {path}.")
         return replace(checked, warnings=(*checked.warnings, note))
 

@@ -498,6 +498,29 @@ async def test_invalid_sizes_block_the_launch(outputs: Path) -> None:
         assert "DP 1 · world 2" in text_of(app.query_one("#dp"))
 
 
+async def test_typed_launcher_flags_change_the_preview(outputs: Path) -> None:
+    app = make_app(outputs)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        flags, preview = app.query_one("#launcher_args", Input), app.query_one("#preview", Static)
+        before = text_of(preview)
+        assert "-prepend-rank" not in before
+        await type_into(pilot, "launcher_args", "-prepend-rank")
+        assert flags.value == "-prepend-rank" and not flags.has_class("-invalid")
+        shown = text_of(preview)
+        # Hydra's flag, right after the launcher's own and before the ranks' program.
+        assert f"-prepend-rank {sys.executable} -m runtime.capture" in shown, shown
+        assert app.main.form.plan is not None
+        assert app.main.form.plan.launcher_args == ("-prepend-rank",)
+
+        await type_into(pilot, "launcher_args", "'unclosed")
+        assert flags.has_class("-invalid")
+        assert "The launcher flags cannot be split: No closing quotation." in text_of(
+            app.query_one("#problems", Static)
+        )
+        assert "launch disabled until the plan is valid" in text_of(preview)
+
+
 # --- real runs ---------------------------------------------------------------------------------
 
 

@@ -257,12 +257,15 @@ def test_dry_run_aurora_binds_xpu_tiles(tmp_path: Path) -> None:
     out = dry_run(["--cp", "2"], env)
     head = ranks_part(out["argv"])
     assert head[0] == str(tmp_path / "bin" / "mpiexec")
-    assert "--envall" in head and "--no-vni" in head
+    assert "--envall" in head
+    assert "--no-vni" not in head  # ezpz dropped it in v0.18; DAOS users add it as a flag
     assert "--np=24" in head and "--ppn=12" in head  # 2 hosts x 12 tiles
     assert f"--hostfile={env['PBS_NODEFILE']}" in head
     bind = [a for a in head if a.startswith("--cpu-bind=")]
-    assert bind and bind[0].startswith("--cpu-bind=verbose,list:2-4:10-12")
-    assert "EZPZ_CP=2" in head and "OMP_NUM_THREADS=3" in head
+    assert bind == [
+        "--cpu-bind=verbose,list:1-8:9-16:17-24:25-32:33-40:41-48:53-60:61-68:69-76:77-84:85-92:93-100"
+    ]
+    assert "EZPZ_CP=2" in head and "OMP_NUM_THREADS=8" in head  # eight cores per tile
     assert out["sizes"] == {"tp": 1, "pp": 1, "cp": 2, "dp": 12}
 
 
@@ -316,7 +319,8 @@ def test_dry_run_slurm_uses_srun_with_an_explicit_nodelist(
     ("machine", "addr"),
     [
         ("polaris", POLARIS_HOSTS[0]),
-        ("aurora", "x4102c7s0b0n0.hsn.cm.aurora.alcf.anl.gov"),
+        # Aurora's HSN name does not resolve off Aurora: the nodefile's plain name is used.
+        ("aurora", AURORA_HOSTS[0]),
         ("perlmutter", "nid001234"),
     ],
 )
@@ -344,6 +348,57 @@ def test_dry_run_names_the_rendezvous_the_ranks_get(
     else:
         assert f"MASTER_ADDR={addr}" in head and f"MASTER_PORT={port}" in head
     assert any(note.startswith("Each rank gets torchrun's RANK") for note in out["notes"])
+
+
+@pytest.mark.parametrize("machine", ["aurora", "polaris", "perlmutter"])
+def test_dry_run_puts_launcher_flags_before_the_program(machine: str, tmp_path: Path) -> None:
+    if machine == "perlmutter":
+        env = slurm_env(tmp_path, machine)
+    else:
+        env = pbs_env(tmp_path, machine, AURORA_HOSTS if machine == "aurora" else POLARIS_HOSTS)
+    out = dry_run(["--launcher-arg=--cpu-bind=none", "--launcher-arg=--label"], env)
+    head = ranks_part(out["argv"])
+    assert head[-2:] == ["--cpu-bind=none", "--label"]
+    # It replaces the machine's default binding instead of following it.
+    assert [a for a in head if a.startswith("--cpu-bind")] == ["--cpu-bind=none"]
+    assert out["launcher_args"] == ["--cpu-bind=none", "--label"]
+    if machine == "aurora":
+        assert any(n.startswith("Your launcher flags replace the default") for n in out["notes"])
+
+    # Without the = form argparse takes the flag for one of its own options: one clear line.
+    proc = cli(["launch", "--dry-run", "--launcher-arg", "--cpu-bind=none"], env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "--launcher-arg" in proc.stderr
+
+
+def test_a_launcher_flag_that_sets_the_ranks_is_refused(tmp_path: Path) -> None:
+    env = pbs_env(tmp_path, "polaris", POLARIS_HOSTS)
+    proc = cli(["launch", "--dry-run", "--launcher-arg=--np=4"], env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    [problem] = json.loads(proc.stdout)["problems"]
+    assert problem["field"] == "launcher_args"
+    assert problem["message"].startswith("--np=4 is set from the plan's nodes, ranks per node")
+    launch = cli(["launch", "--launcher-arg=--np=4"], env)
+    assert launch.returncode == 2
+    assert launch.stderr.splitlines() == [f"ezpz-tui: {problem['message']}"]
+
+
+def test_dry_run_on_a_pbs_node_without_mpiexec_says_what_to_do(tmp_path: Path) -> None:
+    env = pbs_env(tmp_path, "polaris", POLARIS_HOSTS)
+    env["PATH"] = str(stub_tools(tmp_path / "empty", ()))  # no launcher at all on this node
+    for launcher in ("auto", "mpiexec", "torchrun"):
+        proc = cli(["launch", "--dry-run", "--launcher", launcher], env)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        out = json.loads(proc.stdout)
+        assert "argv" not in out
+        [problem] = out["problems"]
+        assert (problem["level"], problem["field"]) == ("error", "launcher")
+        assert "mpiexec" in problem["message"] and "not on PATH on this node" in problem["message"]
+        assert "module load" in problem["message"]
+    launch = cli(["launch"], env)
+    assert launch.returncode == 2
+    assert launch.stderr.startswith("ezpz-tui: The launcher for this PBS job is mpiexec")
+    assert run_dirs(tmp_path / "outputs") == []
 
 
 def test_dry_run_subset_writes_a_filtered_hostfile(tmp_path: Path) -> None:

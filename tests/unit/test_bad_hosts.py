@@ -72,16 +72,17 @@ def test_listed_hosts_in_the_allocation_are_excluded() -> None:
 def test_the_session_skips_bad_hosts_unless_told_not_to(tmp_path: Path) -> None:
     alloc = aurora(3)
     bad_hosts_path(tmp_path).write_text(f"{alloc.hosts[0]}  # run x: bus error\n")
-    checked = Session(alloc, tmp_path).check(PLAN)
+    pals = {"mpiexec": "/opt/cray/pals/1.4/bin/mpiexec"}.get  # Aurora's launcher, on PATH there
+    checked = Session(alloc, tmp_path, which=pals).check(PLAN)
     assert checked.plan.hosts_used(alloc) == alloc.hosts[1:]
     assert any(
         "bad_hosts.txt" in w.message and alloc.hosts[0] in w.message for w in checked.warnings
     )
-    preview = Session(alloc, tmp_path).preview(PLAN)
+    preview = Session(alloc, tmp_path, which=pals).preview(PLAN)
     assert preview.command is not None
     assert preview.hostfile_hosts == list(alloc.hosts[1:])  # the hostfile the launcher reads
     assert any("bad_hosts.txt" in p.message for p in preview.problems)
-    unscreened = Session(alloc, tmp_path, exclude_bad=False).check(PLAN)
+    unscreened = Session(alloc, tmp_path, exclude_bad=False, which=pals).check(PLAN)
     assert unscreened.plan.hosts_used(alloc) == alloc.hosts
 
 

@@ -182,9 +182,9 @@ def test_pbs_hostfile_checks(tmp_path: Path) -> None:
     assert rows["hostfile"].level == "ok"
     assert rows["scheduler"].reason.startswith("PBS job 1.pbs on ")
     assert rows["walltime"].reason == "Could not read the walltime left from PBS."
-    # no MPI launcher anywhere: auto means torchrun, so missing mpi4py is only a warning
-    assert rows["launcher"].reason == "torchrun runs as python -m torch.distributed.run."
-    assert rows["mpi4py"].level == "warning"
+    # no MPI launcher on this PBS node: auto still means mpiexec, never a silent torchrun
+    assert (rows["launcher"].level, rows["launcher"].reason) == ("error", "mpiexec is not on PATH.")
+    assert rows["mpi4py"].level == "error"
 
     elsewhere = _pbs_env(tmp_path, ["x1000", "x1001"])
     rows = _fast(detect_allocation(elsewhere, probe=False), elsewhere, tmp_path)

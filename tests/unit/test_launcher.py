@@ -7,20 +7,22 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ezpz_tui.core.launching.allocation import Allocation, detect_allocation
 from ezpz_tui.core.launching.launcher import (
-    INTEL_XPU_CPU_BIND,
     Launch,
     LaunchConfig,
     Which,
     build_launch,
     detect_launcher_kind,
     format_argv,
+    launcher_problems,
 )
+from ezpz_tui.core.launching.launcher_flags import INTEL_XPU_CPU_BIND
 from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused, check
 from ezpz_tui.core.launching.rendezvous import run_port
 from runtime.env import RANK_VARS
@@ -49,8 +51,10 @@ def launch_of(
     this_host: str = "login01",
 ) -> Launch:
     """The launch as built on ``this_host`` (a login node unless a test says otherwise), where
-    every port is free."""
-    config = LaunchConfig(python, which, this_host, port_free=lambda _port: True)
+    every port is free and every high-speed-network name resolves."""
+    config = LaunchConfig(
+        python, which, this_host, port_free=lambda _port: True, resolves=lambda _name: True
+    )
     return build_launch(check(plan, alloc), run_dir, config)
 
 
@@ -172,7 +176,7 @@ def test_intel_xpu_machines(tmp_path: Path, hosts: list[str], machine: str, hsn:
     run_dir = tmp_path / "run"
     plan = LaunchPlan(ppn=12, tp=2, pp=2, cp=3, command=CMD)
     launch = launch_of(plan, alloc, run_dir, PY, which)
-    env = sizes(tp=2, pp=2, cp=3, omp=3, meet=hsn)
+    env = sizes(tp=2, pp=2, cp=3, omp=8, meet=hsn)  # eight cores per tile, as ezpz v0.26.1
     assert list(launch.argv) == [
         PALS,
         "--envall",
@@ -180,7 +184,6 @@ def test_intel_xpu_machines(tmp_path: Path, hosts: list[str], machine: str, hsn:
         "--np=24",
         "--ppn=12",
         f"--hostfile={alloc.nodefile}",
-        "--no-vni",
         f"--cpu-bind=verbose,{INTEL_XPU_CPU_BIND}",
         *env_flags("--env", env),
         *capture(run_dir),
@@ -469,7 +472,8 @@ def test_local_torchrun_is_standalone(tmp_path: Path) -> None:
 
 def test_launcher_kind_for_auto() -> None:
     assert detect_launcher_kind(perlmutter(), which) == "srun"
-    assert detect_launcher_kind(perlmutter(), lambda name: None, PY) == "torchrun"
+    # On a job, auto is the machine's launcher even where this node lacks it (then a problem).
+    assert detect_launcher_kind(perlmutter(), lambda name: None, PY) == "srun"
     assert detect_launcher_kind(local_alloc(), lambda name: None, sys.executable) == "mpiexec"
     assert detect_launcher_kind(local_alloc(), lambda name: None, PY) == "torchrun"
     only_mpirun = {"mpirun": "/usr/bin/mpirun"}.get
@@ -490,13 +494,146 @@ def test_invalid_plan_is_refused_with_every_reason(tmp_path: Path) -> None:
     assert isinstance(info.value, ValueError)
 
 
-def test_missing_launcher_is_noted(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("launcher", "needle"),
+    [
+        ("auto", "The launcher for this PBS job is mpiexec, which is not on PATH on this node"),
+        ("mpiexec", "mpiexec is not on PATH on this node"),
+        ("torchrun", "torchrun needs mpiexec to start one torchrun per node, and mpiexec is not"),
+    ],
+)
+def test_a_launcher_missing_from_this_node_is_an_error(
+    tmp_path: Path, launcher: str, needle: str
+) -> None:
+    """Never a silent fallback to torchrun, nor a bare ``mpiexec`` that fails when started."""
     alloc = pbs(tmp_path, POLARIS, "1.polaris-pbs-01")
-    launch = launch_of(
-        LaunchPlan(launcher="mpiexec", command=CMD), alloc, tmp_path, PY, lambda _: None
-    )
-    assert launch.argv[0] == "mpiexec"
-    assert launch.notes[-1] == "mpiexec is not on PATH here; load the module that provides it."
+    plan = LaunchPlan(launcher=launcher, command=CMD)
+    nowhere: Which = lambda _name: None  # noqa: E731
+    with pytest.raises(LaunchRefused) as info:
+        launch_of(plan, alloc, tmp_path, PY, nowhere)
+    [problem] = info.value.problems
+    assert (problem.level, problem.field) == ("error", "launcher")
+    assert problem.message.startswith(needle)
+    assert "module load cray-pals" in problem.message  # the remedy
+    # check() lists it beside the plan's own problems, so the form and --dry-run show them all.
+    bad = plan.with_changes(tp=5)
+    with pytest.raises(LaunchRefused) as both:
+        check(bad, alloc, lambda p: launcher_problems(p, alloc, nowhere, PY))
+    assert [p.field for p in both.value.problems] == ["sizes", "launcher"]
+
+
+def test_a_launcher_that_cannot_work_here_is_reported_once(tmp_path: Path) -> None:
+    alloc = pbs(tmp_path, POLARIS, "1.polaris-pbs-01")
+    plan = LaunchPlan(launcher="srun", command=CMD)
+    with pytest.raises(LaunchRefused) as info:
+        check(plan, alloc, lambda p: launcher_problems(p, alloc, lambda _name: None, PY))
+    assert [p.message for p in info.value.problems] == [
+        "srun needs a Slurm allocation, but this is PBS."
+    ]
+
+
+def test_without_a_scheduler_auto_is_torchrun_when_no_mpi_is_here(tmp_path: Path) -> None:
+    plan = LaunchPlan(ppn=2, command=CMD)
+    assert launcher_problems(plan, local_alloc(), lambda _name: None, PY) == []
+    assert launch_of(plan, local_alloc(), tmp_path, PY, lambda _: None).launcher == "torchrun"
+
+
+# --- the plan's own launcher flags -----------------------------------------------------------
+
+
+def test_launcher_flags_go_before_the_program_on_every_launcher(tmp_path: Path) -> None:
+    flags = ("--cpu-bind=none", "--label")
+    cases = [
+        (pbs(tmp_path, AURORA, "8765.aurora-pbs-0001"), PALS),
+        (pbs(tmp_path, POLARIS, "1.polaris-pbs-01"), PALS),
+        (perlmutter(), "/usr/bin/srun"),
+    ]
+    for alloc, binary in cases:
+        run_dir = tmp_path / "run"
+        launch = launch_of(LaunchPlan(launcher_args=flags, command=CMD), alloc, run_dir, PY, which)
+        argv = list(launch.argv)
+        assert argv[0] == binary
+        program = argv.index(PY)
+        assert argv[program - 2 : program] == list(flags), argv
+        assert argv[program:] == capture(run_dir)
+        assert argv.count("--cpu-bind=none") == 1
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [("--cpu-bind=none",), ("--cpu-bind", "none")],
+)
+def test_a_user_flag_replaces_the_machine_default_of_the_same_name(
+    tmp_path: Path, flags: tuple[str, ...]
+) -> None:
+    alloc = pbs(tmp_path, AURORA, "8765.aurora-pbs-0001")
+    plan = LaunchPlan(ppn=12, launcher_args=flags, command=CMD)
+    launch = launch_of(plan, alloc, tmp_path / "run", PY, which)
+    head = list(launch.argv[: launch.argv.index(PY)])
+    assert not [a for a in head if a.startswith("--cpu-bind=") and a != "--cpu-bind=none"]
+    assert head[-len(flags) :] == list(flags)
+    # Without the default binding, the ranks share the node's CPUs, and the preview says so.
+    omp = str(max(1, alloc.cpus_per_host // 12))
+    assert launch.env["OMP_NUM_THREADS"] == omp
+    assert any(
+        note.startswith(
+            f"Your launcher flags replace the default --cpu-bind=verbose,{INTEL_XPU_CPU_BIND}"
+        )
+        and f"OMP_NUM_THREADS={omp}" in note
+        for note in launch.notes
+    ), launch.notes
+
+
+def test_polaris_depth_is_replaced_by_its_short_spelling(tmp_path: Path) -> None:
+    alloc = pbs(tmp_path, POLARIS, "1.polaris-pbs-01")
+    plan = LaunchPlan(ppn=4, launcher_args=("-d", "16"), command=CMD)
+    head = list(launch_of(plan, alloc, tmp_path / "run", PY, which).argv)
+    assert "--cpu-bind=depth" in head and "--depth=8" not in head
+    assert head[head.index(PY) - 2 : head.index(PY)] == ["-d", "16"]
+
+
+def test_aurora_default_has_no_no_vni_and_daos_users_add_it(tmp_path: Path) -> None:
+    alloc = pbs(tmp_path, AURORA, "8765.aurora-pbs-0001")
+    default = launch_of(LaunchPlan(command=CMD), alloc, tmp_path / "a", PY, which)
+    assert "--no-vni" not in default.argv
+    daos = LaunchPlan(launcher_args=("--no-vni",), command=CMD)
+    launch = launch_of(daos, alloc, tmp_path / "b", PY, which)
+    assert launch.argv.count("--no-vni") == 1
+    assert f"--cpu-bind=verbose,{INTEL_XPU_CPU_BIND}" in launch.argv  # nothing replaced
+    assert launch.env["OMP_NUM_THREADS"] == "8"
+
+
+@pytest.mark.parametrize(
+    ("alloc_of", "flags", "named"),
+    [
+        (lambda tmp: pbs(tmp, POLARIS, "1.polaris-pbs-01"), ("--np=4", "--label"), ["--np=4"]),
+        (
+            lambda tmp: perlmutter(),
+            ("-N", "1", "--nodelist=nid001140"),
+            ["-N", "--nodelist=nid001140"],
+        ),
+        (lambda tmp: local_alloc(), ("-ppn", "1"), ["-ppn"]),
+    ],
+)
+def test_a_flag_may_not_answer_what_the_plan_answers(
+    tmp_path: Path, alloc_of: Callable[[Path], Allocation], flags: tuple[str, ...], named: list[str]
+) -> None:
+    """Ranks and hosts come from the form: a flag that set them would make the run's records
+    (world size, hostfile, one status per rank) disagree with what ran."""
+    alloc = alloc_of(tmp_path)
+    plan = LaunchPlan(ppn=2, launcher_args=flags, command=CMD)
+    problems = launcher_problems(plan, alloc, which, sys.executable)
+    assert [(p.level, p.field) for p in problems] == [("error", "launcher_args")] * len(named)
+    for problem, flag in zip(problems, named, strict=True):
+        assert problem.message.startswith(f"{flag} is set from the plan's nodes, ranks per node")
+
+
+def test_torchrun_gets_the_flags_after_its_own(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    plan = LaunchPlan(ppn=2, launcher="torchrun", launcher_args=("--max-restarts=1",), command=CMD)
+    argv = list(launch_of(plan, local_alloc(), run_dir, PY, which).argv)
+    assert argv[argv.index("-m", 3) - 1] == "--max-restarts=1"
+    assert argv[argv.index("--max-restarts=1") + 1 :] == capture(run_dir)[1:]
 
 
 def test_format_argv_quotes_for_a_shell() -> None:

@@ -223,6 +223,14 @@ def test_plan_normalises_and_refuses_shell_strings() -> None:
     assert (changed.tp, changed.env, plan.tp) == (2, (("B", "2"),), 1)
 
 
+def test_an_empty_launcher_flag_is_an_error() -> None:
+    plan = LaunchPlan(launcher_args=("--label", " "), command=("python", "x.py"))
+    problems = validate(plan, make_alloc())
+    assert [(p.level, p.field) for p in problems] == [("error", "launcher_args")]
+    with pytest.raises(TypeError, match="shell string"):
+        LaunchPlan(launcher_args="--cpu-bind=none")  # type: ignore[arg-type]
+
+
 def test_toml_round_trip() -> None:
     plan = LaunchPlan(
         nodes=2,
@@ -234,11 +242,14 @@ def test_toml_round_trip() -> None:
         launcher="mpiexec",
         command=("python", "-m", "train", "--steps", "10"),
         env={"NCCL_DEBUG": "INFO"},
+        launcher_args=("--cpu-bind", "none", "--no-vni"),
     )
     text = tomli_w.dumps({"plan": plan.to_dict()})
+    assert 'launcher_args = [\n    "--cpu-bind",' in text  # kept in run.toml as a list
     assert LaunchPlan.from_dict(tomllib.loads(text)["plan"]) == plan
     minimal = LaunchPlan()
     assert "nodes" not in minimal.to_dict() and "ppn" not in minimal.to_dict()
+    assert "launcher_args" not in minimal.to_dict()
     assert LaunchPlan.from_dict(tomllib.loads(tomli_w.dumps(minimal.to_dict()))) == minimal
 
 
@@ -252,6 +263,8 @@ def test_toml_round_trip() -> None:
         ({"env": ["A=1"]}, "'env' must be a table of NAME = value pairs."),
         ({"env": {"A": [1]}}, "env value of A must be a string or a number, not [1]."),
         ({"launcher": 3}, "'launcher' must be one of auto, mpiexec, srun, mpirun, torchrun."),
+        ({"launcher_args": "--cpu-bind=none"}, "'launcher_args' must be a list of strings"),
+        ({"launcher_args": ["--depth", 8]}, "Every item of 'launcher_args' must be a string."),
         ({"tpp": 2}, "Unknown launch plan key(s): tpp."),
     ],
 )

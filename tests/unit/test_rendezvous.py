@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,9 @@ from ezpz_tui.core.launching.rendezvous import (
     contract_note,
     hsn_name,
     port_free,
+    resolves,
     run_port,
+    same_name,
 )
 from runtime.capture import child_env
 from runtime.env import RANK_SOURCE_VAR, RankInfo, rank_info
@@ -26,6 +29,10 @@ AURORA = ["x4102c7s0b0n0.hostmgmt2102.cm.aurora.alcf.anl.gov", "x4102c7s1b0n0"]
 
 
 def always_free(_port: int) -> bool:
+    return True
+
+
+def known(_name: str) -> bool:
     return True
 
 
@@ -45,11 +52,41 @@ def test_high_speed_network_names(host: str, machine: str, name: str) -> None:
 
 
 def test_a_multi_node_run_meets_on_the_first_host() -> None:
-    meet = choose(AURORA, "Aurora", "run-1", "x4102c7s0b0n0", {}, always_free)
+    meet = choose(AURORA, "Aurora", "run-1", "x4102c7s0b0n0", {}, always_free, same_name, known)
     assert meet.addr == "x4102c7s0b0n0.hsn.cm.aurora.alcf.anl.gov"
     assert meet.port == run_port("run-1")
     assert meet.why == "first host on the high-speed network; port free on this host"
     assert meet.env() == {"MASTER_ADDR": meet.addr, "MASTER_PORT": str(meet.port)}
+
+
+def test_an_hsn_name_that_does_not_resolve_falls_back_to_the_plain_name() -> None:
+    asked: list[str] = []
+
+    def nowhere(name: str) -> bool:
+        asked.append(name)
+        return False
+
+    meet = choose(AURORA, "Aurora", "run-1", "login", {}, always_free, same_name, nowhere)
+    hsn = "x4102c7s0b0n0.hsn.cm.aurora.alcf.anl.gov"
+    assert asked == [hsn]
+    assert meet.addr == AURORA[0]
+    assert meet.why.startswith(f"first host by its plain name, as {hsn} does not resolve here;")
+    assert f"as {hsn} does not resolve here" in contract_note("mpiexec", meet)  # the preview
+
+
+def test_a_name_that_is_already_on_the_hsn_is_not_looked_up() -> None:
+    def never(name: str) -> bool:
+        raise AssertionError(f"{name} looked up")
+
+    meet = choose(POLARIS, "Polaris", "r", "login", {}, always_free, same_name, never)
+    assert meet.addr == POLARIS[0] and meet.why.startswith("first host;")
+
+
+def test_the_default_lookup_is_bounded() -> None:
+    assert resolves("localhost")
+    began = time.monotonic()
+    assert not resolves("no-such-host.invalid", timeout_s=0.5)
+    assert time.monotonic() - began < 2
 
 
 def test_a_remote_first_host_is_not_probed() -> None:

@@ -29,6 +29,7 @@ LONG_DEMO = (PY, "-m", "runtime.examples.train", "--steps", "100000", "--sleep",
 # Every (tp, pp, cp) whose product divides a world of 2 ranks.
 SIZES = ((1, 1, 1), (2, 1, 1), (1, 2, 1), (1, 1, 2))
 RELAUNCHES = 20
+PALS = "/opt/cray/pals/1.4/bin/mpiexec"
 POLARIS_HOSTS = [
     "x3005c0s13b0n0.hsn.cm.polaris.alcf.anl.gov",
     "x3005c0s19b0n0.hsn.cm.polaris.alcf.anl.gov",
@@ -111,7 +112,7 @@ def test_preview_shows_placeholders_and_makes_nothing(tmp_path: Path) -> None:
     env = {"PBS_JOBID": "42.polaris-pbs-01", "PBS_NODEFILE": str(nodefile)}
     alloc = detect_allocation(env, probe=False, host=POLARIS_HOSTS[0])
     assert alloc.machine == "Polaris"
-    session = Session(alloc, outputs)
+    session = Session(alloc, outputs, which={"mpiexec": PALS}.get)
 
     subset = session.preview(LaunchPlan(nodes=2, tp=2))
     assert subset.problems == [] and subset.command is not None
@@ -131,6 +132,40 @@ def test_preview_shows_placeholders_and_makes_nothing(tmp_path: Path) -> None:
     assert not outputs.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nodefile"]
     assert session.supervisor.handles == ()
+
+
+def test_a_launcher_missing_from_this_node_is_a_problem_of_the_plan(tmp_path: Path) -> None:
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text("".join(f"{h}\n" for h in POLARIS_HOSTS))
+    env = {"PBS_JOBID": "42.polaris-pbs-01", "PBS_NODEFILE": str(nodefile)}
+    alloc = detect_allocation(env, probe=False, host=POLARIS_HOSTS[0])
+    session = Session(alloc, tmp_path / "outputs", which=lambda _name: None)
+    preview = session.preview(LaunchPlan(nodes=5))  # ...listed after the plan's own problems
+    assert preview.command is None
+    assert [(p.level, p.field) for p in preview.problems] == [
+        ("error", "nodes"),
+        ("error", "launcher"),
+    ]
+    assert "mpiexec, which is not on PATH on this node" in preview.problems[1].message
+    with pytest.raises(LaunchRefused, match="not on PATH on this node"):
+        session.launch(LaunchPlan())
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.mpi
+def test_relaunch_carries_the_launcher_flags_read_back_from_the_run(session: Session) -> None:
+    """The TUI relaunches the plan the form reads back from the opened run's run.toml."""
+    flags = ("-prepend-rank",)  # Hydra's: harmless, and visible in the argv
+    sleeper = (PY, "-c", "import time; time.sleep(60)")
+    first = session.launch(LaunchPlan(ppn=1, command=sleeper, launcher_args=flags))
+    recorded = LaunchPlan.from_dict(read_run_toml(first.run_dir)["plan"])
+    assert recorded.launcher_args == flags
+    second = session.relaunch(recorded.with_changes(tp=1))
+    record = read_run_toml(second.run_dir)
+    assert record["plan"]["launcher_args"] == list(flags)
+    argv = record["launch"]["argv"]
+    assert argv[argv.index(PY) - 1] == "-prepend-rank"
+    assert record["parent"] == first.run_dir.name
 
 
 def test_preview_of_an_invalid_plan_has_no_command(tmp_path: Path) -> None:

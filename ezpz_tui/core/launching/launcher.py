@@ -3,12 +3,14 @@
 Follows what ezpz does (``src/ezpz/pbs.py: get_pbs_launch_cmd``, ``src/ezpz/slurm.py:
 build_launch_cmd``):
 
-- Aurora, Sunspot: ``mpiexec --envall --line-buffer --np=N --ppn=P --hostfile=F --no-vni
-  --cpu-bind=verbose,list:2-4:10-12:...`` (PALS);
-- Polaris (and Sirius): the same without ``--no-vni``, bound with ``--cpu-bind=depth --depth=8``;
+- Aurora, Sunspot, Polaris, Sirius: PALS ``mpiexec --envall --line-buffer --np=N --ppn=P
+  --hostfile=F`` and the machine's CPU binding, kept as data in :mod:`.launcher_flags` (ezpz
+  v0.26.1's: eight cores per XPU tile on Aurora and Sunspot, no ``--no-vni``;
+  ``--cpu-bind=depth --depth=8`` on Polaris);
 - Sophia: Open MPI's ``mpirun -n N -N P --hostfile F -x PATH -x LD_LIBRARY_PATH``;
 - Slurm (Perlmutter, Frontier): ``srun -u --verbose -NN -nR``;
-- no scheduler: the MPICH ``mpiexec`` next to this Python (the PyPI wheel) or on PATH.
+- no scheduler: the MPICH ``mpiexec`` next to this Python (the PyPI wheel) or on PATH, else
+  torchrun on this host.
 
 and adds what ezpz lacks: a node subset gets its own hostfile (``RUN_DIR/hostfile``) and srun an
 explicit ``--nodelist``; srun always gets ``--mpi=pmi2`` (pmix is not loadable with the PyPI
@@ -17,6 +19,12 @@ mpich wheel, and without PMI every rank is an MPI world of 1), ``--ntasks-per-no
 a stray ``PBS_NODEFILE`` cannot send ranks to other hosts. Every launcher sets the sizes
 (``EZPZ_TP``/``EZPZ_PP``/``EZPZ_CP``) and ``OMP_NUM_THREADS`` (which mpiexec and srun leave
 unset) for every rank, remote ones included, in the launcher's own syntax.
+
+The plan's own launcher flags (``launcher_args``) go right after the launcher's flags, before the
+program (torchrun's, after its own, when torchrun is the plan's launcher); one that names a
+machine default's option replaces that default. A launcher that is not
+on this node is a :class:`~.plan.Problem` (:func:`find_launcher`), never a silent fallback to
+another launcher or a bare name that fails when started.
 
 The MPI families (PALS, Hydra, Open MPI) ask for the same things in different words, so one
 builder serves them all from a table of their spellings (:data:`_MPI_STYLES`); srun has its own.
@@ -35,13 +43,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ezpz_tui.core.launching.allocation import Allocation
-from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan
+from ezpz_tui.core.launching.launcher_flags import (
+    PALS_ALIASES,
+    filled,
+    merge,
+    pals_defaults,
+    plan_owned,
+)
+from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan, LaunchRefused, Problem
 from ezpz_tui.core.launching.rendezvous import (
     PortFree,
     Rendezvous,
+    Resolves,
     choose,
     contract_note,
     port_free,
+    resolves,
     same_name,
 )
 from runtime.env import SIZE_VARS
@@ -50,14 +67,6 @@ from runtime.rundir import RunDir
 Which = Callable[[str], str | None]
 
 PALS_MACHINES = frozenset({"Aurora", "Sunspot", "Polaris", "Sirius"})
-INTEL_XPU_MACHINES = frozenset({"Aurora", "Sunspot"})
-# ezpz's binding for the 12 XPU tiles of an Aurora/Sunspot node: 3 cores per rank, skipping the
-# cores the OS and the network use.
-INTEL_XPU_CPU_BIND = "list:2-4:10-12:18-20:26-28:34-36:42-44:54-56:62-64:70-72:78-80:86-88:94-96"
-INTEL_XPU_CORES_PER_RANK = 3
-POLARIS_DEPTH = 8
-# PALS prints each rank's binding with "verbose"; ezpz drops it from 1024 ranks on.
-VERBOSE_BIND_MAX_RANKS = 1024
 # Past this many hosts srun reads the node list from a file rather than one huge argument.
 SRUN_INLINE_NODELIST_MAX = 256
 
@@ -72,6 +81,7 @@ class LaunchConfig:
     this_host: str = field(default_factory=socket.gethostname)
     port_free: PortFree = port_free
     address: Callable[[str], str] = same_name  # how a host is reached (Slurm's NodeAddr)
+    resolves: Resolves = resolves  # whether a name (a host's HSN name) resolves here
 
 
 @dataclass(frozen=True)
@@ -100,19 +110,106 @@ def _local_binary(name: str, python: str, which: Which) -> str | None:
     return which(name)
 
 
+def _find(name: str, alloc: Allocation, which: Which, python: str) -> str | None:
+    """Where the launcher ``name`` is on this node: beside this Python too when there is no
+    scheduler (a venv's mpich wheel); on a job, only the site's own on PATH."""
+    return _local_binary(name, python, which) if alloc.scheduler == "none" else which(name)
+
+
 def detect_launcher_kind(
     alloc: Allocation, which: Which = shutil.which, python: str = sys.executable
 ) -> str:
-    """What ``launcher = "auto"`` means here: srun in Slurm, mpirun on Sophia, else mpiexec."""
-    if alloc.scheduler == "SLURM" and which("srun"):
+    """What ``launcher = "auto"`` means here: srun in Slurm, mpirun on Sophia, mpiexec (or an
+    mpirun found instead) on other PBS machines; with no scheduler an MPI launcher found here,
+    else torchrun. On a job the answer is the machine's launcher even when this node lacks it:
+    :func:`find_launcher` then says what to do."""
+    if alloc.scheduler == "SLURM":
         return "srun"
     if alloc.machine == "Sophia":
         return "mpirun"
     for kind in ("mpiexec", "mpirun"):
-        found = which(kind) if alloc.scheduler != "none" else _local_binary(kind, python, which)
-        if found:
+        if _find(kind, alloc, which, python):
             return kind
-    return "torchrun"
+    return "torchrun" if alloc.scheduler == "none" else "mpiexec"
+
+
+@dataclass(frozen=True)
+class Starter:
+    """What a plan's launcher means on this node: its ``kind``, and the program that starts the
+    ranks (``name`` found at ``binary``); for torchrun on a job, the per-node launcher that
+    starts one torchrun a node; both empty for torchrun on this host alone."""
+
+    kind: str
+    name: str = ""
+    binary: str = ""
+
+
+def _starter_name(kind: str, alloc: Allocation) -> str | None:
+    if kind != "torchrun":
+        return kind
+    if alloc.scheduler == "none":
+        return None
+    if alloc.scheduler == "SLURM":
+        return "srun"
+    return "mpirun" if alloc.machine == "Sophia" else "mpiexec"
+
+
+# How to get each launcher onto PATH, said in the problem when it is missing.
+MODULE_HINTS = {
+    "mpiexec": "module load cray-pals on the ALCF machines, your site's MPI module elsewhere",
+    "mpirun": "module load openmpi, or your site's MPI module",
+    "srun": "Slurm's srun is normally in /usr/bin; ask your site",
+}
+
+
+def find_launcher(
+    launcher: str, alloc: Allocation, which: Which = shutil.which, python: str = sys.executable
+) -> Starter | Problem:
+    """The launcher ``launcher`` (a plan's, ``auto`` included) means on this node, or why it
+    cannot start the ranks here: a problem with the reason and the remedy."""
+    kind = detect_launcher_kind(alloc, which, python) if launcher == "auto" else launcher
+    name = _starter_name(kind, alloc)
+    if name is None:
+        return Starter(kind)
+    binary = _find(name, alloc, which, python)
+    if binary is not None:
+        return Starter(kind, name, binary)
+    if name != kind:
+        what = f"torchrun needs {name} to start one torchrun per node, and {name}"
+    elif launcher == "auto":
+        what = f"The launcher for this {alloc.scheduler} job is {name}, which"
+    else:
+        what = name
+    return Problem(
+        "error",
+        "launcher",
+        f"{what} is not on PATH on this node: load the module that provides it "
+        f"({MODULE_HINTS[name]}) and start ezpz-tui again, or choose another launcher.",
+    )
+
+
+def launcher_problems(
+    plan: LaunchPlan, alloc: Allocation, which: Which = shutil.which, python: str = sys.executable
+) -> list[Problem]:
+    """What only this node can tell about the plan's launcher, as problems :func:`~.plan.check`
+    lists: it is missing here, or a launcher flag names an option the plan itself answers
+    (which depends on the MPI found)."""
+    found = find_launcher(plan.launcher, alloc, which, python)
+    if isinstance(found, Problem):
+        return [found]
+    if found.kind in ("srun", "torchrun"):
+        family = found.kind
+    else:
+        family = _mpi_flavour(found.kind, found.binary, alloc)
+    return [
+        Problem(
+            "error",
+            "launcher_args",
+            f"{flag} is set from the plan's nodes, ranks per node and hosts: change those "
+            "fields instead of giving it as a launcher flag.",
+        )
+        for flag in plan_owned(family, plan.launcher_args)
+    ]
 
 
 def _is_hydra(binary: str) -> bool:
@@ -233,40 +330,40 @@ def _fill(template: Sequence[str], **values: object) -> list[str]:
     return [item.format(**values) for item in template]
 
 
-def _pals_binding(step: _Step, bind: bool) -> tuple[list[str], int]:
-    """ezpz's PALS CPU binding for the machine, and the OpenMP threads it leaves each rank."""
-    alloc = step.alloc
-    xpu = alloc.machine in INTEL_XPU_MACHINES
-    flags = ["--no-vni"] if xpu else []
-    if not bind:
-        return [*flags, "--cpu-bind=none"], _threads(alloc.cpus_per_host, step.per_node)
-    if xpu:
-        verbose = "verbose," if step.world < VERBOSE_BIND_MAX_RANKS else ""
-        return [*flags, f"--cpu-bind={verbose}{INTEL_XPU_CPU_BIND}"], INTEL_XPU_CORES_PER_RANK
-    return [*flags, "--cpu-bind=depth", f"--depth={POLARIS_DEPTH}"], POLARIS_DEPTH
-
-
-def _mpi_argv(kind: str, binary: str, step: _Step, bind: bool) -> list[str]:
-    """mpiexec/mpirun argv in the style of the MPI that ``binary`` is."""
+def _mpi_argv(
+    kind: str, binary: str, step: _Step, bind: bool, user: Sequence[str] = ()
+) -> list[str]:
+    """mpiexec/mpirun argv in the style of the MPI that ``binary`` is; ``user``: the plan's own
+    launcher flags, which replace the machine's defaults for the options they name."""
     flavour = _mpi_flavour(kind, binary, step.alloc)
     style = _MPI_STYLES[flavour]
     hostfile = step.use_hostfile() if step.alloc.scheduler != "none" else None
     where = _fill(style.hostfile, path=hostfile) if hostfile else list(style.no_hostfile)
     counts = _fill(style.counts, world=step.world, ppn=step.per_node)
+    threads = _threads(step.alloc.cpus_per_host, step.per_node)
+    binding: tuple[str, ...] = ()
+    replaced: tuple[str, ...] = ()
     if flavour == "pals":
-        binding, threads = _pals_binding(step, bind)
-    else:
-        binding, threads = [], _threads(step.alloc.cpus_per_host, step.per_node)
+        defaults = pals_defaults(step.alloc.machine, bind)
+        binding, replaced = merge(filled(defaults, step.world), user, PALS_ALIASES)
+        if not replaced and defaults.threads_per_rank:
+            threads = defaults.threads_per_rank  # the binding's cores per rank
     step.env.setdefault("OMP_NUM_THREADS", str(threads))
+    if replaced:
+        step.notes.append(
+            f"Your launcher flags replace the default {' '.join(replaced)}; each rank gets "
+            f"OMP_NUM_THREADS={step.env['OMP_NUM_THREADS']} (set it in env to choose)."
+        )
     argv = [binary, *style.lead, *(where + counts if style.hostfile_first else counts + where)]
     argv += [*binding, *style.exports]
     for key, value in step.env.items():
         argv += _fill(style.env, key=key, value=value)
-    return argv + step.program
+    return [*argv, *user, *step.program]
 
 
-def _srun_argv(binary: str, step: _Step) -> list[str]:
-    """srun argv; the step's CPUs are split evenly among the tasks of a node."""
+def _srun_argv(binary: str, step: _Step, user: Sequence[str] = ()) -> list[str]:
+    """srun argv; the step's CPUs are split evenly among the tasks of a node; ``user``: the
+    plan's own launcher flags."""
     alloc, hosts, per_node, notes = step.alloc, step.hosts, step.per_node, step.notes
     cpus_per_task = _threads(alloc.cpus_per_host, per_node)
     if len(hosts) > SRUN_INLINE_NODELIST_MAX:
@@ -296,7 +393,7 @@ def _srun_argv(binary: str, step: _Step) -> list[str]:
     if len(exported) < len(step.env):
         notes.append("Values with commas reach the ranks through srun's inherited environment.")
     argv.append("--export=" + ",".join(["ALL", *exported]))
-    return argv + step.program
+    return [*argv, *user, *step.program]
 
 
 def _rank_env(plan: LaunchPlan) -> dict[str, str]:
@@ -306,54 +403,52 @@ def _rank_env(plan: LaunchPlan) -> dict[str, str]:
 
 
 def build_launch(checked: CheckedPlan, run_dir: Path, config: LaunchConfig | None = None) -> Launch:
-    """The launch of a checked plan into ``run_dir``; reads nothing but ``config.which``.
+    """The launch of a checked plan into ``run_dir``; reads nothing but ``config.which`` and
+    ``config.resolves``. :class:`~.plan.LaunchRefused` when the launcher is not on this node.
 
     Nothing is written: the run store writes the hostfile a launch names when it records it.
     """
     config = config or LaunchConfig()
-    plan, alloc, python, which = checked.plan, checked.alloc, config.python, config.which
+    plan, alloc, python = checked.plan, checked.alloc, config.python
+    starter = find_launcher(plan.launcher, alloc, config.which, python)
+    if isinstance(starter, Problem):
+        raise LaunchRefused([starter])
+    kind, binary = starter.kind, starter.binary
     run_dir = Path(run_dir).absolute()
-    kind = plan.launcher
-    if kind == "auto":
-        kind = detect_launcher_kind(alloc, which, python)
     hosts = plan.hosts_used(alloc)
     ppn = plan.ranks_per_node(alloc)
     env = _rank_env(plan)
+    user = plan.launcher_args
     notes: list[str] = []
     capture = ["-m", "runtime.capture", "--run-dir", str(run_dir), "--", *plan.command]
 
     if kind == "torchrun":
         program = [python, "-m", "torch.distributed.run"]
         env.setdefault("OMP_NUM_THREADS", str(_threads(alloc.cpus_per_host, ppn)))
-        if alloc.scheduler == "none":
-            program += ["--standalone", "--nnodes", "1", "--nproc-per-node", str(ppn)]
+        if not binary:
+            program += ["--standalone", "--nnodes", "1", "--nproc-per-node", str(ppn), *user]
             notes.append(contract_note(kind, None))
             return _Step(alloc, hosts, ppn, run_dir, env, [], notes).launch(program + capture, kind)
         meet = _rendezvous(checked, hosts, run_dir, config)
         program += ["--nnodes", str(len(hosts)), "--nproc-per-node", str(ppn)]
         program += ["--rdzv-backend", "c10d", "--rdzv-endpoint", meet.endpoint()]
-        program += ["--rdzv-id", run_dir.name, *capture]
+        program += ["--rdzv-id", run_dir.name, *user, *capture]
         notes.append(contract_note(kind, meet))
         # torchrun starts the ranks of one node; a per-node launcher starts one torchrun each.
         step = _Step(alloc, hosts, 1, run_dir, env, program, notes, rendezvous=meet)
-        if alloc.scheduler == "SLURM" and which("srun"):
+        if starter.name == "srun":
             notes.append("srun starts one torchrun per node; torchrun starts that node's ranks.")
-            return step.launch(_srun_argv(which("srun") or "srun", step), kind)
-        wrapper = "mpirun" if alloc.machine == "Sophia" else "mpiexec"
-        notes.append(f"{wrapper} starts one torchrun per node; torchrun starts its ranks.")
-        return step.launch(_mpi_argv(wrapper, which(wrapper) or wrapper, step, bind=False), kind)
+            return step.launch(_srun_argv(binary, step), kind)
+        notes.append(f"{starter.name} starts one torchrun per node; torchrun starts its ranks.")
+        return step.launch(_mpi_argv(starter.name, binary, step, bind=False), kind)
 
     meet = _rendezvous(checked, hosts, run_dir, config)
     env.update(meet.env())
     notes.append(contract_note(kind, meet))
     step = _Step(alloc, hosts, ppn, run_dir, env, [python, *capture], notes, rendezvous=meet)
     if kind == "srun":
-        return step.launch(_srun_argv(which("srun") or "srun", step), kind)
-    local = alloc.scheduler == "none"
-    binary = _local_binary(kind, python, which) if local else which(kind)
-    if binary is None:
-        notes.append(f"{kind} is not on PATH here; load the module that provides it.")
-    return step.launch(_mpi_argv(kind, binary or kind, step, bind=True), kind)
+        return step.launch(_srun_argv(binary, step, user), kind)
+    return step.launch(_mpi_argv(kind, binary, step, bind=True, user=user), kind)
 
 
 def _rendezvous(
@@ -362,7 +457,16 @@ def _rendezvous(
     given = checked.plan.env_dict()
     machine = checked.alloc.machine
     here = config.this_host
-    return choose(hosts, machine, run_dir.name, here, given, config.port_free, config.address)
+    return choose(
+        hosts,
+        machine,
+        run_dir.name,
+        here,
+        given,
+        config.port_free,
+        config.address,
+        config.resolves,
+    )
 
 
 def format_argv(argv: Sequence[str]) -> str:

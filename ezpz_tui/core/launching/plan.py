@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -76,14 +76,19 @@ class LaunchPlan:
     launcher: str = "auto"
     command: tuple[str, ...] = field(default_factory=demo_command)
     env: tuple[tuple[str, str], ...] = ()
+    # The launcher's own flags (``--cpu-bind=none``), placed before the program.
+    launcher_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Accept lists and dicts from callers and TOML, store tuples so the plan stays hashable.
-        if isinstance(self.command, str) or isinstance(self.exclude, str):
-            raise TypeError("command and exclude are lists of strings, never one shell string")
+        if any(isinstance(x, str) for x in (self.command, self.exclude, self.launcher_args)):
+            raise TypeError(
+                "command, exclude and launcher_args are lists of strings, never one shell string"
+            )
         env = self.env.items() if isinstance(self.env, Mapping) else self.env
         object.__setattr__(self, "exclude", tuple(self.exclude))
         object.__setattr__(self, "command", tuple(self.command))
+        object.__setattr__(self, "launcher_args", tuple(self.launcher_args))
         object.__setattr__(self, "env", tuple((str(k), str(v)) for k, v in env))
 
     def ranks_per_node(self, alloc: Allocation) -> int:
@@ -123,6 +128,8 @@ class LaunchPlan:
         if self.ppn is not None:
             out["ppn"] = self.ppn
         out.update(tp=self.tp, pp=self.pp, cp=self.cp, launcher=self.launcher)
+        if self.launcher_args:
+            out["launcher_args"] = list(self.launcher_args)
         out["command"] = list(self.command)
         if self.env:
             out["env"] = dict(self.env)
@@ -143,10 +150,9 @@ class LaunchPlan:
         for name in ("nodes", "ppn", "tp", "pp", "cp"):
             if name in data:
                 kw[name] = _whole_number(name, data[name])
-        if "exclude" in data:
-            kw["exclude"] = _strings("exclude", data["exclude"])
-        if "command" in data:
-            kw["command"] = _strings("command", data["command"])
+        for name in ("exclude", "command", "launcher_args"):
+            if name in data:
+                kw[name] = _strings(name, data[name])
         if "launcher" in data:
             if not isinstance(data["launcher"], str):
                 raise ValueError(f"'launcher' must be one of {', '.join(LAUNCHERS)}.")
@@ -263,6 +269,8 @@ def validate(plan: LaunchPlan, alloc: Allocation) -> list[Problem]:
     elif plan.launcher == "srun" and alloc.scheduler != "SLURM":
         where = "there is no scheduler job here" if alloc.scheduler == "none" else "this is PBS"
         error("launcher", f"srun needs a Slurm allocation, but {where}.")
+    if any(not flag.strip() for flag in plan.launcher_args):
+        error("launcher_args", "A launcher flag is empty: remove it or give the flag.")
 
     if not plan.command:
         error("command", "The command is empty: give the program to run, e.g. python train.py.")
@@ -328,9 +336,18 @@ class CheckedPlan:
         }
 
 
-def check(plan: LaunchPlan, alloc: Allocation) -> CheckedPlan:
-    """``plan`` cleared for launching on ``alloc``; :class:`LaunchRefused` if it has errors."""
+MoreChecks = Callable[[LaunchPlan], Sequence[Problem]]
+
+
+def check(plan: LaunchPlan, alloc: Allocation, also: MoreChecks | None = None) -> CheckedPlan:
+    """``plan`` cleared for launching on ``alloc``; :class:`LaunchRefused` if it has errors.
+
+    ``also`` finds what :func:`validate` cannot, since it looks at this node (is the launcher on
+    PATH?); it runs only on a launcher that :func:`validate` found nothing wrong with.
+    """
     found = validate(plan, alloc)
+    if also is not None and not any(p.field == "launcher" for p in found):
+        found += also(plan)
     if any(p.level == "error" for p in found):
         raise LaunchRefused(found)
     return CheckedPlan(plan, alloc, tuple(found))

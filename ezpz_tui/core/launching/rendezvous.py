@@ -7,8 +7,10 @@ env flags (the capture wrapper adds RANK and the rest per rank, :mod:`runtime.ca
 
 - The address is the plan's first host, by its high-speed-network name on the ALCF machines
   (``x3005c0s13b0n0.hsn.cm.polaris.alcf.anl.gov``, as ezpz does: the short name resolves to the
-  management network there), at Slurm's NodeAddr where that differs from the node's name;
-  loopback when every rank runs on this host.
+  management network there) when that name resolves here (asked with a bound of
+  :data:`RESOLVE_TIMEOUT_S`, so a slow DNS cannot hold a launch), else by its plain name; at
+  Slurm's NodeAddr where that differs from the node's name; loopback when every rank runs on
+  this host. The reason says which was used.
 - The port comes from the run id, so two runs on one node do not collide, and is probed free
   when the first host is this host (the usual case: an interactive job's shell is on the head
   node). Another host's ports cannot be probed from here.
@@ -18,6 +20,7 @@ env flags (the capture wrapper adds RANK and the rest per rank, :mod:`runtime.ca
 from __future__ import annotations
 
 import socket
+import threading
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,7 +41,11 @@ HSN_DOMAINS = {
     "Sirius": "sirius",
 }
 
+# How long the HSN name's lookup may take before the plain name is used.
+RESOLVE_TIMEOUT_S = 1.0
+
 PortFree = Callable[[int], bool]
+Resolves = Callable[[str], bool]
 
 
 def port_free(port: int) -> bool:
@@ -49,6 +56,25 @@ def port_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def resolves(name: str, timeout_s: float = RESOLVE_TIMEOUT_S) -> bool:
+    """Whether ``name`` resolves on this host within ``timeout_s`` (getaddrinfo has no timeout
+    of its own, so it runs in a daemon thread that is left behind if it hangs)."""
+    answer: list[bool] = []
+
+    def look_up() -> None:
+        try:
+            socket.getaddrinfo(name, None)
+        except (OSError, UnicodeError):
+            answer.append(False)
+        else:
+            answer.append(True)
+
+    thread = threading.Thread(target=look_up, name=f"resolve {name}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return bool(answer) and answer[0]
 
 
 def short_name(host: str) -> str:
@@ -96,9 +122,11 @@ def choose(
     given: Mapping[str, str],
     free: PortFree = port_free,
     address: Callable[[str], str] = same_name,
+    resolved: Resolves = resolves,
 ) -> Rendezvous:
     """The rendezvous of a run on ``hosts`` (first host first); ``given`` is the plan's env,
-    ``address`` says how a host is reached where the scheduler knows better than its name."""
+    ``address`` says how a host is reached where the scheduler knows better than its name,
+    ``resolved`` whether a host's high-speed-network name resolves here."""
     first = hosts[0] if hosts else this_host
     here = short_name(first) == short_name(this_host)
     whys: list[str] = []
@@ -111,9 +139,15 @@ def choose(
     elif (reached := address(first)) != first:
         addr = reached
         whys.append(f"first host {short_name(first)} at the scheduler's address for it")
+    elif (hsn := hsn_name(first, machine)) == first:
+        addr = first
+        whys.append("first host")
+    elif resolved(hsn):
+        addr = hsn
+        whys.append("first host on the high-speed network")
     else:
-        addr = hsn_name(first, machine)
-        whys.append(f"first host{' on the high-speed network' if addr != first else ''}")
+        addr = first
+        whys.append(f"first host by its plain name, as {hsn} does not resolve here")
     if given.get("MASTER_PORT"):
         return Rendezvous(addr, int(given["MASTER_PORT"]), "; ".join([*whys, "port from the env"]))
     port = run_port(run_id)

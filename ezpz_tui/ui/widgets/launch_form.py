@@ -2,8 +2,8 @@
 
 The form only turns text into a :class:`LaunchPlan` and shows what the core says about it; the
 app computes the launcher preview in a worker (it looks programs up on PATH) and hands it back.
-The command field is split into an argv with shell-style quoting rules (``shlex.split``) but is
-never given to a shell.
+The command and launcher-flags fields are split into argvs with shell-style quoting rules
+(``shlex.split``) but are never given to a shell.
 
 Like vim, the form has a normal mode: while the form itself has the focus (Esc out of a field),
 ``j``/``k`` move a cursor over the fields, ``+``/``-`` step the size under it to the next value
@@ -37,7 +37,7 @@ SIZE_FIELDS = ("tp", "pp", "cp")
 
 
 class LaunchForm(VerticalScroll, can_focus=True):
-    """Nodes, excluded hosts, ranks per node, TP/PP/CP, launcher, command, env."""
+    """Nodes, excluded hosts, ranks per node, TP/PP/CP, launcher and its flags, command, env."""
 
     BINDINGS: ClassVar[list[Binding]] = [
         *bindings_for("form"),
@@ -77,6 +77,9 @@ class LaunchForm(VerticalScroll, can_focus=True):
             yield Select(
                 [(x, x) for x in LAUNCHERS], value="auto", allow_blank=False, id="launcher"
             )
+        with Horizontal(classes="row"):
+            yield Label("flags", classes="label")
+            yield Input(id="launcher_args", placeholder="e.g. --cpu-bind=none")
         with Horizontal(classes="row"):
             yield Label("command", classes="label")
             yield Input(id="command")
@@ -118,6 +121,7 @@ class LaunchForm(VerticalScroll, can_focus=True):
             "pp": str(plan.pp),
             "cp": str(plan.cp),
             "exclude": ", ".join(plan.exclude),
+            "launcher_args": format_argv(plan.launcher_args),
             "command": format_argv(plan.command),
             "env": " ".join(f"{k}={v}" for k, v in plan.env),
         }
@@ -132,6 +136,15 @@ class LaunchForm(VerticalScroll, can_focus=True):
         text = self.query_one(f"#{name}", Input).value.strip()
         return int(text) if text.lstrip("-").isdigit() else None
 
+    def _argv(self, name: str, what: str, problems: list[Problem]) -> tuple[str, ...]:
+        """The field split as a shell would split it (never run by one); a parse error is a
+        problem of the field."""
+        try:
+            return tuple(shlex.split(self.query_one(f"#{name}", Input).value))
+        except ValueError as exc:
+            problems.append(Problem("error", name, f"{what} cannot be split: {exc}."))
+            return ()
+
     def read_plan(self) -> tuple[LaunchPlan | None, list[Problem]]:
         """The plan the fields describe and its problems (parse problems included)."""
         problems: list[Problem] = []
@@ -141,11 +154,8 @@ class LaunchForm(VerticalScroll, can_focus=True):
             if value is None:
                 problems.append(Problem("error", name, f"{name.upper()} must be a whole number."))
             sizes[name] = value or 1
-        try:
-            command = tuple(shlex.split(self.query_one("#command", Input).value))
-        except ValueError as exc:
-            problems.append(Problem("error", "command", f"The command does not parse: {exc}."))
-            command = ()
+        command = self._argv("command", "The command", problems)
+        launcher_args = self._argv("launcher_args", "The launcher flags", problems)
         env = []
         for item in self.query_one("#env", Input).value.split():
             key, sep, value = item.partition("=")
@@ -164,6 +174,7 @@ class LaunchForm(VerticalScroll, can_focus=True):
             launcher=str(launcher),
             command=command,
             env=tuple(env),
+            launcher_args=launcher_args,
             **sizes,
         )
         if self.alloc is not None:
@@ -198,7 +209,12 @@ class LaunchForm(VerticalScroll, can_focus=True):
         """Show the exact launcher argv, or why there is none."""
         widget = self.query_one("#preview", Static)
         if preview is None or preview.command is None:
-            widget.update(Text("launch disabled until the plan is valid", "dim italic"))
+            text = Text("launch disabled until the plan is valid", "dim italic")
+            # What only this node can tell (a launcher missing from PATH) comes with the preview.
+            for problem in preview.problems if preview else []:
+                if problem.level == "error" and problem not in self.problems:
+                    text.append(f"\n✗ {problem.message}", "bold red")
+            widget.update(text)
             return
         text = Text("$ ", "bold")
         text.append(format_argv(preview.command.argv))
