@@ -215,7 +215,6 @@ def build(args: argparse.Namespace, info: DistInfo, log: Any) -> tuple[Any, Step
         step = whole_step(wrapped, args.vocab, autocast)
     else:
         rows, columns = data_slice(args, info)
-        low = dtype if args.dtype != "float32" else torch.float32
         step = pipeline_step(
             wrapped,
             info,
@@ -223,8 +222,8 @@ def build(args: argparse.Namespace, info: DistInfo, log: Any) -> tuple[Any, Step
             local_shape=(rows.stop - rows.start, columns.stop - columns.start),
             dim=args.dim,
             vocab=args.vocab,
-            hidden_dtype=torch.float32,
-            logits_dtype=low,
+            hidden_dtype=dtype if fsdp else torch.float32,  # autocast keeps the residual fp32
+            logits_dtype=dtype,
             autocast=autocast,
         )
     params = list(wrapped.parameters())
