@@ -10,11 +10,15 @@ compute:
   under a 1F1B schedule with ``--microbatches`` microbatches;
 - CP > 1 splits every sequence into contiguous chunks; attention all-gathers K and V over the
   CP group with the causal mask and positions offset by the chunk's place;
-- the remaining ranks are data-parallel replicas (DDP or FSDP2 over dp x cp), each taking its
-  rows of one global batch drawn from one seed, so a layout does not change the data.
+- the remaining ranks are data-parallel replicas (DDP or FSDP2, gradients reduced over dp x cp),
+  each taking its rows of one global batch drawn from one seed, so a layout does not change
+  the data.
 
 Each rank logs once what it holds (stage and layers, shard coordinates, parameter count) and
-every rank logs the same per-step loss, that of the global batch. Run under any launcher, e.g.
+every rank logs the same per-step loss and gradient norm, those of the global batch and the
+whole model, with the step time and global samples/s and tokens/s. With ``--global-batch`` and
+the same seed, every layout gives the single process's losses up to float rounding
+(tests/integration/test_parallel_equivalence.py). Run under any launcher, e.g.
 ``mpiexec -n 4 python -m runtime.examples.train --pp 2 --tp 2 --steps 20``.
 """
 
@@ -87,8 +91,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--microbatches",
         type=int,
         default=None,
-        help="pipeline microbatches per step (default: up to 2 per stage, dividing the "
-        "replica's batch)",
+        help="pipeline microbatches per step when pp > 1 (default: up to 2 per stage, "
+        "dividing the replica's batch)",
     )
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--noise", type=float, default=0.1, help="fraction of random tokens")
@@ -117,8 +121,8 @@ def resolve_layout(args: argparse.Namespace, info: DistInfo) -> str | None:
         (args.heads % tp, f"--heads {args.heads} must be divisible by tp={tp}"),
         (args.seq_len % cp, f"--seq-len {args.seq_len} must be divisible by cp={cp}"),
         (
-            args.global_batch % dp,
-            f"--global-batch {args.global_batch} must be divisible by dp={dp}",
+            args.global_batch < dp or args.global_batch % dp,
+            f"--global-batch {args.global_batch} must be a positive multiple of dp={dp}",
         ),
         (args.layers < pp, f"--layers {args.layers} must be at least pp={pp}, one per stage"),
     ]
@@ -143,7 +147,7 @@ def holdings(args: argparse.Namespace, info: DistInfo, layers: range, params: in
     """One line that shows the split: stage and layers, shard coordinates, data slice."""
     pp = info.size("pp")
     parts = [f"stage {info.coord('pp')}/{pp} layers {layers.start}-{layers.stop - 1}"]
-    if layers.start == 0:
+    if info.coord("pp") == 0:
         parts[0] += " +embedding"
     if info.coord("pp") == pp - 1:
         parts[0] += " +head"

@@ -43,6 +43,9 @@ LAYOUTS = {
     "pp2xtp2": (4, ["--pp", "2", "--tp", "2"], "stage 1/2 layers 1-1 +head | shard tp=1/2"),
     "cp2xdp2": (4, ["--cp", "2"], "cp=1/2 dp=1/2 tokens 8-15 of 16 rows 4-7 of 8"),
     "tp2xfsdp2": (4, ["--tp", "2", "--strategy", "fsdp"], "tp=1/2 cp=0/1 dp=1/2"),
+    # DDP over TP swaps parameter objects each forward; over several microbatches that once
+    # left the gradients unscaled (a 2.3x gradient norm). Needs 8 ranks: the slowest case.
+    "pp2xtp2xdp2": (8, ["--pp", "2", "--tp", "2"], "stage 1/2 layers 1-1 +head | shard tp=1/2"),
 }
 
 
