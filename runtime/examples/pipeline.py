@@ -73,10 +73,10 @@ def pipeline_step(
     """A 1F1B schedule around this rank's stage.
 
     The stage's input and output shapes are given up front (static mode): torch would otherwise
-    infer them by running the first microbatch, which needs every stage to agree on metadata
-    before the first step, and gains nothing here since every step has the same shape. Hidden
-    states are marked as requiring grad: that is what makes a stage send its input's gradient
-    back to the one before it.
+    infer them from the first microbatch with an extra exchange of metadata between stages,
+    which gains nothing when every step has the same shape. Hidden states are marked as
+    requiring grad: that is what makes a stage send its input's gradient back to the one
+    before it (without it the first stage's backward got no gradient and failed).
     """
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
