@@ -71,25 +71,33 @@ def check_groups(info: DistInfo, log: Any) -> None:
     log.info("process groups ok: %s", ", ".join(notes))
 
 
+def positive(text: str) -> int:
+    """An argparse type, so that a zero size fails with one line, not a division by zero."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m runtime.examples.train", description=__doc__)
     p.add_argument("--steps", type=int, default=1000)
-    p.add_argument("--batch-size", type=int, default=8, help="sequences per replica per step")
+    p.add_argument("--batch-size", type=positive, default=8, help="sequences per replica per step")
     p.add_argument(
         "--global-batch",
-        type=int,
+        type=positive,
         default=None,
         help="sequences per step over all replicas, fixed whatever the layout (default: "
         "--batch-size x dp); each replica takes its share",
     )
-    p.add_argument("--seq-len", type=int, default=64)
-    p.add_argument("--vocab", type=int, default=128)
-    p.add_argument("--dim", type=int, default=64)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=None, help="default: 2, or pp when larger")
+    p.add_argument("--seq-len", type=positive, default=None, help="default: 64, a multiple of cp")
+    p.add_argument("--vocab", type=positive, default=128)
+    p.add_argument("--dim", type=positive, default=None, help="default: 16 per head")
+    p.add_argument("--heads", type=positive, default=None, help="default: 4, a multiple of tp")
+    p.add_argument("--layers", type=positive, default=None, help="default: 2, or pp when larger")
     p.add_argument(
         "--microbatches",
-        type=int,
+        type=positive,
         default=None,
         help="pipeline microbatches per step when pp > 1 (default: up to 2 per stage, "
         "dividing the replica's batch)",
@@ -110,8 +118,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def resolve_layout(args: argparse.Namespace, info: DistInfo) -> str | None:
     """Fill in the defaults that depend on the sizes; a one-line reason when they cannot work."""
     tp, pp, cp, dp = (info.size(d) for d in ("tp", "pp", "cp", "dp"))
+    # Defaults that fit any sizes, so whatever the launch form offers runs; they are the
+    # classic ones (64 tokens, 4 heads of 16, 2 layers) wherever those already fit.
     if args.layers is None:
         args.layers = max(2, pp)
+    if args.heads is None:
+        args.heads = tp * math.ceil(4 / tp)
+    if args.dim is None:
+        args.dim = 16 * args.heads
+    if args.seq_len is None:
+        args.seq_len = cp * math.ceil(64 / cp)
     if args.global_batch is None:
         args.global_batch = args.batch_size * dp
     local_batch = args.global_batch // dp
@@ -119,6 +135,7 @@ def resolve_layout(args: argparse.Namespace, info: DistInfo) -> str | None:
         args.microbatches = default_microbatches(pp, local_batch)
     problems = [
         (args.heads % tp, f"--heads {args.heads} must be divisible by tp={tp}"),
+        (args.dim % args.heads, f"--dim {args.dim} must be divisible by --heads {args.heads}"),
         (args.seq_len % cp, f"--seq-len {args.seq_len} must be divisible by cp={cp}"),
         (
             args.global_batch < dp or args.global_batch % dp,
@@ -131,7 +148,7 @@ def resolve_layout(args: argparse.Namespace, info: DistInfo) -> str | None:
             (
                 args.microbatches is None,
                 f"no microbatch count from pp={pp} to {2 * pp} divides the replica's batch of "
-                f"{local_batch}: pass --microbatches",
+                f"{local_batch}: pass --microbatches, or a larger --batch-size",
             ),
             (
                 args.microbatches is not None

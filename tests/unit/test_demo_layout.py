@@ -39,12 +39,19 @@ def test_defaults_follow_the_sizes() -> None:
     args = parse_args(["--global-batch", "8"])
     assert resolve_layout(args, _info(cp=2, dp=2)) is None
     assert data_slice(args, _info(cp=2, dp=2)) == (slice(0, 4), slice(0, 32))
+    args = parse_args([])
+    assert resolve_layout(args, _info(tp=2, cp=2)) is None
+    assert (args.heads, args.dim, args.seq_len) == (4, 64, 64)  # the classic model where it fits
+    args = parse_args([])
+    assert resolve_layout(args, _info(tp=3, cp=3)) is None
+    assert (args.heads, args.dim, args.seq_len) == (6, 96, 66)
 
 
 @pytest.mark.parametrize(
     ("argv", "sizes", "message"),
     [
         (["--heads", "3"], {"tp": 2}, "--heads 3 must be divisible by tp=2"),
+        (["--dim", "30"], {}, "--dim 30 must be divisible by --heads 4"),
         (["--seq-len", "15"], {"cp": 2}, "--seq-len 15 must be divisible by cp=2"),
         (
             ["--global-batch", "6"],
