@@ -246,15 +246,15 @@ def _url_host(addr: str) -> str:
     return f"[{addr}]" if ":" in addr else addr
 
 
-def replica_mesh(info: DistInfo) -> Any:
-    """The mesh over every non-TP dimension, flattened: the ranks that hold the same shard.
+def replica_mesh(info: DistInfo, dims: tuple[str, ...] = ("pp", "dp", "cp")) -> Any:
+    """The mesh over ``dims`` flattened: the ranks that hold the same shard.
 
-    Gradients are reduced over it. The demo gives PP and CP ranks their own data and averages
-    over them as replicas, since it does not split layers or sequences across those groups.
+    Gradients are reduced over it. By default every non-TP dimension counts, for a script that
+    splits only by TP; a model that really splits layers over PP passes ``("dp", "cp")``.
     """
     if info.mesh is None:
         return None
-    return info.mesh["pp", "dp", "cp"]._flatten("replica")
+    return info.mesh[dims]._flatten("_".join(dims))
 
 
 def cleanup() -> None:

@@ -74,17 +74,60 @@ class History:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._stats: dict[str, _Stats] = {}
+        self._last_time: float | None = None  # when the previous record was written
 
-    def record(self, step: int, metrics: Mapping[str, Any]) -> None:
-        """Write one record now; tensors and numpy scalars are converted to Python numbers."""
+    def record(
+        self,
+        step: int,
+        metrics: Mapping[str, Any],
+        *,
+        tokens: float | None = None,
+        samples: float | None = None,
+        dt: float | None = None,
+    ) -> None:
+        """Write one record now; tensors and numpy scalars are converted to Python numbers.
+
+        ``tokens`` and ``samples`` are what this step processed (over all replicas, for a
+        global rate); they add ``tokens_per_s`` and ``samples_per_s`` over ``dt`` seconds: the
+        argument, else ``metrics["dt"]``, else the time since the previous record. ``dt`` is
+        added to the record when it is not there. The first record with neither has no rates:
+        there is nothing to measure from.
+        """
         if self._fd is None:
             raise ValueError(f"History for {self.path} is closed")
+        now = time.time()
+        if tokens is not None or samples is not None or dt is not None:
+            metrics = self._with_rates(metrics, now, tokens, samples, dt)
+        self._last_time = now
         plain = {str(k): records.to_plain(v) for k, v in metrics.items()}
-        os.write(self._fd, records.encode(self.rank, int(step), plain, time.time()))
+        os.write(self._fd, records.encode(self.rank, int(step), plain, now))
         for key, value in plain.items():
             number = records.as_number(value)
             if number is not None:
                 self._stats.setdefault(key, _Stats()).add(number)
+
+    def _with_rates(
+        self,
+        metrics: Mapping[str, Any],
+        now: float,
+        tokens: float | None,
+        samples: float | None,
+        dt: float | None,
+    ) -> Mapping[str, Any]:
+        if dt is None and "dt" in metrics:
+            dt = records.as_number(records.to_plain(metrics["dt"]))
+        if dt is None and self._last_time is not None:
+            dt = now - self._last_time
+        if dt is None:
+            return metrics
+        out = dict(metrics)
+        out.setdefault("dt", dt)
+        if dt > 0:
+            if tokens is not None:
+                out["tokens_per_s"] = tokens / dt
+            if samples is not None:
+                out["samples_per_s"] = samples / dt
+        return out
 
     def summary(self) -> dict[str, dict[str, float]]:
         """Mean/min/max/std/last of each metric over this rank's records so far."""

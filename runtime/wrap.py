@@ -23,17 +23,19 @@ def wrap_model(
     param_dtype: Any = None,
     reduce_dtype: Any = None,
     shard_modules: list[Any] | None = None,
+    replicas: Any = None,
 ) -> Any:
     """Return the model ready for training on ``info.device``.
 
     ``param_dtype``/``reduce_dtype`` form FSDP2's mixed-precision policy (e.g. bf16 compute with
     fp32 gradient reduction). ``shard_modules`` are the blocks FSDP2 shards one by one so that
     only one block's full parameters live at a time; the root is always sharded last.
+    ``replicas`` is the mesh gradients are reduced over, by default :func:`replica_mesh`'s.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     model = model.to(info.device)
-    replicas = replica_mesh(info)
+    replicas = replica_mesh(info) if replicas is None else replicas
     if strategy == "none" or replicas is None or replicas.size() == 1:
         return model
     if strategy == "ddp":

@@ -2,15 +2,24 @@
 
 Nothing is downloaded. Each sequence follows ``x[t+1] = (a*x[t] + b) mod vocab`` with some
 random tokens mixed in, so the loss falls quickly towards a floor above zero and a broken
-gradient sync is visible as a curve that stalls. The sizes it is given are used for real:
+gradient sync is visible as a curve that stalls. Every size it is given changes what the ranks
+compute:
 
 - TP > 1 splits attention heads and MLP columns with torch's tensor-parallel API;
-- data parallelism (DDP or FSDP2) runs over the replica group;
-- PP and CP build their process groups (checked with an all-reduce at start); the demo does not
-  split layers or sequences, so ranks along those dimensions train as extra replicas, and it says
-  so in the log.
+- PP > 1 cuts the layers into stages (embedding on the first, head and loss on the last) run
+  under a 1F1B schedule with ``--microbatches`` microbatches;
+- CP > 1 splits every sequence into contiguous chunks; attention all-gathers K and V over the
+  CP group with the causal mask and positions offset by the chunk's place;
+- the remaining ranks are data-parallel replicas (DDP or FSDP2, gradients reduced over dp x cp),
+  each taking its rows of one global batch drawn from one seed, so a layout does not change
+  the data.
 
-Run under any launcher, e.g. ``mpiexec -n 2 python -m runtime.examples.train --steps 20``.
+Each rank logs once what it holds (stage and layers, shard coordinates, parameter count) and
+every rank logs the same per-step loss and gradient norm, those of the global batch and the
+whole model, with the step time and global samples/s and tokens/s. With ``--global-batch`` and
+the same seed, every layout gives the single process's losses up to float rounding
+(tests/integration/test_parallel_equivalence.py). Run under any launcher, e.g.
+``mpiexec -n 4 python -m runtime.examples.train --pp 2 --tp 2 --steps 20``.
 """
 
 from __future__ import annotations
@@ -22,87 +31,23 @@ import time
 from typing import Any
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 
 import runtime
 from runtime.dist import MESH_DIMS, DistInfo, replica_mesh
+from runtime.examples.context import ContextShard
+from runtime.examples.data import GlobalBatches
+from runtime.examples.model import TinyLM, apply_tensor_parallel, local_numel
+from runtime.examples.pipeline import (
+    StepFn,
+    autocast_for,
+    default_microbatches,
+    pipeline_step,
+    stage_layers,
+    whole_step,
+)
+from runtime.examples.reduce import StepReducer, tp_shards
 
-
-class Block(nn.Module):
-    def __init__(self, dim: int, heads: int) -> None:
-        super().__init__()
-        self.head_dim = dim // heads
-        self.attn_norm = nn.LayerNorm(dim)
-        self.wq = nn.Linear(dim, dim, bias=False)
-        self.wk = nn.Linear(dim, dim, bias=False)
-        self.wv = nn.Linear(dim, dim, bias=False)
-        self.wo = nn.Linear(dim, dim, bias=False)
-        self.mlp_norm = nn.LayerNorm(dim)
-        self.up = nn.Linear(dim, 4 * dim)
-        self.down = nn.Linear(4 * dim, dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.attn_norm(x)
-        q, k, v = self.wq(h), self.wk(h), self.wv(h)
-        batch, seq, width = q.shape  # width is dim/tp under tensor parallelism
-        heads = width // self.head_dim
-
-        def split(t: torch.Tensor) -> torch.Tensor:
-            return t.view(batch, seq, heads, self.head_dim).transpose(1, 2)
-
-        att = F.scaled_dot_product_attention(split(q), split(k), split(v), is_causal=True)
-        x = x + self.wo(att.transpose(1, 2).reshape(batch, seq, width))
-        return x + self.down(F.gelu(self.up(self.mlp_norm(x))))
-
-
-class TinyLM(nn.Module):
-    def __init__(self, vocab: int, dim: int, heads: int, layers: int, seq_len: int) -> None:
-        super().__init__()
-        self.tok = nn.Embedding(vocab, dim)
-        self.pos = nn.Parameter(torch.zeros(1, seq_len, dim))
-        self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(layers))
-        self.norm = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, vocab, bias=False)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.tok(tokens) + self.pos[:, : tokens.shape[1]]
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.norm(x))
-
-
-def apply_tensor_parallel(model: TinyLM, info: DistInfo) -> None:
-    """Column-split q/k/v and the MLP's up projection, row-split the outputs (Megatron style)."""
-    from torch.distributed.tensor.parallel import (
-        ColwiseParallel,
-        RowwiseParallel,
-        parallelize_module,
-    )
-
-    plan = {
-        "wq": ColwiseParallel(),
-        "wk": ColwiseParallel(),
-        "wv": ColwiseParallel(),
-        "wo": RowwiseParallel(),
-        "up": ColwiseParallel(),
-        "down": RowwiseParallel(),
-    }
-    for block in model.blocks:
-        parallelize_module(block, info.mesh["tp"], plan)
-
-
-def make_batch(
-    gen: torch.Generator, batch: int, seq: int, vocab: int, noise: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    a, b = 5, 3  # a is coprime with any power-of-two vocab, so the map is a permutation
-    tokens = torch.empty(batch, seq + 1, dtype=torch.long)
-    tokens[:, 0] = torch.randint(vocab, (batch,), generator=gen)
-    for t in range(seq):
-        tokens[:, t + 1] = (a * tokens[:, t] + b) % vocab
-    mask = torch.rand(batch, seq + 1, generator=gen) < noise
-    tokens[mask] = torch.randint(vocab, (int(mask.sum()),), generator=gen)
-    return tokens[:, :-1], tokens[:, 1:]
+MAX_GRAD_NORM = 1.0
 
 
 def lr_at(step: int, steps: int, peak: float) -> float:
@@ -114,7 +59,7 @@ def lr_at(step: int, steps: int, peak: float) -> float:
 
 
 def check_groups(info: DistInfo, log: Any) -> None:
-    """Prove every mesh dimension's group works with one all-reduce, and say what it is for."""
+    """Prove every mesh dimension's group works with one all-reduce before training on it."""
     import torch.distributed as dist
 
     for dim in MESH_DIMS:
@@ -124,26 +69,39 @@ def check_groups(info: DistInfo, log: Any) -> None:
             raise RuntimeError(f"{dim} group all-reduce gave {ones.item()}, want {info.size(dim)}")
     notes = [f"{d}={info.size(d)} (coord {info.coord(d)})" for d in MESH_DIMS]
     log.info("process groups ok: %s", ", ".join(notes))
-    for dim, name in (("pp", "pipeline"), ("cp", "context")):
-        if info.size(dim) > 1:
-            log.info(
-                "%s parallel size %d: group built; the demo does not split %s, so these ranks "
-                "train as data-parallel replicas",
-                name,
-                info.size(dim),
-                "layers" if dim == "pp" else "sequences",
-            )
+
+
+def positive(text: str) -> int:
+    """An argparse type, so that a zero size fails with one line, not a division by zero."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m runtime.examples.train", description=__doc__)
     p.add_argument("--steps", type=int, default=1000)
-    p.add_argument("--batch-size", type=int, default=8, help="sequences per replica per step")
-    p.add_argument("--seq-len", type=int, default=64)
-    p.add_argument("--vocab", type=int, default=128)
-    p.add_argument("--dim", type=int, default=64)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--batch-size", type=positive, default=8, help="sequences per replica per step")
+    p.add_argument(
+        "--global-batch",
+        type=positive,
+        default=None,
+        help="sequences per step over all replicas, fixed whatever the layout (default: "
+        "--batch-size x dp); each replica takes its share",
+    )
+    p.add_argument("--seq-len", type=positive, default=None, help="default: 64, a multiple of cp")
+    p.add_argument("--vocab", type=positive, default=128)
+    p.add_argument("--dim", type=positive, default=None, help="default: 16 per head")
+    p.add_argument("--heads", type=positive, default=None, help="default: 4, a multiple of tp")
+    p.add_argument("--layers", type=positive, default=None, help="default: 2, or pp when larger")
+    p.add_argument(
+        "--microbatches",
+        type=positive,
+        default=None,
+        help="pipeline microbatches per step when pp > 1 (default: up to 2 per stage, "
+        "dividing the replica's batch)",
+    )
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--noise", type=float, default=0.1, help="fraction of random tokens")
     p.add_argument("--strategy", choices=("ddp", "fsdp", "none"), default="ddp")
@@ -157,6 +115,77 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def resolve_layout(args: argparse.Namespace, info: DistInfo) -> str | None:
+    """Fill in the defaults that depend on the sizes; a one-line reason when they cannot work."""
+    tp, pp, cp, dp = (info.size(d) for d in ("tp", "pp", "cp", "dp"))
+    # Defaults that fit any sizes, so whatever the launch form offers runs; they are the
+    # classic ones (64 tokens, 4 heads of 16, 2 layers) wherever those already fit.
+    if args.layers is None:
+        args.layers = max(2, pp)
+    if args.heads is None:
+        args.heads = tp * math.ceil(4 / tp)
+    if args.dim is None:
+        args.dim = 16 * args.heads
+    if args.seq_len is None:
+        args.seq_len = cp * math.ceil(64 / cp)
+    if args.global_batch is None:
+        args.global_batch = args.batch_size * dp
+    local_batch = args.global_batch // dp
+    if pp > 1 and args.microbatches is None:
+        args.microbatches = default_microbatches(pp, local_batch)
+    problems = [
+        (args.heads % tp, f"--heads {args.heads} must be divisible by tp={tp}"),
+        (args.dim % args.heads, f"--dim {args.dim} must be divisible by --heads {args.heads}"),
+        (args.seq_len % cp, f"--seq-len {args.seq_len} must be divisible by cp={cp}"),
+        (
+            args.global_batch < dp or args.global_batch % dp,
+            f"--global-batch {args.global_batch} must be a positive multiple of dp={dp}",
+        ),
+        (args.layers < pp, f"--layers {args.layers} must be at least pp={pp}, one per stage"),
+    ]
+    if pp > 1:
+        problems += [
+            (
+                args.microbatches is None,
+                f"no microbatch count from pp={pp} to {2 * pp} divides the replica's batch of "
+                f"{local_batch}: pass --microbatches, or a larger --batch-size",
+            ),
+            (
+                args.microbatches is not None
+                and (args.microbatches < pp or local_batch % args.microbatches),
+                f"--microbatches {args.microbatches} must be at least pp={pp} and divide the "
+                f"replica's batch of {local_batch}",
+            ),
+        ]
+    return next((message for bad, message in problems if bad), None)
+
+
+def holdings(args: argparse.Namespace, info: DistInfo, layers: range, params: int) -> str:
+    """One line that shows the split: stage and layers, shard coordinates, data slice."""
+    pp = info.size("pp")
+    parts = [f"stage {info.coord('pp')}/{pp} layers {layers.start}-{layers.stop - 1}"]
+    if info.coord("pp") == 0:
+        parts[0] += " +embedding"
+    if info.coord("pp") == pp - 1:
+        parts[0] += " +head"
+    coords = " ".join(f"{d}={info.coord(d)}/{info.size(d)}" for d in ("tp", "cp", "dp"))
+    rows, columns = data_slice(args, info)
+    parts.append(
+        f"shard {coords} tokens {columns.start}-{columns.stop - 1} of {args.seq_len} "
+        f"rows {rows.start}-{rows.stop - 1} of {args.global_batch}"
+    )
+    parts.append(f"params={params}")
+    return "holds " + " | ".join(parts)
+
+
+def data_slice(args: argparse.Namespace, info: DistInfo) -> tuple[slice, slice]:
+    """This rank's rows (its DP replica's share) and columns (its CP chunk) of the batch."""
+    rows = args.global_batch // info.size("dp")
+    chunk = args.seq_len // info.size("cp")
+    dp, cp = info.coord("dp"), info.coord("cp")
+    return slice(dp * rows, (dp + 1) * rows), slice(cp * chunk, (cp + 1) * chunk)
+
+
 def train(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     """Set up, train, and tear down once every tensor of the run has been released."""
     log = runtime.get_logger("ezpz.train", all_ranks=True)
@@ -164,8 +193,9 @@ def train(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     log.info("%s", info.describe())
     for key, reason in info.reasons.items():
         log.info("%s: %s", key, reason)
-    if args.heads % info.size("tp"):
-        raise SystemExit(f"--heads {args.heads} must be divisible by tp={info.size('tp')}")
+    problem = resolve_layout(args, info)
+    if problem:
+        raise SystemExit(problem)
     if info.mesh is not None:
         check_groups(info, log)
     summary = _train_loop(args, info, log)  # its model, optimizer and tensors die on return
@@ -175,60 +205,84 @@ def train(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     return summary
 
 
-def _train_loop(args: argparse.Namespace, info: DistInfo, log: Any) -> dict[str, dict[str, float]]:
-    tp = info.size("tp")
+def build(args: argparse.Namespace, info: DistInfo, log: Any) -> tuple[Any, StepFn, StepReducer]:
+    """This rank's part of the model, wrapped, with the step that runs it and its reducer."""
+    pp, stage = info.size("pp"), info.coord("pp")
+    cp = None
+    if info.size("cp") > 1:
+        cp = ContextShard(info.group("cp"), info.coord("cp"), info.size("cp"), args.seq_len)
     torch.manual_seed(args.seed)  # the same initial weights on every rank
-    model = TinyLM(args.vocab, args.dim, args.heads, args.layers, args.seq_len).to(info.device)
-    if tp > 1:
+    model = TinyLM(args.vocab, args.dim, args.heads, args.layers, args.seq_len, cp)
+    layers = stage_layers(args.layers, stage, pp)
+    model.keep_stage(layers, first=stage == 0, last=stage == pp - 1)
+    model = model.to(info.device)
+    if info.size("tp") > 1:
         apply_tensor_parallel(model, info)
+    pieces = tp_shards(list(model.parameters()))
     dtype = getattr(torch, args.dtype)
-    model = runtime.wrap_model(
+    fsdp = args.strategy == "fsdp"
+    wrapped = runtime.wrap_model(
         model,
         info,
         args.strategy,
-        param_dtype=dtype if args.strategy == "fsdp" else None,
-        reduce_dtype=torch.float32 if args.strategy == "fsdp" else None,
+        param_dtype=dtype if fsdp else None,
+        reduce_dtype=torch.float32 if fsdp else None,
         shard_modules=list(model.blocks),
+        replicas=replica_mesh(info, ("dp", "cp")),
     )
+    log.info("%s", holdings(args, info, layers, local_numel(wrapped)))
+    autocast = autocast_for(info.device, dtype, args.dtype != "float32" and not fsdp)
+    if pp == 1:
+        step = whole_step(wrapped, args.vocab, autocast)
+    else:
+        rows, columns = data_slice(args, info)
+        step = pipeline_step(
+            wrapped,
+            info,
+            microbatches=args.microbatches,
+            local_shape=(rows.stop - rows.start, columns.stop - columns.start),
+            dim=args.dim,
+            vocab=args.vocab,
+            hidden_dtype=dtype if fsdp else torch.float32,  # autocast keeps the residual fp32
+            logits_dtype=dtype,
+            autocast=autocast,
+        )
+    params = list(wrapped.parameters())
+    return wrapped, step, StepReducer(params, pieces, info)
+
+
+def _train_loop(args: argparse.Namespace, info: DistInfo, log: Any) -> dict[str, dict[str, float]]:
+    model, step_fn, reduce = build(args, info, log)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
-    replicas = replica_mesh(info)
-    replica = replicas.get_local_rank() if replicas is not None else 0
-    n_replicas = replicas.size() if replicas is not None else 1
-    gen = torch.Generator().manual_seed(args.seed * 1000 + replica)  # TP peers share data
-    autocast = args.dtype != "float32" and args.strategy != "fsdp"
+    batches = GlobalBatches(args.seed, args.global_batch, args.seq_len, args.vocab, args.noise)
+    rows, columns = data_slice(args, info)
     history = runtime.History()
     log.info("metrics -> %s", history.path)
-    tokens_per_step = args.batch_size * args.seq_len * n_replicas
+    samples, tokens = args.global_batch, args.global_batch * args.seq_len
     for step in range(args.steps):
         t0 = time.perf_counter()
-        x, y = make_batch(gen, args.batch_size, args.seq_len, args.vocab, args.noise)
+        x, y = batches.next(rows, columns)
         x, y = x.to(info.device), y.to(info.device)
         lr = lr_at(step, args.steps, args.lr)
         for group in opt.param_groups:
             group["lr"] = lr
-        with torch.autocast(info.device.type, dtype=dtype, enabled=autocast):
-            logits = model(x)
-        loss = F.cross_entropy(logits.float().reshape(-1, args.vocab), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        metrics: dict[str, Any] = {"loss": loss.item(), "lr": lr}
-        if tp == 1:
-            metrics["grad_norm"] = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        loss, grad_norm = reduce(step_fn(x, y), MAX_GRAD_NORM)
         opt.step()
         if args.sleep:
             time.sleep(args.sleep)
         dt = time.perf_counter() - t0
-        metrics.update(dt=dt, tokens_per_s=tokens_per_step / dt)
-        history.record(step, metrics)
+        metrics = {"loss": loss, "lr": lr, "grad_norm": grad_norm, "dt": dt}
+        history.record(step, metrics, tokens=tokens, samples=samples)
         if step % args.log_every == 0 or step == args.steps - 1:
             log.info(
                 "step %d/%d loss=%.4f lr=%.2e dt=%.1fms tok/s=%.0f",
                 step,
                 args.steps,
-                metrics["loss"],
+                loss,
                 lr,
                 dt * 1e3,
-                metrics["tokens_per_s"],
+                tokens / dt,
             )
     history.close()
     return history.summary()

@@ -15,7 +15,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 import runtime
-from runtime.examples.train import TinyLM, apply_tensor_parallel, make_batch
+from runtime.examples.data import make_batch
+from runtime.examples.model import TinyLM, apply_tensor_parallel
 
 VOCAB, DIM, HEADS, LAYERS, SEQ = 32, 32, 4, 2, 16
 

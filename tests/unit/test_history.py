@@ -72,6 +72,52 @@ def test_summary_statistics(tmp_path: Path) -> None:
     assert math.isnan(s["last"])
 
 
+def _metrics(tmp_path: Path, rank: int = 0) -> list[dict]:
+    path = tmp_path / "metrics" / f"rank-{rank:05d}.jsonl"
+    return [json.loads(line)["metrics"] for line in path.read_text().splitlines()]
+
+
+def test_record_adds_throughput_from_the_given_dt(tmp_path: Path) -> None:
+    with History(tmp_path, rank=0) as h:
+        h.record(0, {"loss": 1.0}, tokens=4096, samples=8, dt=0.5)
+        h.record(1, {"loss": 1.0, "dt": 0.25}, tokens=4096)  # the metric's dt when no argument
+        h.record(2, {"loss": 1.0, "dt": 0.25}, samples=8, dt=2.0)  # the argument wins
+        summary = h.summary()
+    first, second, third = _metrics(tmp_path)
+    assert first == {"loss": 1.0, "dt": 0.5, "tokens_per_s": 8192.0, "samples_per_s": 16.0}
+    assert second == {"loss": 1.0, "dt": 0.25, "tokens_per_s": 16384.0}
+    assert third == {"loss": 1.0, "dt": 0.25, "samples_per_s": 4.0}  # the recorded dt is kept
+    assert summary["tokens_per_s"]["count"] == 2.0
+
+
+def test_record_measures_dt_since_the_previous_record(tmp_path: Path, monkeypatch) -> None:
+    clock = iter([100.0, 100.5, 101.5])
+    monkeypatch.setattr("runtime.history.time.time", lambda: next(clock))
+    with History(tmp_path, rank=0) as h:
+        h.record(0, {"loss": 3.0}, tokens=100)  # nothing before it: no rate to measure
+        h.record(1, {"loss": 2.0}, tokens=100, samples=2)
+        h.record(2, {"loss": 1.0}, samples=2)
+    assert _metrics(tmp_path) == [
+        {"loss": 3.0},
+        {"loss": 2.0, "dt": 0.5, "tokens_per_s": 200.0, "samples_per_s": 4.0},
+        {"loss": 1.0, "dt": 1.0, "samples_per_s": 2.0},
+    ]
+
+
+def test_record_without_throughput_arguments_is_unchanged(tmp_path: Path) -> None:
+    metrics = {"loss": 1.0}
+    with History(tmp_path, rank=0) as h:
+        h.record(0, metrics)
+        h.record(1, metrics, dt=0.0)  # a zero dt is recorded but gives no infinite rate
+        h.record(2, metrics, tokens=10, dt=math.nan)
+    assert metrics == {"loss": 1.0}  # the caller's mapping is never changed
+    assert _metrics(tmp_path) == [
+        {"loss": 1.0},
+        {"loss": 1.0, "dt": 0.0},
+        {"loss": 1.0, "dt": "NaN"},
+    ]
+
+
 def test_default_run_dir_comes_from_the_launcher(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("EZPZ_RUN_DIR", str(tmp_path / "run"))
     monkeypatch.setenv("PMI_RANK", "1")
