@@ -227,9 +227,9 @@ o          | cycle_colour         | colour   | Colour ranks by the next group (T
 # In a form field letters are typed; Esc (or Enter) leaves the field so keys act again. Out of
 # a field (normal mode) j/k move the field cursor, + and - step the size under it.
 escape     | leave_field          |          | Leave the field (single keys act again)
-i,enter    | edit_field           | edit     | Edit the field under the cursor
-+          | step_up              | +size    | Next size that fits (nodes, per node, TP, PP, CP)
--          | step_down            | -size    | Previous size that fits
+i,enter    | edit_field           |          | Edit the field under the cursor
++          | step_up              | +/- size | Next size that fits (nodes, per node, TP, PP, CP)
+-          | step_down            |          | Previous size that fits
 [dialog]
 # The answers in a dialog (ConfirmScreen, theme picker).
 y,enter    | confirm              |          | Yes / keep the choice

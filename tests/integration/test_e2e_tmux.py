@@ -233,11 +233,11 @@ def test_newcomer_flow(tmux: Tmux, tmp_path: Path) -> None:
     tmux.wait_for(what, lambda s: _runs(s, running="tp1") and _summary(s, stepping), timeout=60)
 
     # 4-5. TP 1 -> 2 and relaunch in four keys, each shown before it is needed: e (footer:
-    # "sizes") opens the form with the cursor on TP, + (footer: "+size") steps it, R (footer:
+    # "sizes") opens the form with the cursor on TP, + (footer: "+/- size") steps it, R (footer:
     # "relaunch") asks with the whole change, y (the dialog) answers.
     tmux.wait_for("e and R in the footer", lambda s: _has(s, "e sizes", "R relaunch"), 20)
     tmux.keys("e")
-    tmux.wait_for("+ in the footer", lambda s: "+size" in s, timeout=20)
+    tmux.wait_for("+ in the footer", lambda s: "+/- size" in s, timeout=20)
     tmux.keys("+")
     tmux.wait_for(
         "TP 2 in the form and the preview",
