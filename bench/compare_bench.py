@@ -11,6 +11,13 @@ per step, and a sweep record naming them all).
 - cli: ``ezpz-tui compare --json`` with no RUN (the newest run's sweep: all the runs) as a
   subprocess, against ``ezpz-tui runs --json`` on the same outputs (the CLI's start-up and run
   listing) and ``python -c pass`` (the interpreter's start-up). Target: at most 1 s.
+- tab: the TUI (headless, 120x40) opens the newest run (its sweep's runs are its relatives),
+  a person looks at its Run tab for a second, then presses the key for the Compare tab: from the
+  key (T twice: Run, Launch, Compare) until the table shows every run and the app has nothing
+  left to do (painted), against the
+  same key to the Launch tab (a tab switch that reads nothing), alternating. Also printed:
+  the Compare tab asked for at once after the run opened (its read not done yet). Target: at
+  most 200 ms.
 
 Subject and baselines alternate and medians are quoted, with ratios (the machines are shared and
 noisy). Files are written first, so the page cache is warm. :func:`make_runs` and
@@ -38,6 +45,7 @@ from runtime.rundir import RunDir, RunState, State, metric_files, write_state
 
 CORE_TARGET_MS = 200.0
 CLI_TARGET_MS = 1000.0
+TAB_TARGET_MS = 200.0
 T0 = 1_763_800_000.0
 LAYOUTS = [(tp, pp, cp) for tp in (1, 2) for pp in (1, 2) for cp in (1, 2)]
 
@@ -143,8 +151,95 @@ def bench_cli(outputs: Path, reps: int) -> None:
     _report(time_calls(calls, reps), "ezpz-tui compare --json", CLI_TARGET_MS)
 
 
+def bench_tab(outputs: Path, run_dirs: list[Path], reps: int) -> None:
+    import asyncio
+    import socket
+
+    from textual.widgets import TabbedContent
+
+    from ezpz_tui.core.checking.check import Check
+    from ezpz_tui.core.launching.allocation import Allocation
+    from ezpz_tui.ui.app import EzpzApp
+    from ezpz_tui.ui.widgets.compare import CompareView
+
+    host = socket.gethostname()
+    alloc = Allocation("none", None, host, (host,), 2, "cpu", "bench", None, 0.0, None, 2)
+    newest = max(run_dirs, key=lambda p: p.name)
+    print(f"tab: the Compare tab of the TUI with {newest.name} open ({len(run_dirs)} runs)")
+    took: dict[str, list[float]] = {"Compare tab": [], "Launch tab (floor)": [], "at once": []}
+
+    painted: dict[str, float] = {}  # when each watched widget first painted, once ready
+    ready: dict[str, Callable[[], bool]] = {}
+
+    def watch_paint(widget: object, name: str) -> None:
+        """Record when ``widget`` renders a line (the compositor paints it) while the view it
+        belongs to is ready."""
+        render_lines = widget.render_lines  # type: ignore[attr-defined]
+
+        def timed(*args: object, **kwargs: object) -> object:
+            if name in ready and ready[name]():
+                painted.setdefault(name, time.perf_counter())
+            return render_lines(*args, **kwargs)
+
+        widget.render_lines = timed  # type: ignore[attr-defined]
+
+    async def switch(main: object, tab: str, name: str, done: Callable[[], bool]) -> float:
+        """From the tab key (T: Run, Launch, Compare) until the widget named ``name`` paints
+        with ``done()`` true."""
+        tabs = main.app.query_one(TabbedContent)  # type: ignore[attr-defined]
+        painted.pop(name, None)
+        ready[name] = done
+        t0 = time.perf_counter()
+        while tabs.active != tab:
+            await main.action_previous_tab()  # type: ignore[attr-defined]
+        while name not in painted:
+            await asyncio.sleep(0.002)
+            if time.perf_counter() - t0 > 30:
+                raise SystemExit(f"{tab}: not shown after 30 s")
+        del ready[name]
+        return painted[name] - t0
+
+    async def run() -> None:
+        app = EzpzApp(outputs, alloc, checks=[Check("python", "ok", "bench")])
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(600):
+                if app.main.started:
+                    break
+                await pilot.pause(0.05)
+            else:
+                raise SystemExit("the TUI did not start in 30 s")
+            app.main.action_focus_right()
+            await app.main.open_run(newest)  # mounts the run views
+            await pilot.pause()
+            watch_paint(app.query_one(CompareView).table, "compare")
+            watch_paint(app.query_one("#command"), "launch")
+
+            def compared() -> bool:
+                shown = app.query_one(CompareView).comparison
+                return shown is not None and len(shown.runs) == len(run_dirs)
+
+            for rep in range(reps + 1):  # the first round warms Textual's caches: not counted
+                for name, looks_s in (("Compare tab", 1.0), ("at once", 0.0)):
+                    app.main._compared_for = None  # as if this run had never been compared
+                    app.main.action_focus_right()  # L, then Enter on the run: it opens
+                    await app.main.open_run(newest)
+                    await asyncio.sleep(looks_s)  # a person reads the Run tab first
+                    took[name].append(await switch(app.main, "tab-compare", "compare", compared))
+                app.main.action_focus_right()
+                await app.main.open_run(newest)
+                await asyncio.sleep(1.0)
+                floor = await switch(app.main, "tab-launch", "launch", lambda: True)
+                took["Launch tab (floor)"].append(floor)
+                if rep == 0:
+                    for values in took.values():
+                        values.clear()
+
+    asyncio.run(run())
+    _report(took, "Compare tab", TAB_TARGET_MS)
+
+
 def main() -> None:
-    parser = bench_parser(__doc__, ("core", "cli"))
+    parser = bench_parser(__doc__, ("core", "cli", "tab"))
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--ranks", type=int, default=2)
@@ -163,6 +258,8 @@ def main() -> None:
             bench_core(run_dirs, args.reps)
         if args.only in (None, "cli"):
             bench_cli(outputs, args.reps)
+        if args.only in (None, "tab"):
+            bench_tab(outputs, run_dirs, args.reps)
 
 
 if __name__ == "__main__":

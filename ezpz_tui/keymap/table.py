@@ -193,8 +193,8 @@ X          | stop_run             | stop     | Stop the run (asks first)
 # While the run on screen has failed (the Run tab's failure line shows w, the footer B).
 w          | show_failure         |          | Why the run failed, on one screen
 B          | exclude_and_relaunch | exclude  | Exclude host and relaunch (bad_hosts.txt)
-e          | edit_sizes           | sizes    | Edit the sizes: the launch form, cursor on TP
-W          | sweep                |          | Sweep TP/PP/CP: every valid layout in turn, compared
+e          | edit_sizes           | sizes    | Edit the sizes (cursor on TP)
+W          | sweep                |          | Sweep TP/PP/CP, then compare them
 D          | rerun_doctor         |          | Run the doctor checks again
 S          | show_stacks          |          | Where every rank waits: Python stacks, grouped
 # vim's gt / gT without the g, which already means "first item".
@@ -228,7 +228,7 @@ o          | cycle_colour         | colour   | Colour ranks by the next group (T
 # a field (normal mode) j/k move the field cursor, + and - step the size under it.
 escape     | leave_field          |          | Leave the field (single keys act again)
 i,enter    | edit_field           |          | Edit the field under the cursor
-+          | step_up              | +/- size | Next size that fits (nodes, per node, TP, PP, CP)
++          | step_up              | +/- size | Next size that fits
 -          | step_down            |          | Previous size that fits
 [dialog]
 # The answers in a dialog (ConfirmScreen, theme picker).

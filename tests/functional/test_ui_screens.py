@@ -112,14 +112,14 @@ async def test_help_lists_every_binding_and_closes_on_escape() -> None:
 
 
 async def test_help_shows_the_users_keys() -> None:
-    keymap, _ = apply_overrides(DEFAULT_KEYMAP, {"launch": "e", "show_help": "f1"})
+    keymap, _ = apply_overrides(DEFAULT_KEYMAP, {"launch": "u", "show_help": "f1"})
     app = Host(keymap)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("question_mark")
         assert not isinstance(app.screen, HelpScreen), "? was rebound"
         await pilot.press("f1")
         assert isinstance(app.screen, HelpScreen)
-        assert "e   " in _help_text(app) and "Launch the plan" in _help_text(app)
+        assert "u   " in _help_text(app) and "Launch the plan" in _help_text(app)
 
 
 async def test_help_scrolls_with_the_navigation_keys() -> None:
@@ -227,11 +227,11 @@ async def test_chord_keys_leave_text_fields_alone() -> None:
 
 
 async def test_overrides_rebind_through_set_keymap() -> None:
-    keymap, problems = apply_overrides(DEFAULT_KEYMAP, {"launch": "e", "cursor_down": "ctrl+n"})
+    keymap, problems = apply_overrides(DEFAULT_KEYMAP, {"launch": "u", "cursor_down": "ctrl+n"})
     assert problems == []
     app = Host(keymap)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("r", "e", "j", "ctrl+n")
+        await pilot.press("r", "u", "j", "ctrl+n")
         assert app.done == ["launch"]
         assert app.query_one(Region).done == ["cursor_down"]
 
@@ -252,6 +252,7 @@ async def test_the_footer_bindings_carry_short_labels() -> None:
         "stop_run": "stop",
         # Bound here; the main screen keeps it out of the footer while no failed run is open.
         "exclude_and_relaunch": "exclude",
+        "edit_sizes": "sizes",
         "quit": "quit",
     }
 

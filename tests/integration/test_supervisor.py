@@ -322,7 +322,7 @@ def test_heartbeat_refreshes_while_running(
 ) -> None:
     monkeypatch.setattr(supervisor_module, "HEARTBEAT_S", 0.1)
     run = store.create({})
-    handle = start(sup, run, [PY, "-c", "import time; time.sleep(1.0)"])
+    handle = start(sup, run, [PY, "-c", "import time; time.sleep(5.0)"])  # outlives a slow box
     first = disk_state(run)["updated"]
     wait_for(lambda: disk_state(run)["updated"] > first + 0.2, timeout=5)
     assert disk_state(run)["state"] == "running"

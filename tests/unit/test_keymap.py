@@ -176,19 +176,19 @@ def test_overrides_apply_and_reach_textual() -> None:
     keymap, problems = apply_overrides(
         DEFAULT_KEYMAP,
         {
-            "launch": "e",
+            "launch": "u",
             "search": ["/", "ctrl+f"],
             "center": "z c",
             "stop_run": " ctrl+k , ctrl+k ",
         },
     )
     assert problems == []
-    assert keymap["launch"].keys == ("e",)
+    assert keymap["launch"].keys == ("u",)
     assert keymap["search"].keys == ("/", "ctrl+f")
     assert keymap["center"].keys == ("z c",)
     assert keymap["stop_run"].keys == ("ctrl+k",)
     assert keymap.textual_overrides() == {
-        "ezpz.launch": "e",
+        "ezpz.launch": "u",
         "ezpz.search": "/,ctrl+f",
         "ezpz.stop_run": "ctrl+k",
     }
@@ -200,7 +200,7 @@ def test_override_problems_are_sentences_and_keep_defaults() -> None:
     keymap, problems = apply_overrides(
         DEFAULT_KEYMAP,
         {
-            "lanch": "e",
+            "lanch": "u",
             "quit": "r",
             "first": "g g",
             "center": "ctrl+l",
@@ -222,11 +222,11 @@ def test_override_problems_are_sentences_and_keep_defaults() -> None:
 
 
 def test_the_later_of_two_clashing_overrides_loses() -> None:
-    keymap, problems = apply_overrides(DEFAULT_KEYMAP, {"launch": "e", "rerun_doctor": "e"})
-    assert keymap["launch"].keys == ("e",)
+    keymap, problems = apply_overrides(DEFAULT_KEYMAP, {"launch": "u", "rerun_doctor": "u"})
+    assert keymap["launch"].keys == ("u",)
     assert keymap["rerun_doctor"].keys == ("D",)
     assert problems == [
-        "[keys] rerun_doctor: 'e' is already used by launch (everywhere); kept 'D'."
+        "[keys] rerun_doctor: 'u' is already used by launch (everywhere); kept 'D'."
     ]
     assert conflicts(keymap) == []
 
@@ -249,9 +249,9 @@ def test_overrides_never_raise(junk: dict[str, object]) -> None:
 
 def test_load_overrides_from_a_file(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
-    path.write_text('[ui]\ntheme = "ezpz-nord"\n\n[keys]\nlaunch = "e"\nbogus = "x"\n')
+    path.write_text('[ui]\ntheme = "ezpz-nord"\n\n[keys]\nlaunch = "u"\nbogus = "x"\n')
     keymap, problems = load_overrides(path)
-    assert keymap["launch"].keys == ("e",)
+    assert keymap["launch"].keys == ("u",)
     assert problems == ["[keys] bogus: there is no such action; ignored."]
 
 

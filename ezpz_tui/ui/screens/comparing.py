@@ -2,8 +2,10 @@
 
 The tab compares the opened run with its relatives (the runs it was relaunched from, the other
 runs of its sweep: :func:`~ezpz_tui.core.comparing.relatives.relatives_of`) and with every run
-marked with ``c`` in the runs list. It is read when the tab is shown, and again with the runs
-list's refresh while a compared run is still going, never while the tab is hidden.
+marked with ``c`` in the runs list. It is read once in the background whenever that set of runs
+changes, so the tab opens on a table already made (switching tabs restyles the screen, and a
+read started only then would share the UI thread's time); while the tab shows, it is read again
+with the runs list's refresh as long as a compared run is still going.
 """
 
 from __future__ import annotations
@@ -26,27 +28,35 @@ COMPARE_TAB = "tab-compare"
 class CompareControl(FailureControl):
     """Keeps the Compare tab's table up to date while it shows."""
 
-    compare_view: CompareView
+    compare_view: CompareView  # mounted with the run views (``_run_views_mounted``)
+    _run_views_mounted: bool
 
-    def _compared_paths(self) -> tuple[Path | None, list[Path]]:
+    def __init__(self) -> None:
+        super().__init__()
+        self._compared_for: tuple[Path | None, tuple[Path, ...]] | None = None  # last read
+
+    def _compared_paths(self) -> tuple[Path | None, tuple[Path, ...]]:
         from ezpz_tui.ui.widgets.runs import RunsPanel
 
         opened = self.opened.path if self.opened else None
-        marked = sorted(self.query_one(RunsPanel).compared, key=lambda p: p.name)
-        return opened, marked
+        return opened, tuple(sorted(self.query_one(RunsPanel).compared, key=lambda p: p.name))
 
     def refresh_comparison(self, only_if_live: bool = False) -> None:
-        """Read the comparison again if the tab shows (``only_if_live``: and a run in it is
-        still going, so its figures can have moved)."""
-        if self.query_one(TabbedContent).active != COMPARE_TAB:
-            return
+        """Read the comparison again when its set of runs changed, or when the tab shows and a
+        run in it is still going (``only_if_live``: only then)."""
+        if not self._run_views_mounted:
+            return  # nothing to show it in yet: the first run opened reads it
+        wanted = self._compared_paths()
+        changed = wanted != self._compared_for
         shown = self.compare_view.comparison
-        if only_if_live and shown is not None and not any(r.partial for r in shown.runs):
-            return
-        self._compare_worker(*self._compared_paths())
+        live = shown is not None and any(r.partial for r in shown.runs)
+        visible = self.query_one(TabbedContent).active == COMPARE_TAB
+        if (changed and not only_if_live) or (visible and live):
+            self._compared_for = wanted
+            self._compare_worker(*wanted)
 
     @work(thread=True, exclusive=True, group="compare")
-    def _compare_worker(self, opened: Path | None, marked: list[Path]) -> None:
+    def _compare_worker(self, opened: Path | None, marked: tuple[Path, ...]) -> None:
         from ezpz_tui.core.comparing.compare import compare
         from ezpz_tui.core.comparing.relatives import relatives_of
 

@@ -381,6 +381,7 @@ class MainScreen(SweepControl):
         self.opened.start(read_only=self._handle_of(path) is None)
         self.refresh_bindings()  # the failure keys belong to the run that was open
         self.query_one(TabbedContent).active = "tab-run"
+        self.refresh_comparison()  # in the background, ready when the Compare tab is asked for
         self._refresh_runs()
         self._update_summary()
 
@@ -395,8 +396,7 @@ class MainScreen(SweepControl):
             opened = self.opened.path if self.opened else None
             self.query_one(RunsPanel).list_runs(self.session.store, opened)
             self._read_bad_hosts()
-            if self._run_views_mounted:
-                self.refresh_comparison(only_if_live=True)
+            self.refresh_comparison(only_if_live=True)
 
     def _update_summary(self) -> None:
         opened = self.opened

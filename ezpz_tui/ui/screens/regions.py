@@ -19,6 +19,7 @@ from textual.widgets import TabbedContent
 
 REGIONS = ("left", "top", "main", "right")
 RUN_VIEW_MIN = 80  # columns for a rank log: a traceback's lines and a step line fit
+RUN_VIEW_RUNS_WIDTH = 36  # the runs list beside a run view: 80 columns left for it at 120
 _SELECTORS = {"left": "#left", "top": "#topology", "main": "#main", "right": "#right"}
 
 
@@ -95,7 +96,9 @@ class RegionNavigation(Screen[None]):
     def make_room_for_runs(self, run_view: bool) -> None:
         """Give a run view (``run_view``) :data:`RUN_VIEW_MIN` columns: sidebars step aside
         in turn until it has them; without a run view they come back."""
-        self.set_class(run_view, "-run-view")
+        # The runs list's own width, not a class on the screen: a screen class restyles every
+        # widget, which held the UI thread (and a Compare worker's GIL) for 300 ms a switch.
+        self.query_one("#right").styles.width = RUN_VIEW_RUNS_WIDTH if run_view else None
         if not run_view:
             for selector in self._stepped_aside:
                 self.query_one(selector).display = True
