@@ -1,7 +1,7 @@
 """How long comparing a sweep's runs takes, in-process and as ``ezpz-tui compare --json``.
 
 The runs: ``--runs`` run directories (20) of ``--steps`` steps (1,000) on ``--ranks`` ranks (2)
-each, written as a sweep writes them (``run.toml``, ``state.json``, one ``metrics/rank-N.jsonl``
+each, written as a sweep writes them (the record, the state, one metrics JSONL file
 per rank with ``loss``, ``lr``, ``grad_norm``, ``dt``, ``tokens_per_s`` and ``samples_per_s``
 per step, and a sweep record naming them all).
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ezpz_tui.cli.common import fail, outputs_of, run_named, say
+from runtime.rundir import RUN_TOML
 
 NEWEST = 5  # runs compared when no RUN is given and the newest run has no relatives
 WIDTH = 100
@@ -78,7 +79,7 @@ def _plain(value: float | None) -> float | str | None:
 
 def as_json(comparison: Any) -> dict[str, Any]:
     """The comparison as plain data: runs fastest first, each with its figures and where it is
-    best, then the run.toml entries that differ (by run id)."""
+    best, then the record entries that differ (by run id)."""
     from ezpz_tui.core.comparing.numbers import warmup
 
     runs = []
@@ -170,7 +171,7 @@ def table_lines(comparison: Any) -> list[str]:
         lines.append(f"{i + 1:>2} {facts.run_id}{parent}")
         lines += [f"     {note}" for note in facts.notes]
     if comparison.changes:
-        lines.append("run.toml differs:")
+        lines.append(f"{RUN_TOML} differs:")
         lines += [_change_line(c, runs) for c in comparison.changes[:MAX_CHANGES]]
         more = len(comparison.changes) - MAX_CHANGES
         if more > 0:

@@ -8,7 +8,7 @@ throughput. A best is named only when two or more runs have the figure and they 
 equal, and a run still running can be best (its figures are marked partial where they are shown).
 
 Loss is compared at the last step every run recorded a loss for, so a run that went further
-does not win for having trained longer. :class:`Change` lists the ``run.toml`` entries that
+does not win for having trained longer. :class:`Change` lists the record entries that
 differ, each run's own directory and identity (id, creation time) left out, since those
 always differ.
 """
@@ -41,7 +41,7 @@ class Row:
 
 @dataclass(frozen=True)
 class Change:
-    """One ``run.toml`` entry that differs: its dotted key and each run's value as text
+    """One record entry that differs: its dotted key and each run's value as text
     (``None`` where a run does not record it)."""
 
     key: str
@@ -137,7 +137,7 @@ def _flat(prefix: str, table: Mapping[str, Any], run_dir: str, out: dict[str, st
 
 
 def record_changes(runs: Sequence[RunFacts]) -> tuple[Change, ...]:
-    """The ``run.toml`` entries whose values are not the same in every run, in the first run's
+    """The record entries whose values are not the same in every run, in the first run's
     order, then the others'. Keys are dotted (``launch.env.EZPZ_TP``), a list of strings is
     compared item by item (``launch.argv[11]``), and the run's own path reads ``<run-dir>``."""
     flats = []

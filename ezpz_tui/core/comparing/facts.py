@@ -1,6 +1,6 @@
 """One run as a comparison needs it: its layout, how it ended (or that it has not), its figures.
 
-The layout comes from the run's ``run.toml`` (what the run store recorded: ``[sizes]`` as
+The layout comes from the run's record (what the run store recorded: ``[sizes]`` as
 launched, the hosts used, the plan's launcher), the state from
 :func:`ezpz_tui.core.launching.liveness.run_state` (so a run whose supervisor died reads ``lost``,
 not ``running``), the figures from :mod:`ezpz_tui.core.comparing.numbers`. A run still live is
@@ -55,7 +55,7 @@ class Layout:
 
 
 def layout_of(record: Mapping[str, Any]) -> Layout:
-    """The layout a ``run.toml`` records; the launcher ``auto`` resolved to the program it ran."""
+    """The layout a run's record says; the launcher ``auto`` resolved to the program it ran."""
     sizes, plan, launch = _table(record, "sizes"), _table(record, "plan"), _table(record, "launch")
     hosts = record.get("hosts")
     launcher = plan.get("launcher") if isinstance(plan.get("launcher"), str) else None

@@ -1,7 +1,7 @@
 """The runs a run is naturally compared with: the runs it was relaunched from, and the other
 runs of its sweep.
 
-A relaunch records the run it replaced as ``parent`` in ``run.toml``, a retry the run it
+A relaunch records the run it replaced as ``parent`` in its record, a retry the run it
 retried, and a sweep's runs name the sweep (:mod:`ezpz_tui.core.comparing.sweep_record`). So
 opening Compare on a relaunched run can include its parent without being asked, and on a sweep's
 run every layout the sweep tried. Parents are looked for in the run's own outputs directory;

@@ -115,7 +115,7 @@ def argv_hunks(old: Sequence[str], new: Sequence[str]) -> tuple[Hunk, ...]:
 def relaunch_change(
     record: Mapping[str, Any], run_dir: Path, checked: CheckedPlan, new_argv: Sequence[str]
 ) -> RelaunchChange:
-    """The change from the run recorded in ``record`` (its run.toml) to ``checked``, whose
+    """The change from the run whose record is ``record`` to ``checked``, whose
     launch would run ``new_argv`` (a preview: its run directory is a placeholder)."""
     plan, alloc = checked.plan, checked.alloc
     old_sizes = record.get("sizes") if isinstance(record.get("sizes"), Mapping) else {}

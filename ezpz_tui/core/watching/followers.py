@@ -32,7 +32,7 @@ from runtime.records import Record
 from runtime.rundir import RankStatus, RunDir, metric_files, read_status
 
 LAUNCHER = -1
-"""The pseudo-rank that ``launcher.log`` is followed as: its lines travel with the ranks' logs
+"""The pseudo-rank that the launcher's log is followed as: its lines travel with the ranks' logs
 (one tail machinery, one log view), and readers that count ranks or plot metrics skip it."""
 
 
@@ -106,7 +106,7 @@ class Batch:
     status: dict[int, RankStatus] = field(default_factory=dict)  # re-read status files
     log_restarts: set[int] = field(default_factory=set)  # drop what was shown for these ranks
     metric_restarts: set[int] = field(default_factory=set)
-    launcher: bool = False  # launcher.log was found (and is followed as rank ``LAUNCHER``)
+    launcher: bool = False  # the launcher's log was found (and is followed as rank ``LAUNCHER``)
 
     def __bool__(self) -> bool:
         return bool(

@@ -28,7 +28,7 @@ KEEP_PER_RANK = 2000
 KEEP_TOTAL = 256_000  # lines held over all ranks: 2000 each up to 128 ranks, fewer beyond
 KEEP_AT_LEAST = 200
 KEEP_ALL = 20000
-KEEP_LAUNCHER = 2000  # launcher.log's lines held: a launcher says little, and it matters
+KEEP_LAUNCHER = 2000  # lines of the launcher's log held: a launcher says little, and it matters
 STALL_AFTER_S = 60.0
 # A traceback may be the last thing a dying rank prints: give it a moment to exit on its own.
 RAISED_AFTER_S = 2.0
@@ -134,7 +134,7 @@ class RunMonitor:
         # The run's state as last read: once it has ended (or is lost), a rank whose record
         # still says running is shown as its supervisor would have ended it.
         self.run_state: RunState | None = None
-        # launcher.log, followed as the pseudo-rank LAUNCHER: never in ``ranks`` (which counts,
+        # the launcher's log, followed as pseudo-rank LAUNCHER: never in ``ranks`` (which counts,
         # plots and stall checks read), its lines in the buffers and the all-ranks view.
         self.launcher = RankInfo(LAUNCHER, status=RankState.WAITING)
         self.has_launcher = False

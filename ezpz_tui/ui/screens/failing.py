@@ -2,7 +2,7 @@
 
 Everything that reads or writes a file runs in a thread worker and reports back with a message
 (``ezpz_tui.ui.messages``): :func:`explain` reads the run's state, statuses, logs and
-``launcher.log``; planning the relaunch reads the run's ``run.toml`` and ``bad_hosts.txt``;
+the launcher's log; planning the relaunch reads the run's record and ``bad_hosts.txt``;
 excluding writes ``bad_hosts.txt`` and launches. The UI thread only shows what they found.
 
 The failure is read once when the opened run is first seen ``failed`` (and again on ``w``). The

@@ -2,7 +2,7 @@
 its sweep) and the runs marked with ``c``, side by side: a column per run, fastest first, a row
 per fact and figure written as ``ezpz-tui compare`` writes them
 (:mod:`ezpz_tui.core.comparing.columns`), the best of each row marked. Under the table, each
-run's id and notes and what differs in their ``run.toml``.
+run's id and notes and what differs in their record.
 
 Runs are columns here (the CLI prints a row per run): a person compares a handful of layouts,
 and a figure's row reads across them in under 90 columns.
@@ -28,6 +28,7 @@ from ezpz_tui.core.comparing.columns import (
 )
 from ezpz_tui.ui.widgets.runs import STATE_STYLE
 from ezpz_tui.ui.widgets.table import VimTable
+from runtime.rundir import RUN_TOML
 
 if TYPE_CHECKING:
     from ezpz_tui.core.comparing.compare import Comparison
@@ -104,7 +105,7 @@ class CompareView(Vertical):
                 text.append(f"     {note}\n", "yellow")
         changes = comparison.changes
         if changes:
-            text.append("run.toml differs:\n", "bold")
+            text.append(f"{RUN_TOML} differs:\n", "bold")
             ids = [facts.run_id for facts in comparison.runs]
             for change in changes[:MAX_CHANGES]:
                 text.append(f"  {change_text(change, ids)}\n")

@@ -178,7 +178,7 @@ class LogView(LineList):
             if line[OFFSET] < 0:  # a marker the monitor put in: where a rank died
                 text.stylize("bold reverse")
             if self.show_rank:
-                rank = "L" if line[RANK] == LAUNCHER else line[RANK]  # launcher.log's lines
+                rank = "L" if line[RANK] == LAUNCHER else line[RANK]  # the launcher's own lines
                 prefix = Text(f"{rank:>{self._rank_width}} │ ", self.rank_style(line[RANK]))
                 text = Text.assemble(prefix, text, no_wrap=True, end="")
             self._cache[key] = text
@@ -244,5 +244,5 @@ class LogView(LineList):
 
 
 def rank_name(rank: int) -> str:
-    """``rank 3``, or ``launcher`` for launcher.log's pseudo-rank."""
+    """``rank 3``, or ``launcher`` for the launcher's pseudo-rank."""
     return "launcher" if rank == LAUNCHER else f"rank {rank}"

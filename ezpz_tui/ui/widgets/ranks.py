@@ -1,6 +1,6 @@
 """The rank list: every rank with its live state, the first failure marked, its last line.
 
-The launcher (``launcher.log``, where Hydra, PALS and srun say why a job ended) is the first row
+The launcher (its log, where Hydra, PALS and srun say why a job ended) is the first row
 once its log exists: labelled ``launcher``, with the run's state as its own and its last line.
 It is the pseudo-rank ``LAUNCHER`` (-1), so selecting it shows its log like a rank's.
 """
