@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from ezpz_tui.cli.common import fail, outputs_of, run_named, say
-from runtime.rundir import RUN_TOML
 
 NEWEST = 5  # runs compared when no RUN is given and the newest run has no relatives
 WIDTH = 100
@@ -150,6 +149,7 @@ def table_lines(comparison: Any) -> list[str]:
         lead_cells,
         legend,
     )
+    from runtime.rundir import RUN_TOML
 
     runs = comparison.runs
     if not runs:

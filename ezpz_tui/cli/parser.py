@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ezpz_tui import __version__
-from runtime.rundir import RUN_TOML
 
 EPILOG = "With no command, ezpz-tui starts the terminal UI."
 RUN_HELP = "run id, unique prefix, or path to a run directory"
@@ -83,7 +82,8 @@ COMMANDS_HELP = {
         "Compare runs ranked by tokens/s: time to first step, median step time, samples/s and "
         "tokens/s past warm-up (the first max(2, 10%) steps of rank 0), peak memory, final, "
         "best and common-step loss, with the best value marked, and what differs in their "
-        f"{RUN_TOML}. One RUN is compared with its relatives (the runs it was relaunched from, "
+        "recorded plans and launches. One RUN is compared with its relatives (the runs it "
+        "was relaunched from, "
         "its sweep's runs); with no RUN, the newest run's sweep, or its relaunch chain, or "
         "else the 5 newest runs.",
     ),

@@ -196,7 +196,12 @@ class MainScreen(SweepControl):
     def _detect_allocation(self) -> None:
         from ezpz_tui.core.launching.allocation import detect_allocation
 
-        self.post_message(AllocationDetected(detect_allocation()))
+        alloc = detect_allocation()
+        # What the handler builds the session from, imported here off the UI thread (about
+        # 60 ms of imports that would otherwise hold up the first prefilled frame).
+        import ezpz_tui.core.session  # noqa: F401
+
+        self.post_message(AllocationDetected(alloc))
 
     @work(thread=True, exclusive=True, group="preview")
     def _preview_worker(self, plan: LaunchPlan) -> None:
