@@ -80,10 +80,12 @@ class RunsStopped(Message):
 
 @dataclass(eq=False)
 class OverlayLoaded(Message):
-    """An earlier run's metrics, read to be overlaid on the plots."""
+    """An earlier run's metrics, read to be overlaid on the plots; ``asked``: by the person
+    (``c``), not because it is the opened run's parent."""
 
     path: Path
     store: MetricStore
+    asked: bool
 
 
 @dataclass(eq=False)

@@ -210,6 +210,9 @@ async def open_failed(pilot: Pilot[None]) -> None:
     await until(pilot, shown, "the failed run followed", 10)
     main = pilot.app.main  # type: ignore[attr-defined]
     await until(pilot, lambda: main.opened.failure is not None, "why it failed", 10)
+    # The failed run was relaunched from SUCCEEDED: its parent is overlaid unasked.
+    runs = pilot.app.query_one(RunsPanel)
+    await until(pilot, lambda: {p.name for p in runs.compared} == {SUCCEEDED}, "the parent", 10)
     await settle(pilot)
 
 

@@ -46,7 +46,16 @@ async def test_a_sweep_runs_every_layout_and_ends_ranked(tmp_path: Path, mpiexec
         await until(pilot, lambda: not app.main.sweeping, "the sweep's end", 120)
         await until(pilot, lambda: tabs.active == "tab-compare", "the Compare tab", 10)
         view = app.query_one(CompareView)
-        await until(pilot, lambda: view.comparison is not None, "the comparison", 20)
+
+        def both_ended() -> bool:  # not a read made while the last run still went on
+            shown = view.comparison
+            return (
+                shown is not None
+                and len(shown.runs) == 2
+                and not any(facts.partial for facts in shown.runs)
+            )
+
+        await until(pilot, both_ended, "the comparison of both ended runs", 20)
         runs = run_dirs(outputs)
         assert [p.name[-9:] for p in runs] == ["tp1pp1cp1", "tp2pp1cp1"]
         sweep_id = read_run_toml(runs[0])["parent"]

@@ -119,7 +119,7 @@ class MainScreen(SweepControl):
     def on_mount(self) -> None:
         if self.app.size.width < NARROW:
             self.query_one("#right").display = False
-        self.set_class(self.app.size.width < NARROW_LEFT, "narrow")
+        self._fit_width()
         self._update_summary()
         self.call_after_refresh(self._mount_regions)
 
@@ -184,8 +184,14 @@ class MainScreen(SweepControl):
         if self.opened is not None:
             self.opened.stop()
 
+    def _fit_width(self) -> None:
+        """Narrow sidebars, and a compact footer (every key still shows at 80 columns)."""
+        narrow = self.app.size.width < NARROW_LEFT
+        self.set_class(narrow, "narrow")
+        self.query_one(Footer).compact = narrow
+
     def on_resize(self) -> None:
-        self.set_class(self.app.size.width < NARROW_LEFT, "narrow")
+        self._fit_width()
         if self.started:
             run_view = self.query_one(TabbedContent).active != "tab-launch"
             self.call_after_refresh(self.make_room_for_runs, run_view)
@@ -214,10 +220,10 @@ class MainScreen(SweepControl):
         self.post_message(PreviewReady(preview))
 
     @work(thread=True, group="overlay")
-    def _load_overlay(self, path: Path) -> None:
+    def _load_overlay(self, path: Path, asked: bool = True) -> None:
         from ezpz_tui.core.watching.metrics.load import load_store
 
-        self.post_message(OverlayLoaded(path, load_store(path)))
+        self.post_message(OverlayLoaded(path, load_store(path), asked))
 
     @work(thread=True, exclusive=True, group="stacks")
     def _collect_stacks(self, run_dir: Path) -> None:
@@ -299,18 +305,20 @@ class MainScreen(SweepControl):
             message.done()
 
     def on_overlay_loaded(self, message: OverlayLoaded) -> None:
-        path = message.path
+        path, asked = message.path, message.asked
         if not self.metrics.toggle_overlay(path.name, message.store):
-            self.notify(f"{path.name} has no metrics to overlay.", severity="warning")
+            if asked:
+                self.notify(f"{path.name} has no metrics to overlay.", severity="warning")
             return
         runs = self.query_one(RunsPanel)
         runs.mark_compared(runs.compared | {path})
         self.refresh_comparison()
-        self.notify(f"Overlaid {path.name} on the plots (Metrics and Compare tabs).", timeout=3)
+        if asked:  # a parent comes along unasked, and quietly: the runs list marks it
+            self.notify(f"Overlaid {path.name} on the plots (Metrics and Compare tabs).", timeout=3)
 
     def on_parent_found(self, message: ParentFound) -> None:
         if message.run is self.opened and message.parent not in self.query_one(RunsPanel).compared:
-            self._load_overlay(message.parent)
+            self._load_overlay(message.parent, asked=False)
 
     # --- what the widgets report -------------------------------------------------------------
 

@@ -96,8 +96,8 @@ class RegionNavigation(Screen[None]):
     def make_room_for_runs(self, run_view: bool) -> None:
         """Give a run view (``run_view``) :data:`RUN_VIEW_MIN` columns: sidebars step aside
         in turn until it has them; without a run view they come back."""
-        # The runs list's own width, not a class on the screen: a screen class restyles every
-        # widget, which held the UI thread (and a Compare worker's GIL) for 300 ms a switch.
+        # The runs list's own width, not a class on the screen: that would restyle every widget
+        # at each tab switch.
         self.query_one("#right").styles.width = RUN_VIEW_RUNS_WIDTH if run_view else None
         if not run_view:
             for selector in self._stepped_aside:
