@@ -30,6 +30,7 @@ from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.screens.failure import FailureScreen
 from ezpz_tui.ui.screens.help import HelpScreen
+from ezpz_tui.ui.screens.regions import RUN_VIEW_MIN
 from ezpz_tui.ui.widgets.launch_form import LaunchForm
 from ezpz_tui.ui.widgets.logview import LogView
 from ezpz_tui.ui.widgets.metrics import MetricsView
@@ -213,6 +214,9 @@ async def open_failed(pilot: Pilot[None]) -> None:
     # The failed run was relaunched from SUCCEEDED: its parent is overlaid unasked.
     runs = pilot.app.query_one(RunsPanel)
     await until(pilot, lambda: {p.name for p in runs.compared} == {SUCCEEDED}, "the parent", 10)
+    # The sidebars have made room for the log (after a refresh): the log's height follows.
+    center = main.query_one("#center")
+    await until(pilot, lambda: center.size.width >= RUN_VIEW_MIN, "room for the log", 10)
     await settle(pilot)
 
 

@@ -96,23 +96,23 @@ class RegionNavigation(Screen[None]):
     def make_room_for_runs(self, run_view: bool) -> None:
         """Give a run view (``run_view``) :data:`RUN_VIEW_MIN` columns: sidebars step aside
         in turn until it has them; without a run view they come back."""
+        right = self.query_one("#right")
         # The runs list's own width, not a class on the screen: that would restyle every widget
         # at each tab switch.
-        self.query_one("#right").styles.width = RUN_VIEW_RUNS_WIDTH if run_view else None
+        right.styles.width = RUN_VIEW_RUNS_WIDTH if run_view else None
         if not run_view:
             for selector in self._stepped_aside:
                 self.query_one(selector).display = True
             self._stepped_aside.clear()
-        else:
-            self.call_after_refresh(self._step_aside)  # measured once the runs list narrowed
-
-    def _step_aside(self) -> None:
-        center = self.query_one("#center").size.width
-        for selector in ("#left", "#right"):
-            sidebar = self.query_one(selector)
+            return
+        # Counted, not measured: the narrowed runs list is laid out only at the next refresh.
+        sidebars = {"#left": self.query_one("#left"), "#right": right}
+        widths = {"#left": sidebars["#left"].outer_size.width, "#right": RUN_VIEW_RUNS_WIDTH + 1}
+        center = self.app.size.width - sum(widths[s] for s, w in sidebars.items() if w.display)
+        for selector, sidebar in sidebars.items():
             if center >= RUN_VIEW_MIN or not sidebar.display:
                 continue
-            center += sidebar.outer_size.width
+            center += widths[selector]
             sidebar.display = False
             self._stepped_aside.add(selector)
 

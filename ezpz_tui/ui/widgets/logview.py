@@ -150,7 +150,20 @@ class LogView(LineList):
     def _to_end(self) -> None:
         if self.lines:
             self.cursor = len(self.lines) - 1
-        self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
+        self._scroll_to_end()
+        # Again once laid out: a longer line can bring the horizontal scrollbar, which takes a
+        # row and so moves the end down by one.
+        self.call_after_refresh(self._scroll_to_end)
+
+    def _scroll_to_end(self) -> None:
+        if self.follow:
+            self.scroll_end(animate=False, immediate=True, x_axis=False, force=True)
+
+    def on_resize(self) -> None:
+        """A followed log keeps its last line in view when its size changes (a line above it
+        appears, a sidebar steps aside)."""
+        if self.follow:
+            self.call_after_refresh(self._to_end)
 
     # --- drawing ----------------------------------------------------------------------------
 
