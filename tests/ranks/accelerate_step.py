@@ -1,5 +1,7 @@
 """Hugging Face Accelerate as its users write it: one prepared model, one step, one reduce."""
 
+import gc
+
 import torch
 from accelerate import Accelerator
 
@@ -20,5 +22,8 @@ print(
 )
 # Leave the process group before exiting: a gloo peer that exits with it still open can abort
 # the other at interpreter exit ("terminate called without an active exception").
+# Release the tensors and collect first, so gloo's threads do not drop them at shutdown.
 accelerator.wait_for_everyone()
+del model, optimizer, loss, total
+gc.collect()
 accelerator.end_training()  # destroys the process group
