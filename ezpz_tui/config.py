@@ -12,6 +12,10 @@ variable EZPZ_TUI_CONFIG_DIR points elsewhere, which tests and site-wide setups 
 
     [monitor]
     stall_after = 60   # seconds a rank may be silent while others progress
+    slow_factor = 1.5  # a rank whose recent steps take this many times the median is "slow"
+
+    [telemetry]
+    interval = 2       # seconds between each rank's CPU/memory/accelerator samples; 0 = off
 
     [launch]
     kill_on_bad_exit = true   # a rank's failure stops the rest of the job (fail fast)
@@ -42,6 +46,8 @@ from pathlib import Path
 
 import platformdirs
 import tomli_w
+
+from runtime.telemetry.record import DEFAULT_INTERVAL_S
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -80,6 +86,12 @@ class Config:
     theme: str | None = None
     keys: Mapping[str, object] = field(default_factory=dict)
     stall_after: float = 60.0
+    slow_factor: float = 1.5
+    """`[monitor] slow_factor`: a running rank whose recent step time is more than this many
+    times the median rank's is shown ``slow`` (a straggler), distinct from ``stalled``."""
+    telemetry_s: float = DEFAULT_INTERVAL_S
+    """`[telemetry] interval`: seconds between the samples every rank's capture wrapper writes
+    to ``telemetry/``; 0 turns the sampler off."""
     kill_on_bad_exit: bool = True
     """`[launch] kill_on_bad_exit`: when a rank ends with a non-zero exit or a signal, stop the
     rest of the job within seconds (as `srun --kill-on-bad-exit` and torchrun do), so healthy
@@ -97,7 +109,8 @@ class Config:
 SCHEMA: Mapping[str, frozenset[str] | None] = {
     "ui": frozenset({"theme"}),
     "keys": None,  # any action name: the keymap checks them (`keymap.apply_overrides`)
-    "monitor": frozenset({"stall_after"}),
+    "monitor": frozenset({"stall_after", "slow_factor"}),
+    "telemetry": frozenset({"interval"}),
     "launch": frozenset({"kill_on_bad_exit", "raised_grace_s", "retries"}),
 }
 """Every section of config.toml and the keys each may hold."""
@@ -182,17 +195,45 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
             f"{Config.stall_after:g}."
         )
         stall = Config.stall_after
+    slow, more = _number_in(monitor, "monitor slow_factor", Config.slow_factor, (1.05, 100), path)
+    table = data.get("telemetry", {})
+    if not isinstance(table, dict):
+        more.append(f"{path}: [telemetry] should be a table; ignored.")
+    telemetry, wrong = _number_in(table, "telemetry interval", Config.telemetry_s, (0, 3600), path)
+    if telemetry and telemetry < 0.1:
+        wrong.append(f"{path}: [telemetry] interval below 0.1 s; using 0.1.")
+        telemetry = 0.1
+    problems += more + wrong
     kill, grace, retries, more = _launch_settings(data.get("launch", {}), path)
     problems += more + unknown_names(data, path)
     settings = Config(
         theme=theme,
         keys=keys,
         stall_after=float(stall),
+        slow_factor=slow,
+        telemetry_s=telemetry,
         kill_on_bad_exit=kill,
         raised_grace_s=grace,
         retries=retries,
     )
     return settings, problems
+
+
+def _number_in(
+    table: object, name: str, default: float, bounds: tuple[float, float], path: Path
+) -> tuple[float, list[str]]:
+    """``name`` (``section key``) of ``table`` as a number within ``bounds``; the default,
+    and a sentence saying so, when it is anything else (a table that is not one is reported
+    by the caller)."""
+    section, key = name.split()
+    value = table.get(key, default) if isinstance(table, dict) else default
+    low, high = bounds
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        return default, [
+            f"{path}: [{section}] {key} should be a number from {low:g} to {high:g}; using "
+            f"{default:g}."
+        ]
+    return float(value), []
 
 
 def _launch_settings(launch: object, path: Path) -> tuple[bool, float, int, list[str]]:

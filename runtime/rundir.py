@@ -122,6 +122,10 @@ class RunDir:
         """Every rank status file with its rank, by rank."""
         return _numbered(self.status_dir, STATUS_FILE)
 
+    def telemetries(self) -> list[tuple[Path, int]]:
+        """Every rank telemetry file with its rank, by rank."""
+        return _numbered(self.telemetry_dir, JSONL_FILE)
+
     def looks_like_run(self) -> bool:
         """Whether anything here was written by a run (ours or ezpz's); never raises."""
         if self.run_toml.is_file() or self.state_json.is_file():
@@ -213,6 +217,7 @@ class RankState(_Word):
     LOST = "lost"  # no end recorded and nobody left to record one
     RAISED = "raised"  # its log ends in an uncaught traceback while its process lives on
     STALLED = "stalled"  # silent while its peers are not
+    SLOW = "slow"  # running, its recent steps much slower than the median rank's
     IDLE = "idle"  # silent, with no status file to say it runs (a run ezpz made)
     UNKNOWN = "unknown"  # a status file with a state this version does not know
 

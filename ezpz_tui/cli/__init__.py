@@ -23,6 +23,7 @@ from ezpz_tui.cli.reading import (
     cmd_why,
 )
 from ezpz_tui.cli.sweeping import cmd_sweep
+from ezpz_tui.cli.telemetry import cmd_top
 
 __all__ = ["build_parser", "main"]
 
@@ -38,6 +39,7 @@ COMMANDS = {
     "stop": cmd_stop,
     "sweep": cmd_sweep,
     "compare": cmd_compare,
+    "top": cmd_top,
     None: cmd_tui,
 }
 

@@ -86,7 +86,9 @@ def session_for(args: argparse.Namespace) -> Any:
     settings, warnings = load_config()
     for warning in warnings:
         print(f"ezpz-tui: warning: {warning}", file=sys.stderr)
-    supervisor = Supervisor(settings.kill_on_bad_exit, settings.raised_grace_s)
+    supervisor = Supervisor(
+        settings.kill_on_bad_exit, settings.raised_grace_s, settings.telemetry_s
+    )
     return Session(detect_allocation(), outputs_of(args), supervisor, exclude_bad=args.exclude_bad)
 
 

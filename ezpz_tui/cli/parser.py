@@ -27,6 +27,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0.1 <= value <= 86400:
+        raise argparse.ArgumentTypeError(f"{value:g} should be from 0.1 to 86400 seconds")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error in one line, as every other error here is."""
 
@@ -67,6 +77,14 @@ COMMANDS_HELP = {
         "Ask every rank of RUN on this host to dump its Python stacks (SIGUSR1, only to ranks "
         "that catch it) and print them, ranks with the same stack folded together. Exit 2 when "
         "no rank answered.",
+    ),
+    "top": (
+        "every rank's CPU, memory and accelerator figures and step time, slow ranks named",
+        "Print a table of RUN's ranks from their telemetry (sampled by each rank's wrapper every "
+        "[telemetry] interval) and metric files: CPU % and RSS of the rank's processes, its "
+        "accelerator's utilisation, memory, power and temperature, its recent step time; a "
+        "running rank slower than [monitor] slow_factor times the median is marked slow. "
+        "--watch N prints it again every N seconds (JSON Lines with --json).",
     ),
     "sweep": (
         "run every valid TP/PP/CP combination in turn, then compare them",
@@ -180,6 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
         p = _command(sub, name, json=name != "stop")
         p.add_argument("run", help=RUN_HELP)
         _outputs_arg(p)
+    p = _command(sub, "top", json=True)
+    p.add_argument("run", help=RUN_HELP)
+    p.add_argument("--watch", type=_seconds, metavar="N", help="print again every N seconds")
+    _outputs_arg(p)
     p = _command(sub, "sweep")
     for size, words in SIZES:
         p.add_argument(

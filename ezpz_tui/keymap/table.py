@@ -205,7 +205,10 @@ F          | toggle_fullscreen    |          | Full screen the focused view, or 
 [ranks]
 # Typing a rank's number in the rank list selects it (digits within a second add up).
 0,1,2,3,4,5,6,7,8,9 | type_rank   |          | Go to the rank with this number
-enter      | choose               |          | Read the selected rank's log
+enter      | choose               |          | Read the selected rank's log (on a host: fold it)
+s          | cycle_sort           | sort     | Sort by step time, CPU, RSS, util or mem, in turn
+C          | collapse_all         |          | Fold every host's ranks under its heading
+E          | expand_all           |          | Unfold every host
 [log]
 f          | toggle_follow        | follow   | Follow the log end on or off (G resumes)
 a          | toggle_all_ranks     | all      | All ranks interleaved, or the selected rank

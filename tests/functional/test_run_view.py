@@ -74,7 +74,7 @@ def crashed_run(outputs: Path, ranks: int = 4, failing: int = 2) -> Path:
 
 
 def row(ranks: RankList, rank: int) -> str:
-    return ranks.render_row(ranks._order.index(rank)).plain
+    return ranks.render_row(ranks.row_of(rank)).plain
 
 
 def log_texts(log: LogView) -> list[str]:
@@ -87,10 +87,10 @@ async def opened(pilot: Pilot[None], ranks: int) -> tuple[RankList, LogView]:
     rank_list, log = app.query_one(RankList), app.query_one(LogView)
 
     def listed() -> bool:
-        # Fixture runs have a launcher.log: the launcher is a row of its own, above the ranks.
-        monitor = rank_list.monitor
-        launcher = monitor is not None and monitor.has_launcher
-        return rank_list.row_count - launcher == ranks and bool(log.lines)
+        # Fixture runs have a launcher.log (a row of its own, above the ranks) and ranks on two
+        # hosts (each heads its ranks).
+        shown = [row for row in rank_list.rows if isinstance(row, int) and row >= 0]
+        return len(shown) == ranks and bool(log.lines)
 
     await until(pilot, listed, "the run", 10)
     await until(pilot, lambda: app.focused is rank_list, "the rank list focused", 10)

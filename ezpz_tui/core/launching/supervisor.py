@@ -65,6 +65,7 @@ from runtime.rundir import (
     read_statuses,
     write_state,
 )
+from runtime.telemetry.record import DEFAULT_INTERVAL_S, INTERVAL_VAR
 
 log = logging.getLogger(__name__)
 
@@ -382,9 +383,15 @@ class Supervisor:
     jobs that tolerate a lost rank.
     """
 
-    def __init__(self, kill_on_bad_exit: bool = True, raised_grace_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        kill_on_bad_exit: bool = True,
+        raised_grace_s: float = 10.0,
+        telemetry_s: float = DEFAULT_INTERVAL_S,
+    ) -> None:
         self.kill_on_bad_exit = kill_on_bad_exit
         self.raised_grace_s = raised_grace_s
+        self.telemetry_s = telemetry_s  # the ranks' sampler interval, unless their env says
         self._handles: list[RunHandle] = []
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
@@ -446,6 +453,7 @@ class Supervisor:
         run = RunDir(handle.run_dir)
         try:
             env = _launch_env(launch.env, run.path)
+            env.setdefault(INTERVAL_VAR, f"{self.telemetry_s:g}")
             proc = start_session(argv, env, launch.cwd, run.launcher_log)
         except (OSError, ValueError, TypeError) as exc:
             handle._fail_to_start(_start_error(argv, launch.cwd, exc))

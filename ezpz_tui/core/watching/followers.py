@@ -1,4 +1,5 @@
-"""UI-free followers of a live run directory: rank logs, metric JSONL and rank status files.
+"""UI-free followers of a live run directory: rank logs, metric JSONL, rank status files and the
+ranks' telemetry samples.
 
 Everything here is polled by ``os.stat``: on Lustre/GPFS/NFS change notification does not see
 writes made on other nodes (DESIGN.md section 6), so notification is only ever a wake-up hint.
@@ -30,6 +31,10 @@ from ezpz_tui.core.watching.tails import (
 from runtime.record_columns import RecordColumns, is_missing, merge_columns
 from runtime.records import Record
 from runtime.rundir import RankStatus, RunDir, metric_files, read_status
+from runtime.telemetry.record import Sample, parse_line
+
+TELEMETRY_BACKLOG = 16 << 10  # a telemetry file found by the first scan starts this near its end
+TELEMETRY_LINE = 4096  # longer lines are not samples
 
 LAUNCHER = -1
 """The pseudo-rank that the launcher's log is followed as: its lines travel with the ranks' logs
@@ -106,6 +111,7 @@ class Batch:
     status: dict[int, RankStatus] = field(default_factory=dict)  # re-read status files
     log_restarts: set[int] = field(default_factory=set)  # drop what was shown for these ranks
     metric_restarts: set[int] = field(default_factory=set)
+    telemetry: dict[int, list[Sample]] = field(default_factory=dict)  # new samples by rank
     launcher: bool = False  # the launcher's log was found (and is followed as rank ``LAUNCHER``)
 
     def __bool__(self) -> bool:
@@ -116,12 +122,14 @@ class Batch:
             or self.status
             or self.log_restarts
             or self.metric_restarts
+            or self.telemetry
             or self.launcher
         )
 
 
 class RunFollower:
-    """Follows a run's rank logs, metric JSONL (ours and ezpz's) and rank status files.
+    """Follows a run's rank logs, metric JSONL (ours and ezpz's), rank status files and
+    telemetry (only the last minute of a file found at the first scan: it feeds sparklines).
 
     Files that appear later are found by a rescan at most every ``rescan_s`` seconds (a scan
     of the run directory is the costly part of a poll); :meth:`watch` also rescans at once when
@@ -146,6 +154,7 @@ class RunFollower:
         self._logs: dict[Path, tuple[int, LineTail]] = {}
         self._metrics: dict[Path, RecordTail] = {}
         self._status: dict[Path, tuple[int, tuple[int, int, int] | None]] = {}
+        self._telemetry: dict[Path, tuple[int, LineTail]] = {}
         self._seq = 0
         self._scanned_at = -float("inf")
         self._launcher_found = False  # found since the last poll
@@ -171,6 +180,12 @@ class RunFollower:
                 self._metrics[path] = RecordTail(path, rank)
         for path, rank in run.statuses():
             self._status.setdefault(path, (rank, None))
+        for path, rank in run.telemetries():
+            if path not in self._telemetry:
+                tail = LineTail(path, TELEMETRY_LINE)
+                if first:
+                    tail.skip_to_tail(TELEMETRY_BACKLOG)
+                self._telemetry[path] = (rank, tail)
 
     def poll(self) -> Batch:
         """What is new since the last poll: one ``stat`` per known file, reads only if grown."""
@@ -197,6 +212,11 @@ class RunFollower:
             if garbage:
                 batch.garbage[tail.rank] = batch.garbage.get(tail.rank, 0) + garbage
             merge_columns(batch.records, new)
+        for path, (rank, tail) in self._telemetry.items():
+            lines = tail.read(self.read_bytes, _stat(path))
+            samples = [s for s in map(parse_line, lines.texts) if s is not None]
+            if samples:
+                batch.telemetry.setdefault(rank, []).extend(samples)
         for path, (rank, seen) in self._status.items():
             st = _stat(path)
             sig = (st.st_ino, st.st_size, st.st_mtime_ns) if st else None

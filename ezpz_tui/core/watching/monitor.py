@@ -21,7 +21,9 @@ from typing import NamedTuple
 from ezpz_tui.core.launching.ending import derived_state
 from ezpz_tui.core.watching.followers import LAUNCHER, Batch
 from ezpz_tui.core.watching.raised import raised_exception
+from ezpz_tui.core.watching.stragglers import SLOW_FACTOR, StepTimes
 from ezpz_tui.core.watching.tails import DEFAULT_MAX_LINE, LineSegment, collapse_cr, strip_ansi
+from ezpz_tui.core.watching.telemetry import RankTelemetry
 from runtime.rundir import RANK_ENDED, RankState, RankStatus, RunDir, RunState, State
 
 KEEP_PER_RANK = 2000
@@ -66,6 +68,7 @@ class RankInfo:
 
     rank: int
     host: str = ""
+    local_rank: int | None = None
     status: RankState = RankState.WAITING
     exit_code: int | None = None
     signal_name: str | None = None
@@ -121,9 +124,12 @@ class RunMonitor:
         stall_after: float = STALL_AFTER_S,
         keep_per_rank: int = KEEP_PER_RANK,
         keep_all: int = KEEP_ALL,
+        slow_factor: float = SLOW_FACTOR,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.stall_after = stall_after
+        self.steps = StepTimes(slow_factor)  # who is a straggler
+        self.telemetry: dict[int, RankTelemetry] = {}  # each rank's last minute of samples
         self.keep_per_rank = keep_per_rank
         self.keep_all = keep_all
         self.ranks: dict[int, RankInfo] = {}
@@ -203,6 +209,9 @@ class RunMonitor:
         self.total_lines += sum(prepared.counts.values())
         for rank in batch.records:
             self._rank(rank).last_activity = now
+        self.steps.update(batch.records, batch.metric_restarts)
+        for rank, samples in batch.telemetry.items():  # not activity: a hung rank is sampled
+            self.telemetry.setdefault(rank, RankTelemetry()).add(samples)
         # In the order the ranks ended, so the all-ranks view marks the first death first.
         for rank, status in sorted(batch.status.items(), key=_end_then_rank):
             info = self._rank(rank)
@@ -220,6 +229,7 @@ class RunMonitor:
     def _apply_status(info: RankInfo, status: RankStatus) -> None:
         info.status = status.state
         info.host = status.host or info.host
+        info.local_rank = status.local_rank
         info.exit_code = status.exit_code
         info.signal_name = status.signal_name
         info.cause = status.cause
@@ -251,10 +261,14 @@ class RunMonitor:
         return state, state
 
     def state_of(self, rank: int, now: float) -> RankState:
-        """``waiting``, ``running``, ``raised``, ``stalled``, ``idle``, or how the rank ended.
+        """``waiting``, ``running``, ``slow``, ``raised``, ``stalled``, ``idle``, or how the
+        rank ended.
 
         Raised: its log ends in an uncaught traceback and nothing followed for
         :data:`RAISED_AFTER_S` seconds, yet its status says it runs.
+
+        Slow: running, but its recent step time is over ``slow_factor`` times the median
+        rank's (:mod:`~ezpz_tui.core.watching.stragglers`).
 
         Stalled: a running rank silent (no line, no metric) for ``stall_after`` seconds while
         some other rank showed life within that time. When every rank is silent together the
@@ -271,7 +285,7 @@ class RunMonitor:
         if info.raised and now - info.last_activity >= RAISED_AFTER_S:
             return RankState.RAISED
         if now - info.last_activity < self.stall_after:
-            return RankState.RUNNING
+            return RankState.SLOW if rank in self.steps.slow else RankState.RUNNING
         others = (
             o.last_activity
             for o in self.ranks.values()

@@ -250,7 +250,7 @@ class MainScreen(SweepControl):
 
         alloc = message.alloc
         launch = self.start.settings
-        supervisor = Supervisor(launch.kill_on_bad_exit, launch.raised_grace_s)
+        supervisor = Supervisor(launch.kill_on_bad_exit, launch.raised_grace_s, launch.telemetry_s)
         self.session = Session(alloc, self.start.outputs, supervisor)
         self.session.supervisor.add_listener(
             lambda handle, state: self.post_message(RunStateChanged(handle, state))

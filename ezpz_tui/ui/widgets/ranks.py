@@ -1,8 +1,14 @@
-"""The rank list: every rank with its live state, the first failure marked, its last line.
+"""The rank list: every rank with its live state, the first failure marked, its telemetry and
+its last line.
 
 The launcher (its log, where Hydra, PALS and srun say why a job ended) is the first row
 once its log exists: labelled ``launcher``, with the run's state as its own and its last line.
 It is the pseudo-rank ``LAUNCHER`` (-1), so selecting it shows its log like a rank's.
+
+With ranks on more than one host, each host heads its ranks with its totals; ``C``/``E`` fold
+and unfold every host, Enter on a heading folds or unfolds that one. ``s`` sorts by the next
+figure (step time, CPU, RSS, accelerator utilisation and memory), highest first, so the
+straggler or the rank about to run out of memory is the first row.
 """
 
 from __future__ import annotations
@@ -17,28 +23,50 @@ from textual.message import Message
 
 from ezpz_tui.core.watching.followers import LAUNCHER
 from ezpz_tui.core.watching.monitor import RunMonitor
+from ezpz_tui.core.watching.rank_rows import (
+    SORTS,
+    HostTotals,
+    Row,
+    hosts,
+    ordered_rows,
+    totals_by_host,
+)
 from ezpz_tui.core.watching.tails import strip_ansi
+from ezpz_tui.core.watching.telemetry import human_bytes, percent, sparkline
 from ezpz_tui.ui.palette import bindings_for
 from ezpz_tui.ui.widgets.linelist import LineList, fits
 from ezpz_tui.ui.widgets.runs import STATE_STYLE as RUN_STATE_STYLE
 from ezpz_tui.ui.widgets.runs import age
 
 TYPE_TIMEOUT_S = 1.0  # digits typed within this add up to one rank number
+SPARK = 6  # characters of sparkline after a figure's latest value
+CELL = 6  # a figure's latest value and its space: " 100%", "12.3G"
 
 STATE_STYLE = {
     **RUN_STATE_STYLE,
     "running": "green",
     "waiting": "dim",
     "stalled": "bold magenta",
+    "slow": "bold yellow",
     "idle": "dim",
     "hung": "bold magenta",
 }
 
+# The telemetry columns: heading, the sample's field, how a value reads, the sparkline's floor
+# (percentages from 0, sizes relative to their own minute).
+COLUMNS = (
+    ("cpu", "cpu_pct", percent, 0.0),
+    ("rss", "rss_bytes", human_bytes, None),
+    ("util", "util_pct", percent, 0.0),
+    ("mem", "mem_used_bytes", human_bytes, None),
+)
+
 
 class RankList(LineList):
-    """One row per rank, in rank order. The cursor selects the rank whose log is shown; typing a
-    rank's number jumps to it; ``]``/``[`` stop at failed and stalled ranks. Rows end with the
-    rank's last line, cut to the width: no sideways scrolling, a row is read at a glance."""
+    """One row per rank (and per host, on several). The cursor selects the rank whose log is
+    shown; typing a rank's number jumps to it; ``]``/``[`` stop at failed, stalled and slow
+    ranks. Rows end with the rank's last line, cut to the width: no sideways scrolling, a row is
+    read at a glance."""
 
     DEFAULT_CSS = """
     RankList { overflow-x: hidden; }
@@ -51,10 +79,17 @@ class RankList(LineList):
     class Chosen(Message):
         """Enter: the user wants to read the selected rank's log."""
 
-    BINDINGS = LineList.BINDINGS + bindings_for("ranks", only={"choose"})
+    @dataclass(eq=False)
+    class Sorted(Message):
+        """The rows' order or columns changed: the heading above the list says so, shown
+        while it has more to say than "rank order"."""
 
-    def action_choose(self) -> None:
-        self.post_message(self.Chosen())
+        heading: Text
+        worth_showing: bool
+
+    BINDINGS = LineList.BINDINGS + bindings_for(
+        "ranks", only={"choose", "cycle_sort", "collapse_all", "expand_all"}
+    )
 
     def __init__(
         self,
@@ -66,7 +101,13 @@ class RankList(LineList):
         super().__init__(id=id, classes=classes)
         self.clock = clock
         self.monitor: RunMonitor | None = None
-        self._order: list[int] = []
+        self.sort = SORTS[0]
+        self.collapsed: set[str] = set()
+        self._rows: list[Row] = []
+        self._grouped = False
+        self._totals: dict[str, HostTotals] = {}
+        self._columns: tuple[int, bool] = (0, False)  # telemetry columns shown, with sparklines
+        self._heading = Text()
         self._typed = ""
         self._typed_at = 0.0
         self._host_width = 0
@@ -75,38 +116,137 @@ class RankList(LineList):
 
     def set_monitor(self, monitor: RunMonitor | None) -> None:
         self.monitor = monitor
+        self.collapsed = set()
+        self._rows = []
         self.cursor = 0
         self.update_rows()
 
     def update_rows(self) -> None:
-        """Re-read the monitor (new ranks, states); repaints only the rows on screen."""
-        ranks = self.monitor.ranks if self.monitor else {}
-        launcher = self.monitor is not None and self.monitor.has_launcher
-        if len(ranks) + launcher != len(self._order):
-            before = self.selected
-            self._order = [LAUNCHER] * launcher + sorted(ranks)
-            if before is not None and before in self._order:
-                # Rows above it appeared (the launcher's): the cursor stays on its rank, quietly.
-                self.set_reactive(RankList.cursor, self._order.index(before))
-        self._first_failure = self.monitor.first_failure if self.monitor else None
-        self._first_silent = self.monitor.hung(self.clock()) if self.monitor else None
-        hosts = (len(info.host.split(".")[0]) for info in ranks.values())
-        self._host_width = min(16, max(hosts, default=0))
+        """Re-read the monitor (new ranks, states, figures); repaints only the rows on screen."""
+        monitor = self.monitor
+        ranks = monitor.ranks if monitor else {}
+        before = self.selected_row
+        rows: list[Row] = []
+        if monitor is not None:
+            self._grouped = len(hosts(monitor)) > 1
+            if monitor.has_launcher:
+                rows.append(LAUNCHER)
+            rows += ordered_rows(monitor, self.sort, self.collapsed if self._grouped else None)
+            self._totals = totals_by_host(monitor) if self._grouped else {}
+        if rows != self._rows:
+            self._rows = rows
+            if before is not None and before in rows:
+                # Rows above it moved (a sort, the launcher's row): the cursor stays on its row.
+                self.set_reactive(RankList.cursor, rows.index(before))
+            elif rows and self.cursor >= len(rows):
+                self.set_reactive(RankList.cursor, len(rows) - 1)
+        self._first_failure = monitor.first_failure if monitor else None
+        self._first_silent = monitor.hung(self.clock()) if monitor else None
+        names = (len(info.host.split(".")[0]) for info in ranks.values())
+        # Grouped, the heading names the host: its ranks' rows give the room to their figures.
+        self._host_width = 0 if self._grouped else min(16, max(names, default=0))
+        self._update_heading()
         self.rows_changed()
+
+    # --- what a row is ----------------------------------------------------------------------
 
     @property
     def row_count(self) -> int:
-        return len(self._order)
+        return len(self._rows)
+
+    @property
+    def rows(self) -> tuple[Row, ...]:
+        """What each row shows: a rank, ``LAUNCHER`` or a host's heading (its name)."""
+        return tuple(self._rows)
+
+    @property
+    def selected_row(self) -> Row | None:
+        return self._rows[self.cursor] if 0 <= self.cursor < len(self._rows) else None
 
     @property
     def selected(self) -> int | None:
-        return self._order[self.cursor] if self._order else None
+        """The rank under the cursor; None on a host's heading or in an empty list."""
+        row = self.selected_row
+        return row if isinstance(row, int) else None
+
+    def row_of(self, rank: int) -> int | None:
+        """The row showing ``rank``; None when there is none (folded away, or no such rank)."""
+        try:
+            return self._rows.index(rank)
+        except ValueError:
+            return None
 
     def state(self, row: int) -> str:
         assert self.monitor is not None
-        if self._order[row] == LAUNCHER:
+        item = self._rows[row]
+        if isinstance(item, str):
+            return "slow" if self._totals[item].slow else "host"
+        if item == LAUNCHER:
             return self.monitor.launcher_state()[0]
-        return self.monitor.state_of(self._order[row], self.clock())
+        return self.monitor.state_of(item, self.clock())
+
+    # --- drawing ----------------------------------------------------------------------------
+
+    def _prefix_width(self) -> int:
+        return 1 + 6 + 10 + 5 + (self._host_width + 1 if self._host_width else 0)
+
+    def _update_heading(self) -> None:
+        """Choose the telemetry columns the width allows and say them, with the sort key."""
+        monitor = self.monitor
+        shown = 0
+        if monitor is not None and monitor.telemetry:
+            accelerated = any(
+                t.latest is not None and (t.latest.util_pct or t.latest.mem_used_bytes)
+                for t in monitor.telemetry.values()
+            )
+            shown = 4 if accelerated else 2
+        room = self.scrollable_content_region.width - self._prefix_width()
+        sparks = room >= shown * (CELL + SPARK) + 12
+        if not sparks and room < shown * CELL + 8:
+            shown = 0
+        self._columns = (shown, sparks)
+        heading = Text(" " * (self._prefix_width() - 1) if shown else " ", "dim")
+        for title, *_ in COLUMNS[:shown]:
+            heading.append(f"{title:>{CELL - 1}} " + " " * (SPARK if sparks else 0), "bold dim")
+        order = "rank order" if self.sort == "rank" else f"sorted by {self.sort} ▼"
+        heading.append(f" {order}", "dim")
+        if self._grouped:
+            heading.append("  C fold  E unfold", "dim")
+        if heading.plain != self._heading.plain:
+            self._heading = heading
+            worth = bool(shown) or self.sort != "rank" or self._grouped
+            self.post_message(self.Sorted(heading, worth))
+
+    def _figures(self, text: Text, rank: int) -> None:
+        assert self.monitor is not None
+        shown, sparks = self._columns
+        telemetry = self.monitor.telemetry.get(rank)
+        latest = telemetry.latest if telemetry else None
+        for _title, field, shows, floor in COLUMNS[:shown]:
+            value = getattr(latest, field) if latest else None
+            text.append(f"{shows(value):>{CELL - 1}} ")
+            if sparks:
+                series = telemetry.series(field) if telemetry else []
+                text.append(f"{sparkline(series, SPARK - 1, floor):<{SPARK - 1}} ", "cyan")
+
+    def _host_row(self, host: str) -> Text:
+        totals = self._totals[host]
+        text = Text(" ")
+        text.append("▸ " if host in self.collapsed else "▾ ", "bold")
+        text.append(f"{fits(host, 16)} ", "bold")
+        text.append(f"{totals.ranks} ranks", "dim")
+        if totals.slow:
+            text.append(f"  {totals.slow} slow", STATE_STYLE["slow"])
+        figures = (
+            ("cpu", percent(totals.cpu_pct), totals.cpu_pct),
+            ("rss", human_bytes(totals.rss_bytes), totals.rss_bytes),
+            ("util", percent(totals.util_pct), totals.util_pct),
+            ("mem", human_bytes(totals.mem_used_bytes), totals.mem_used_bytes),
+        )
+        for title, shown, value in figures:
+            if value is not None:
+                text.append(f"  {title} {shown}", "dim")
+        return text
 
     def _launcher_row(self) -> Text:
         assert self.monitor is not None
@@ -120,9 +260,12 @@ class RankList(LineList):
 
     def render_row(self, row: int) -> Text:
         assert self.monitor is not None
-        if self._order[row] == LAUNCHER:
+        item = self._rows[row]
+        if isinstance(item, str):
+            return self._host_row(item)
+        if item == LAUNCHER:
             return self._launcher_row()
-        info = self.monitor.ranks[self._order[row]]
+        info = self.monitor.ranks[item]
         state = self.state(row)
         first = self._first_failure == info.rank
         text = Text()
@@ -133,28 +276,72 @@ class RankList(LineList):
         text.append(f"{info.rank:>5} ")
         shown = {"succeeded": "exited 0", "failed": info.outcome}.get(state, state)
         text.append(f"{fits(shown, 9):<9} ", STATE_STYLE.get(state, ""))
-        if info.last_activity is not None and state in ("running", "stalled"):
+        if info.last_activity is not None and state in ("running", "stalled", "slow"):
             text.append(f"{age(self.clock() - info.last_activity):>4} ", "dim")
         else:
             text.append("     ")
-        text.append(f"{fits(info.host.split('.')[0], 16):<{self._host_width}} ", "dim")
+        if self._host_width:
+            text.append(f"{fits(info.host.split('.')[0], 16):<{self._host_width}} ", "dim")
+        self._figures(text, info.rank)
         room = self.scrollable_content_region.width - text.cell_len
         text.append(fits(strip_ansi(info.last_line), max(0, room)), "dim")
         return text
 
     def is_heading(self, row: int) -> bool:
-        return self.state(row) in ("failed", "raised", "stalled")
+        return self.state(row) in ("failed", "raised", "stalled", "slow")
+
+    # --- keys -------------------------------------------------------------------------------
 
     def watch_cursor(self, old: int, new: int) -> None:
         super().watch_cursor(old, new)
-        if old != new and self._order:
-            self.post_message(self.Selected(self._order[new]))
+        rank = self.selected
+        if old != new and rank is not None:
+            self.post_message(self.Selected(rank))
+
+    def action_choose(self) -> None:
+        """Enter: a rank's log, or fold/unfold the host under the cursor."""
+        row = self.selected_row
+        if isinstance(row, str):
+            self.collapsed ^= {row}
+            self.update_rows()
+        elif row is not None:
+            self.post_message(self.Chosen())
+
+    def action_cycle_sort(self) -> None:
+        self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
+        self.update_rows()
+        self.move_to(0 if self.monitor is None or not self.monitor.has_launcher else 1)
+
+    def action_collapse_all(self) -> None:
+        if self.monitor is not None and self._grouped:
+            host = self.selected_row if isinstance(self.selected_row, str) else None
+            rank = self.selected
+            if rank is not None:
+                host = self.monitor.ranks[rank].host.split(".")[0] or "?"
+            self.collapsed = set(hosts(self.monitor))
+            self.update_rows()
+            if host is not None and host in self._rows:
+                self.move_to(self._rows.index(host))
+
+    def action_expand_all(self) -> None:
+        if self.collapsed:
+            rank = self.selected
+            self.collapsed = set()
+            self.update_rows()
+            if rank is not None:
+                self.select_rank(rank)
 
     def select_rank(self, rank: int) -> bool:
-        """Put the cursor on ``rank``; False when the run has no such rank."""
-        if rank not in self._order:
+        """Put the cursor on ``rank`` (unfolding its host); False when the run has no such
+        rank."""
+        if self.monitor is None or (rank not in self.monitor.ranks and rank != LAUNCHER):
             return False
-        row = self._order.index(rank)
+        if self.row_of(rank) is None and rank != LAUNCHER:
+            self.collapsed.discard(self.monitor.ranks[rank].host.split(".")[0] or "?")
+            self.update_rows()
+        row = self.row_of(rank)
+        if row is None:
+            return False
         self.move_to(row, scroll=False)
         # The list grows with the rows it shows (up to a share of the tab): scroll once the
         # layout has its new height, or a row that will fit scrolls the list needlessly.
@@ -162,6 +349,7 @@ class RankList(LineList):
         return True
 
     def on_resize(self) -> None:
+        self._update_heading()
         self.refresh()
 
     def on_key(self, event: events.Key) -> None:

@@ -58,6 +58,7 @@ class RunPanel(Vertical):
     DEFAULT_CSS = """
     RunPanel #run-header { height: auto; max-height: 3; padding: 0 1; }
     RunPanel #run-failure { height: 1; padding: 0 1; display: none; }
+    RunPanel #ranks-head { height: 1; display: none; overflow: hidden; }
     RunPanel RankList { height: auto; max-height: 35%; min-height: 2; }
     RunPanel #log-status { height: 1; padding: 0 1; background: $panel; }
     RunPanel #log { height: 1fr; }
@@ -88,6 +89,7 @@ class RunPanel(Vertical):
     def compose(self) -> ComposeResult:
         yield Static(NO_RUN, id="run-header")
         yield Static("", id="run-failure")
+        yield Static("", id="ranks-head")
         yield RankList(self.clock, id="ranks")
         yield Static("", id="log-status")
         yield LogView(id="log")
@@ -168,6 +170,12 @@ class RunPanel(Vertical):
         if self.ranks.has_focus:
             self._user_moved = True
         self.log.show(self.monitor.lines_of(event.rank), event.rank, len(self.monitor.ranks))
+
+    @on(RankList.Sorted)
+    def _ranks_sorted(self, event: RankList.Sorted) -> None:
+        head = self.query_one("#ranks-head", Static)
+        head.display = event.worth_showing
+        head.update(event.heading)
 
     @on(LogView.StatusChanged)
     def _status_changed(self) -> None:

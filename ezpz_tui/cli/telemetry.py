@@ -1,0 +1,45 @@
+"""``ezpz-tui top RUN``: every rank's CPU, memory and accelerator figures, once or every N s."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from ezpz_tui.cli.common import fail, run_named
+
+CLEAR = "\x1b[H\x1b[2J"
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    from ezpz_tui.config import load_config
+    from ezpz_tui.core.watching.top import format_top, read_top
+
+    run_dir = run_named(args)
+    if isinstance(run_dir, str):
+        return fail(run_dir)
+    settings, warnings = load_config()
+    for warning in warnings:
+        print(f"ezpz-tui: warning: {warning}", file=sys.stderr)
+    clear = args.watch is not None and sys.stdout.isatty() and not args.json
+    try:
+        while True:
+            now = time.time()
+            top = read_top(run_dir, settings.slow_factor)
+            if args.json:  # with --watch, one object a line (JSON Lines)
+                indent = None if args.watch is not None else 2
+                print(json.dumps(top.to_json(now), indent=indent), flush=True)
+            else:
+                lines = format_top(top, now)
+                print((CLEAR if clear else "") + "\n".join(lines), flush=True)
+            if args.watch is None:
+                return 0
+            if not args.json and not clear:
+                print(flush=True)
+            time.sleep(args.watch)
+    except KeyboardInterrupt:
+        return 0
+    except BrokenPipeError:  # `ezpz-tui top RUN --watch 2 | head`
+        sys.stderr.close()
+        return 0

@@ -1,0 +1,119 @@
+"""The rank list's rows: which rank comes first under each sort key, ranks folded under their
+hosts, and each host's totals. UI-free, so a test drives it with a monitor and no terminal.
+
+Sorting puts the rank a user hunts for first: the slowest, the busiest, the fullest. Ranks
+without the figure go last, in rank order, so a rank that never reported is not mistaken for the
+best one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+from ezpz_tui.core.watching.monitor import RunMonitor
+
+SORTS: tuple[str, ...] = ("rank", "step time", "cpu", "rss", "util", "mem")
+"""The sort keys ``s`` cycles through, in order; each but ``rank`` puts the highest first."""
+
+Row = int | str
+"""A row: a rank, or a host's name (the heading of that host's group)."""
+
+
+def figure(monitor: RunMonitor, rank: int, sort: str) -> float | None:
+    """``rank``'s value of the figure ``sort`` names (None: not known)."""
+    if sort == "step time":
+        return monitor.steps.recent(rank)
+    telemetry = monitor.telemetry.get(rank)
+    latest = telemetry.latest if telemetry else None
+    if latest is None:
+        return None
+    if sort == "cpu":
+        return latest.cpu_pct
+    if sort == "rss":
+        return latest.rss_bytes
+    if sort == "util":
+        return latest.util_pct
+    if sort == "mem":
+        return latest.mem_used_bytes
+    return None
+
+
+def _by(monitor: RunMonitor, sort: str) -> Callable[[int], tuple[int, float, int]]:
+    def key(rank: int) -> tuple[int, float, int]:
+        if sort == "rank":
+            return (0, 0.0, rank)
+        value = figure(monitor, rank, sort)
+        return (1, 0.0, rank) if value is None else (0, -value, rank)
+
+    return key
+
+
+def host_of(monitor: RunMonitor, rank: int) -> str:
+    """The short name of ``rank``'s host (``?`` until its status says)."""
+    return monitor.ranks[rank].host.split(".")[0] or "?"
+
+
+def ordered_rows(monitor: RunMonitor, sort: str, collapsed: Collection[str] | None) -> list[Row]:
+    """Every rank in ``sort`` order; with ``collapsed`` given (the hosts folded shut), ranks are
+    grouped under a heading row per host, hosts in the order of their first rank after sorting.
+    ``None`` means no grouping (a run on one host gains nothing from a heading)."""
+    ranks = sorted(monitor.ranks, key=_by(monitor, sort))
+    if collapsed is None:
+        return list(ranks)
+    groups: dict[str, list[int]] = {}
+    for rank in ranks:
+        groups.setdefault(host_of(monitor, rank), []).append(rank)
+    rows: list[Row] = []
+    for host, members in groups.items():
+        rows.append(host)
+        if host not in collapsed:
+            rows.extend(members)
+    return rows
+
+
+def hosts(monitor: RunMonitor) -> list[str]:
+    """The run's known hosts by their lowest rank (ranks whose status is not read yet have
+    none: they do not make a one-host run look like two)."""
+    seen: dict[str, None] = {}
+    for rank in sorted(monitor.ranks):
+        if monitor.ranks[rank].host:
+            seen.setdefault(host_of(monitor, rank), None)
+    return list(seen)
+
+
+@dataclass(frozen=True)
+class HostTotals:
+    """A host's heading: its ranks, their summed CPU, RSS and accelerator memory, their mean
+    utilisation and how many are slow."""
+
+    ranks: int
+    cpu_pct: float | None
+    rss_bytes: float | None
+    util_pct: float | None
+    mem_used_bytes: float | None
+    slow: int
+
+
+def totals_by_host(monitor: RunMonitor) -> dict[str, HostTotals]:
+    """Every host's totals, in one pass over the ranks."""
+    members: dict[str, list[int]] = {}
+    for rank in monitor.ranks:
+        members.setdefault(host_of(monitor, rank), []).append(rank)
+    return {host: _totals(monitor, ranks) for host, ranks in members.items()}
+
+
+def _totals(monitor: RunMonitor, ranks: list[int]) -> HostTotals:
+    def values(sort: str) -> list[float]:
+        found = (figure(monitor, r, sort) for r in ranks)
+        return [v for v in found if v is not None]
+
+    cpu, rss, util, mem = (values(s) for s in ("cpu", "rss", "util", "mem"))
+    return HostTotals(
+        ranks=len(ranks),
+        cpu_pct=sum(cpu) if cpu else None,
+        rss_bytes=sum(rss) if rss else None,
+        util_pct=sum(util) / len(util) if util else None,
+        mem_used_bytes=sum(mem) if mem else None,
+        slow=sum(r in monitor.steps.slow for r in ranks),
+    )

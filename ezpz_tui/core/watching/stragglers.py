@@ -1,0 +1,86 @@
+"""Stragglers: ranks whose recent steps take much longer than the median rank's.
+
+A rank's step time is the ``dt`` its records carry (:meth:`runtime.History.record` writes the
+time the rank measured for its step), else the time between two records over the steps between
+them. In a job whose ranks meet in a collective every step, every rank's wall-clock step is the
+slowest one's: only a ``dt`` measured before the collective (compute time) tells the straggler
+apart, and without one no rank is flagged, which is true, not a miss. UI-free.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from collections.abc import Iterable, Mapping
+
+from runtime.record_columns import RecordColumns, is_missing
+
+RECENT_STEPS = 3  # step times a rank's recent figure is the median of: one odd step is no flag
+SLOW_FACTOR = 1.5
+
+
+class StepTimes:
+    """Each rank's recent step times, fed with the records a follower reads."""
+
+    def __init__(self, slow_factor: float = SLOW_FACTOR) -> None:
+        self.slow_factor = slow_factor
+        self._recent: dict[int, deque[float]] = {}
+        self._last: dict[int, tuple[int, float]] = {}  # (step, timestamp) of the last record
+        self.slow: frozenset[int] = frozenset()
+        self.median: float | None = None
+
+    def update(self, records: Mapping[int, RecordColumns], restarted: Iterable[int] = ()) -> None:
+        """Take in one batch of records (by rank, in file order) and decide who is slow."""
+        for rank in restarted:
+            self._recent.pop(rank, None)
+            self._last.pop(rank, None)
+        for rank, columns in records.items():
+            self._add(rank, columns)
+        if records or restarted:
+            self._decide()
+
+    @property
+    def ranks(self) -> list[int]:
+        """The ranks with records seen so far."""
+        return list(self._recent)
+
+    def recent(self, rank: int) -> float | None:
+        """The median of ``rank``'s last :data:`RECENT_STEPS` step times, in seconds."""
+        times = self._recent.get(rank)
+        return statistics.median(times) if times else None
+
+    def _add(self, rank: int, columns: RecordColumns) -> None:
+        times = self._recent.setdefault(rank, deque(maxlen=RECENT_STEPS))
+        dts = columns.metrics.get("dt")
+        start = max(0, len(columns.steps) - RECENT_STEPS - 1)  # only the newest records matter
+        if start:  # the record before the newest few starts their first interval
+            step, stamp = columns.steps[start - 1], columns.timestamps[start - 1]
+            if step is not None and stamp is not None:
+                self._last[rank] = (step, stamp)
+        for i in range(start, len(columns.steps)):
+            step, stamp = columns.steps[i], columns.timestamps[i]
+            dt = None if dts is None or is_missing(dts[i]) else dts[i]
+            last = self._last.get(rank)
+            if dt is None and last is not None and step is not None and stamp is not None:
+                dt = _between(last, step, stamp)
+            if dt is not None and dt >= 0:
+                times.append(dt)
+            if step is not None and stamp is not None:
+                self._last[rank] = (step, stamp)
+
+    def _decide(self) -> None:
+        recent = {rank: self.recent(rank) for rank in self._recent}
+        known = [t for t in recent.values() if t is not None]
+        self.median = statistics.median(known) if len(known) >= 2 else None
+        if self.median is None or self.median <= 0:
+            self.slow = frozenset()
+            return
+        limit = self.slow_factor * self.median
+        self.slow = frozenset(r for r, t in recent.items() if t is not None and t > limit)
+
+
+def _between(last: tuple[int, float], step: int, stamp: float) -> float | None:
+    """Seconds a step between the record ``last`` and this one; None when they go backwards."""
+    if step <= last[0] or stamp < last[1]:
+        return None
+    return (stamp - last[1]) / (step - last[0])

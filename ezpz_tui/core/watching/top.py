@@ -1,0 +1,184 @@
+"""``ezpz-tui top``: every rank's latest telemetry and recent step time, read once from the run
+directory. UI-free, and cheap at scale: each rank's files are read from their last few KB only
+(the newest sample, the newest records), never whole, so 1,024 ranks cost 2,048 short reads.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ezpz_tui.core.launching.ending import derived_state
+from ezpz_tui.core.watching.stragglers import SLOW_FACTOR, StepTimes
+from ezpz_tui.core.watching.telemetry import human_bytes, percent, read_latest
+from runtime.record_columns import RecordColumns, parse_columns
+from runtime.rundir import (
+    RankState,
+    RankStatus,
+    RunDir,
+    metric_files,
+    read_state,
+    read_statuses,
+)
+from runtime.telemetry.record import Sample
+
+RECORDS_TAIL = 8 << 10  # bytes of a metrics file read for its newest records
+SAMPLE_TAIL = 2 << 10  # bytes of a telemetry file read for its newest sample
+
+
+@dataclass(frozen=True)
+class RankTop:
+    """One rank's row."""
+
+    rank: int
+    host: str
+    state: str
+    sample: Sample | None
+    step_time_s: float | None
+    slow: bool
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        row: dict[str, Any] = {"rank": self.rank, "host": self.host, "state": self.state}
+        if self.sample is not None:
+            row.update(json_fields(self.sample))
+            row["sample_age_s"] = round(max(0.0, now - self.sample.time), 3)
+        row["step_time_s"] = self.step_time_s
+        row["slow"] = self.slow
+        return row
+
+
+def json_fields(sample: Sample) -> dict[str, Any]:
+    data = {k: v for k, v in vars(sample).items() if v is not None and k != "time"}
+    if sample.mem_pct is not None:
+        data["mem_pct"] = round(sample.mem_pct, 2)
+    return data
+
+
+@dataclass(frozen=True)
+class Top:
+    """The whole run's rows, with the median step time the slow flags compare against."""
+
+    run: str
+    rows: list[RankTop]
+    median_step_s: float | None
+    slow_factor: float
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "time": now,
+            "median_step_s": self.median_step_s,
+            "slow_factor": self.slow_factor,
+            "slow": [row.rank for row in self.rows if row.slow],
+            "ranks": [row.to_json(now) for row in self.rows],
+        }
+
+
+def read_top(run_dir: Path, slow_factor: float = SLOW_FACTOR) -> Top:
+    """Every rank found in the run directory (by its status, telemetry or metrics file)."""
+    run = RunDir(run_dir)
+    state = read_state(run_dir)
+    statuses: dict[int, RankStatus] = {s.rank: s for s in read_statuses(run_dir)}
+    samples = {rank: _last_sample(path) for path, rank in run.telemetries()}
+    steps = StepTimes(slow_factor)
+    steps.update(_newest_records(run))
+    ranks = sorted(set(statuses) | set(samples) | set(steps.ranks))
+    rows = []
+    for rank in ranks:
+        status = statuses.get(rank)
+        word = RankState.WAITING if status is None else derived_state(rank, status.state, state)
+        live = word == RankState.RUNNING
+        rows.append(
+            RankTop(
+                rank=rank,
+                host=(status.host or "") if status else "",
+                state=str(word),
+                sample=samples.get(rank),
+                step_time_s=steps.recent(rank),
+                slow=live and rank in steps.slow,
+            )
+        )
+    return Top(run_dir.name, rows, steps.median, slow_factor)
+
+
+def _last_sample(path: Path) -> Sample | None:
+    found = read_latest(path, SAMPLE_TAIL)
+    return found[-1] if found else None
+
+
+def _newest_records(run: RunDir) -> dict[int, RecordColumns]:
+    out: dict[int, RecordColumns] = {}
+    for path, rank in metric_files(run.path):
+        try:
+            with open(path, "rb") as fh:
+                size = fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, size - RECORDS_TAIL))
+                data = fh.read(RECORDS_TAIL)
+        except OSError:
+            continue
+        if size > RECORDS_TAIL:
+            data = data[data.find(b"\n") + 1 :]  # begins mid-line
+        for got, columns in parse_columns(data, rank).columns.items():
+            out[got] = columns
+    return out
+
+
+HEAD = (
+    ("RANK", ">5"),
+    ("HOST", "<14"),
+    ("STATE", "<9"),
+    ("CPU", ">6"),
+    ("RSS", ">6"),
+    ("UTIL", ">5"),
+    ("MEM", ">6"),
+    ("MEM%", ">5"),
+    ("POWER", ">6"),
+    ("TEMP", ">5"),
+    ("STEP", ">8"),
+    ("AGE", ">5"),
+)
+
+
+def format_top(top: Top, now: float | None = None) -> list[str]:
+    """The table as lines, then one line naming the slow ranks (or saying there are none)."""
+    now = time.time() if now is None else now
+    lines = [" ".join(f"{name:{width}}" for name, width in HEAD)]
+    for row in top.rows:
+        s = row.sample
+        cells = (
+            row.rank,
+            row.host.split(".")[0][:14],
+            "slow" if row.slow else row.state,
+            percent(s.cpu_pct) if s else "-",
+            human_bytes(s.rss_bytes) if s else "-",
+            percent(s.util_pct) if s else "-",
+            human_bytes(s.mem_used_bytes) if s else "-",
+            percent(s.mem_pct) if s else "-",
+            "-" if s is None or s.power_w is None else f"{s.power_w:.0f}W",
+            "-" if s is None or s.temp_c is None else f"{s.temp_c:.0f}C",
+            "-" if row.step_time_s is None else f"{row.step_time_s:.3f}s",
+            "-" if s is None else f"{max(0.0, now - s.time):.0f}s",
+        )
+        lines.append(
+            " ".join(f"{cell:{width}}" for cell, (_, width) in zip(cells, HEAD, strict=True))
+        )
+    lines.append(_slow_line(top))
+    return lines
+
+
+def _slow_line(top: Top) -> str:
+    slow = [row for row in top.rows if row.slow]
+    hosts = len({row.host for row in top.rows if row.host})
+    head = f"{len(top.rows)} ranks on {hosts} host{'s' * (hosts != 1)}"
+    if top.median_step_s is None:
+        return f"{head}; no step times yet"
+    median = f"median step {top.median_step_s:.3f}s"
+    if not slow:
+        return f"{head}; {median}; no rank slower than {top.slow_factor:g}× it"
+    worst = max(slow, key=lambda row: row.step_time_s or 0.0)
+    named = ", ".join(str(row.rank) for row in slow[:8]) + (" …" if len(slow) > 8 else "")
+    ratio = (worst.step_time_s or 0.0) / top.median_step_s
+    return f"{head}; {median}; slow: rank {named} (worst {ratio:.1f}× the median)"
