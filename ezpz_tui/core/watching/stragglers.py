@@ -1,4 +1,4 @@
-"""Stragglers: ranks whose recent steps take much longer than the median rank's.
+"""Stragglers: ranks whose recent steps take much longer than the other ranks' median.
 
 A rank's step time is the ``dt`` its records carry (:meth:`runtime.History.record` writes the
 time the rank measured for its step), else the time between two records over the steps between
@@ -69,14 +69,20 @@ class StepTimes:
                 self._last[rank] = (step, stamp)
 
     def _decide(self) -> None:
-        recent = {rank: self.recent(rank) for rank in self._recent}
-        known = [t for t in recent.values() if t is not None]
-        self.median = statistics.median(known) if len(known) >= 2 else None
-        if self.median is None or self.median <= 0:
+        recent = [(t, r) for r in self._recent if (t := self.recent(r)) is not None]
+        recent.sort()
+        times = [t for t, _ in recent]
+        self.median = statistics.median(times) if len(times) >= 2 else None
+        if self.median is None:
             self.slow = frozenset()
             return
-        limit = self.slow_factor * self.median
-        self.slow = frozenset(r for r, t in recent.items() if t is not None and t > limit)
+        # Each rank against the median of the others: with two ranks the peer itself, which a
+        # median of both (their mean) could never show twice as fast as the slow one.
+        self.slow = frozenset(
+            rank
+            for i, (t, rank) in enumerate(recent)
+            if t > self.slow_factor * _median_without(times, i) > 0
+        )
 
 
 def _between(last: tuple[int, float], step: int, stamp: float) -> float | None:
@@ -84,3 +90,14 @@ def _between(last: tuple[int, float], step: int, stamp: float) -> float | None:
     if step <= last[0] or stamp < last[1]:
         return None
     return (stamp - last[1]) / (step - last[0])
+
+
+def _median_without(ordered: list[float], i: int) -> float:
+    """The median of the sorted ``ordered`` without its ``i``-th value, in O(1)."""
+
+    def at(j: int) -> float:  # the j-th of the values left
+        return ordered[j if j < i else j + 1]
+
+    left = len(ordered) - 1
+    half = left // 2
+    return at(half) if left % 2 else (at(half - 1) + at(half)) / 2
