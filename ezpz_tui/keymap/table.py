@@ -24,6 +24,7 @@ SCOPES: dict[str, str] = {
     "plot": "Metrics",
     "form": "Launch form",
     "topology": "Topology grid",
+    "heatmap": "Heatmap",
     "dialog": "Dialogs",
 }
 """Where a binding applies, in the order the help screen and the docs list them, with a title."""
@@ -35,6 +36,7 @@ CONTEXTS: tuple[frozenset[str], ...] = (
     frozenset({"global", "navigation", "plot"}),
     frozenset({"global", "form"}),
     frozenset({"global", "navigation", "topology"}),
+    frozenset({"global", "navigation", "heatmap"}),
     frozenset({"dialog"}),
 )
 """Scopes that are active at the same time. A focused log sees global + navigation + log keys;
@@ -226,6 +228,13 @@ x          | toggle_x_axis        |          | x axis: step or time
 c          | compare_run          |          | Overlay this run on the plots, or remove it
 [topology]
 o          | cycle_colour         | colour   | Colour ranks by the next group (TP, PP, CP, DP)
+[heatmap]
+# h / l move the cursor as well: the heatmap takes region_left / region_right and moves on to
+# the next region only from the grid's edge.
+left       | cell_left            |          | The cell to the left (h too, until the grid's edge)
+right      | cell_right           |          | The cell to the right (l too, until the grid's edge)
+o          | cycle_figure         | figure   | Colour by the next figure: step time, tokens/s, util…
+enter      | choose_cell          |          | Read the log of the rank under the cursor
 [form]
 # In a form field letters are typed; Esc (or Enter) leaves the field so keys act again. Out of
 # a field (normal mode) j/k move the field cursor, + and - step the size under it.
