@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ezpz_tui.core.launching.runstore import read_run_toml
 from ezpz_tui.core.watching.followers import Progress, RunFollower
 from ezpz_tui.core.watching.monitor import RunMonitor
+from ezpz_tui.core.watching.stragglers import SLOW_FACTOR
 from ezpz_tui.ui.messages import BatchRead, Handoff, ParentFound, RanksExpected
 from runtime.rundir import RunDir
 
@@ -46,11 +47,12 @@ class OpenedRun:
         screen: MessagePump,
         run_panel: RunPanel,
         metrics: MetricsView,
+        slow_factor: float = SLOW_FACTOR,
     ) -> None:
         self.path = path
         self.state: str | None = None  # as last read from disk, for runs not started here
         self.progress = Progress()
-        self.monitor = RunMonitor(path, stall_after=stall_after)
+        self.monitor = RunMonitor(path, stall_after=stall_after, slow_factor=slow_factor)
         self._screen = screen
         self._app = screen.app
         self._run_panel = run_panel

@@ -267,8 +267,8 @@ class RunMonitor:
         Raised: its log ends in an uncaught traceback and nothing followed for
         :data:`RAISED_AFTER_S` seconds, yet its status says it runs.
 
-        Slow: running, but its recent step time is over ``slow_factor`` times the median
-        rank's (:mod:`~ezpz_tui.core.watching.stragglers`).
+        Slow: running, but its recent step time is over ``slow_factor`` times the other ranks'
+        median (:mod:`~ezpz_tui.core.watching.stragglers`).
 
         Stalled: a running rank silent (no line, no metric) for ``stall_after`` seconds while
         some other rank showed life within that time. When every rank is silent together the

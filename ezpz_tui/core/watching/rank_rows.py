@@ -1,5 +1,6 @@
-"""The rank list's rows: which rank comes first under each sort key, ranks folded under their
-hosts, and each host's totals. UI-free, so a test drives it with a monitor and no terminal.
+"""The rank list's rows and the heatmap's cells: which rank comes first under each sort key,
+ranks folded under their hosts, each host's totals, and each figure's value by rank. UI-free,
+so a test drives it with a monitor and no terminal.
 
 Sorting puts the rank a user hunts for first: the slowest, the busiest, the fullest. Ranks
 without the figure go last, in rank order, so a rank that never reported is not mistaken for the
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+from ezpz_tui.core.watching.heatmap import Values
 from ezpz_tui.core.watching.monitor import RunMonitor
 
 SORTS: tuple[str, ...] = ("rank", "step time", "cpu", "rss", "util", "mem")
@@ -117,3 +119,22 @@ def _totals(monitor: RunMonitor, ranks: list[int]) -> HostTotals:
         mem_used_bytes=sum(mem) if mem else None,
         slow=sum(r in monitor.steps.slow for r in ranks),
     )
+
+
+def heat_values(monitor: RunMonitor) -> tuple[dict[int, tuple[str, int]], dict[str, Values]]:
+    """What the heatmap draws of ``monitor``'s run: each rank's place (host, local rank), for
+    the ranks whose status said it, and each figure's latest value by rank."""
+    places = {
+        rank: (info.host, info.local_rank)
+        for rank, info in monitor.ranks.items()
+        if info.host and info.local_rank is not None
+    }
+    latest = {rank: t.latest for rank, t in monitor.telemetry.items() if t.latest is not None}
+    values: dict[str, Values] = {
+        "step_time": {rank: monitor.steps.recent(rank) for rank in monitor.ranks},
+        "tokens_per_s": dict(monitor.steps.tokens_per_s),
+        "util_pct": {rank: s.util_pct for rank, s in latest.items()},
+        "mem_pct": {rank: s.mem_pct for rank, s in latest.items()},
+        "cpu_pct": {rank: s.cpu_pct for rank, s in latest.items()},
+    }
+    return places, values

@@ -26,6 +26,7 @@ class StepTimes:
         self.slow_factor = slow_factor
         self._recent: dict[int, deque[float]] = {}
         self._last: dict[int, tuple[int, float]] = {}  # (step, timestamp) of the last record
+        self.tokens_per_s: dict[int, float] = {}  # each rank's latest, for the heatmap
         self.slow: frozenset[int] = frozenset()
         self.median: float | None = None
 
@@ -34,6 +35,7 @@ class StepTimes:
         for rank in restarted:
             self._recent.pop(rank, None)
             self._last.pop(rank, None)
+            self.tokens_per_s.pop(rank, None)
         for rank, columns in records.items():
             self._add(rank, columns)
         if records or restarted:
@@ -51,6 +53,10 @@ class StepTimes:
 
     def _add(self, rank: int, columns: RecordColumns) -> None:
         times = self._recent.setdefault(rank, deque(maxlen=RECENT_STEPS))
+        rates = columns.metrics.get("tokens_per_s", ())
+        latest = next((r for r in reversed(rates) if not is_missing(r)), None)
+        if latest is not None:
+            self.tokens_per_s[rank] = latest
         dts = columns.metrics.get("dt")
         start = max(0, len(columns.steps) - RECENT_STEPS - 1)  # only the newest records matter
         if start:  # the record before the newest few starts their first interval

@@ -40,7 +40,7 @@ from ezpz_tui.ui.messages import (
 from ezpz_tui.ui.palette import APP_ACTIONS, PaletteCommand, global_bindings
 from ezpz_tui.ui.screens.comparing import COMPARE_TAB
 from ezpz_tui.ui.screens.failing import FAILURE_ACTIONS
-from ezpz_tui.ui.screens.sweeping import SweepControl
+from ezpz_tui.ui.screens.heat import HEATMAP_TAB, HeatmapControl
 from ezpz_tui.ui.widgets.panels import AllocationPanel, DoctorPanel, SummaryBar
 from ezpz_tui.ui.widgets.runs import RunsPanel
 
@@ -64,6 +64,7 @@ TABS = (
     ("Run", "tab-run"),
     ("Metrics", "tab-metrics"),
     ("Compare", COMPARE_TAB),
+    ("Heatmap", HEATMAP_TAB),
 )
 RUNS_REFRESH_S = 2.0
 NARROW = 110  # below this width the right sidebar starts hidden
@@ -85,7 +86,7 @@ class StartUp:
     attach: Path | None = None
 
 
-class MainScreen(SweepControl):
+class MainScreen(HeatmapControl):
     BINDINGS = global_bindings()
 
     # Mounted after the first frame; the run views the first time a run opens or a tab shows.
@@ -169,6 +170,7 @@ class MainScreen(SweepControl):
             if self._run_views_mounted:
                 return
             from ezpz_tui.ui.widgets.compare import CompareView
+            from ezpz_tui.ui.widgets.heatmap import Heatmap
             from ezpz_tui.ui.widgets.metrics import MetricsView
             from ezpz_tui.ui.widgets.run_panel import RunPanel
 
@@ -178,6 +180,8 @@ class MainScreen(SweepControl):
             await self.query_one("#tab-run").mount(self.run_panel)
             await self.query_one("#tab-metrics").mount(self.metrics)
             await self.query_one(f"#{COMPARE_TAB}").mount(self.compare_view)
+            self.heatmap = Heatmap(id="heatmap")
+            await self.query_one(f"#{HEATMAP_TAB}").mount(self.heatmap)
             self._run_views_mounted = True
 
     def on_unmount(self) -> None:
@@ -355,6 +359,7 @@ class MainScreen(SweepControl):
             await self._mount_run_views()
         self.call_after_refresh(self.make_room_for_runs, not launch)
         self.refresh_comparison()
+        self.update_heatmap()
 
     async def _step_tab(self, step: int) -> None:
         tabs = self.query_one(TabbedContent)
@@ -388,8 +393,9 @@ class MainScreen(SweepControl):
         path = Path(path)
         if self.opened is not None:
             self.opened.stop()
+        settings = self.start.settings
         self.opened = OpenedRun(
-            path, self.start.settings.stall_after, self, self.run_panel, self.metrics
+            path, settings.stall_after, self, self.run_panel, self.metrics, settings.slow_factor
         )
         self.opened.start(read_only=self._handle_of(path) is None)
         self.refresh_bindings()  # the failure keys belong to the run that was open
@@ -402,6 +408,7 @@ class MainScreen(SweepControl):
         self.query_one(AllocationPanel).tick()
         if self.opened is not None:
             self.run_panel.tick()
+            self.update_heatmap()
         self._update_summary()
 
     def _refresh_runs(self) -> None:
@@ -418,8 +425,12 @@ class MainScreen(SweepControl):
         checks, progress = self.doctor_checks, opened.progress if opened else None
         name = opened.path.name if opened else handle.run_dir.name if handle else None
         state = handle.state.state if handle else opened.state if opened else None
+        slow = 0
         if state == "running" and opened and opened.monitor.hung(self.clock()) is not None:
             state = "hung"  # every rank silent: S shows where each one waits
+        elif state == "running" and opened:
+            monitor, now = opened.monitor, self.clock()
+            slow = sum(monitor.state_of(r, now) == "slow" for r in monitor.steps.slow)
         self.query_one(SummaryBar).show(
             run=name,
             state=state,
@@ -428,6 +439,7 @@ class MainScreen(SweepControl):
             steps_per_s=progress.steps_per_s if progress else None,
             walltime=alloc.walltime_left(self.clock()) if alloc else None,
             doctor_errors=None if checks is None else sum(c.level == "error" for c in checks),
+            slow=slow,
         )
 
     # --- actions -----------------------------------------------------------------------------

@@ -168,6 +168,7 @@ class SummaryBar(Static):
         steps_per_s: float | None,
         walltime: float | None,
         doctor_errors: int | None,
+        slow: int = 0,
     ) -> None:
         text = Text()
         text.append(" ezpz ", "reverse bold")
@@ -189,6 +190,8 @@ class SummaryBar(Static):
                 text.append(f"  loss {loss:.4g}")
             if steps_per_s is not None:
                 text.append(f"  {steps_per_s:.2f} it/s")
+            if slow:
+                text.append(f"  {slow} slow", "bold yellow")
         text.append(f"  walltime {_duration(walltime)}")
         if doctor_errors is None:
             text.append("  doctor …")
