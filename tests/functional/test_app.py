@@ -391,6 +391,8 @@ async def test_t_and_shift_t_switch_the_main_tabs(outputs: Path) -> None:
         await pilot.press("t")
         assert tabs.active == "tab-run" and inside(app.focused, tabs)
         await pilot.press("t", "t")
+        assert tabs.active == "tab-heatmap"
+        await pilot.press("t")
         assert tabs.active == "tab-compare"
         await pilot.press("t")
         assert tabs.active == "tab-launch", "wraps round after Compare"
