@@ -81,6 +81,21 @@ def read_latest(path: str | os.PathLike[str], tail: int = TAIL_BYTES) -> list[Sa
     return [s for s in map(parse_line, lines) if s is not None]
 
 
+def read_last(path: str | os.PathLike[str], tail: int = 2048) -> Sample | None:
+    """The newest sample of one telemetry file, parsing from its end: one line, not a minute."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - tail))
+            data = fh.read(tail)
+    except OSError:
+        return None
+    for line in reversed(data.split(b"\n")):
+        sample = parse_line(line) if line else None
+        if sample is not None:
+            return sample
+    return None
+
+
 def human_bytes(value: float | None) -> str:
     """``12.3G``, ``512M``, ``-``: four or five characters for a column."""
     if value is None:

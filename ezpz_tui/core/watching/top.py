@@ -13,7 +13,7 @@ from typing import Any
 
 from ezpz_tui.core.launching.ending import derived_state
 from ezpz_tui.core.watching.stragglers import SLOW_FACTOR, StepTimes
-from ezpz_tui.core.watching.telemetry import human_bytes, percent, read_latest
+from ezpz_tui.core.watching.telemetry import human_bytes, percent, read_last
 from runtime.record_columns import RecordColumns, parse_columns
 from runtime.rundir import (
     RankState,
@@ -25,7 +25,7 @@ from runtime.rundir import (
 )
 from runtime.telemetry.record import Sample
 
-RECORDS_TAIL = 8 << 10  # bytes of a metrics file read for its newest records
+RECORDS_TAIL = 2 << 10  # bytes of a metrics file read for its newest records (a dozen or more)
 SAMPLE_TAIL = 2 << 10  # bytes of a telemetry file read for its newest sample
 
 
@@ -82,7 +82,7 @@ def read_top(run_dir: Path, slow_factor: float = SLOW_FACTOR) -> Top:
     run = RunDir(run_dir)
     state = read_state(run_dir)
     statuses: dict[int, RankStatus] = {s.rank: s for s in read_statuses(run_dir)}
-    samples = {rank: _last_sample(path) for path, rank in run.telemetries()}
+    samples = {rank: read_last(path, SAMPLE_TAIL) for path, rank in run.telemetries()}
     steps = StepTimes(slow_factor)
     steps.update(_newest_records(run))
     ranks = sorted(set(statuses) | set(samples) | set(steps.ranks))
@@ -102,11 +102,6 @@ def read_top(run_dir: Path, slow_factor: float = SLOW_FACTOR) -> Top:
             )
         )
     return Top(run_dir.name, rows, steps.median, slow_factor)
-
-
-def _last_sample(path: Path) -> Sample | None:
-    found = read_latest(path, SAMPLE_TAIL)
-    return found[-1] if found else None
 
 
 def _newest_records(run: RunDir) -> dict[int, RecordColumns]:
