@@ -68,6 +68,7 @@ class ProcessTree:
         self.adopter = adopter
         self._hz = os.sysconf("SC_CLK_TCK")
         self._page = os.sysconf("SC_PAGE_SIZE")
+        self._procfs = os.path.isdir("/proc/self")  # none on macOS: no host figures there
         self._children_files = _children_files()
         self._last: tuple[float, int] | None = None  # (monotonic time, CPU ticks)
 
@@ -91,7 +92,9 @@ class ProcessTree:
 
     def read(self) -> Figures:
         """``rss_bytes`` and ``procs`` now, and ``cpu_pct`` (of one core) since the previous
-        read; the first read has no ``cpu_pct``."""
+        read; the first read has no ``cpu_pct``. Nothing without procfs."""
+        if not self._procfs:
+            return {}
         now = time.monotonic()
         ticks = rss = procs = 0
         for pid in self.pids():

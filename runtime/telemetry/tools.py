@@ -76,7 +76,8 @@ class ToolRunner:
             out, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill(proc)
-            proc.communicate()
+            with contextlib.suppress(subprocess.TimeoutExpired):  # a grandchild that left the
+                proc.communicate(timeout=1.0)  # session may hold the pipe: give up on it
             raise Failed(f"no answer in {timeout_s:g} s") from None
         finally:
             with self._lock:
