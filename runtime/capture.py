@@ -13,6 +13,8 @@ Nothing is left behind: the wrapper is a child subreaper (:mod:`runtime.reaper`)
 the rank starts and abandons are re-parented to it, and once the rank's own process has ended it
 ends them (SIGTERM, then SIGKILL) and names them in the rank's status and log. Plain scripts can
 dump their stacks on SIGUSR1 (:mod:`runtime.stackdump`), so a hung job can be looked into.
+While the rank runs, a thread samples its process tree and accelerator into the rank's
+telemetry file (:mod:`runtime.telemetry.sampler`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 from runtime import reaper, stackdump
 from runtime.env import RANK_SOURCE_VAR, RUN_DIR_VAR, RankInfo, rank_info_or_single, torchrun_env
 from runtime.rundir import RankState, RankStatus, RunDir, write_status
+from runtime.telemetry.sampler import start_sampler
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -122,8 +125,17 @@ def run(run_dir: Path, command: list[str]) -> int:
         write_status(run_dir, status)
         if unsent:  # a stop that arrived while the child was being started
             os.kill(child.pid, unsent[-1])
+        sampler = start_sampler(
+            run_dir,
+            info.rank,
+            info.local_rank,
+            child.pid,
+            lambda line: log.write(f"{line}\n".encode()),
+        )
         code = os.waitstatus_to_exitcode(reaper.wait_for(child.pid, live.clear))
         child.returncode = code  # reaped here: Popen must never wait for that pid again
+        if sampler is not None:  # before the leftovers: a tool it runs is none of the rank's
+            sampler.stop()
         ended = reaper.end_leftovers()
         if ended:
             log.write(f"ezpz capture: {reaper.describe_ended(ended)}\n".encode())

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,9 +66,19 @@ class History:
     The run directory comes from the argument, else from ``EZPZ_RUN_DIR`` (set by the capture
     wrapper the launcher puts in front of every rank), else a fresh ``outputs/<timestamp>``
     agreed on by all ranks through the process group when one is up.
+
+    With ``memory=True`` every record also gets ``mem_peak_gb``, the accelerator memory torch
+    has allocated at most so far (GiB), read where the training loop already is: the sampler
+    in the capture wrapper sees the device's memory, but not how much of it the rank's tensors
+    needed at their peak. Nothing is added on the CPU, or when torch was not imported.
     """
 
-    def __init__(self, run_dir: str | os.PathLike[str] | None = None, rank: int | None = None):
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str] | None = None,
+        rank: int | None = None,
+        memory: bool = False,
+    ):
         self.rank = rank_info_or_single().rank if rank is None else rank
         self.run_dir = Path(run_dir) if run_dir is not None else _default_run_dir()
         self.path = RunDir(self.run_dir).metrics(self.rank)
@@ -75,6 +86,9 @@ class History:
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._stats: dict[str, _Stats] = {}
         self._last_time: float | None = None  # when the previous record was written
+        self._memory = memory
+        self._peak: Callable[[], int] | None = None  # torch's reader, when there is one
+        self._peak_looked = False  # looked up at the first record: torch is imported by then
 
     def record(
         self,
@@ -100,6 +114,11 @@ class History:
             metrics = self._with_rates(metrics, now, tokens, samples, dt)
         self._last_time = now
         plain = {str(k): records.to_plain(v) for k, v in metrics.items()}
+        if self._memory:
+            if not self._peak_looked:
+                self._peak, self._peak_looked = peak_memory_reader(), True
+            if self._peak is not None:
+                plain.setdefault("mem_peak_gb", self._peak() / 2**30)
         os.write(self._fd, records.encode(self.rank, int(step), plain, now))
         for key, value in plain.items():
             number = records.as_number(value)
@@ -147,6 +166,18 @@ class History:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def peak_memory_reader() -> Callable[[], int] | None:
+    """torch's peak allocated bytes on this rank's accelerator (xpu, else cuda), or None on
+    the CPU. torch is looked up, never imported: a History in a script without torch must not
+    pay for it."""
+    torch = sys.modules.get("torch")
+    for name in ("xpu", "cuda"):
+        backend = getattr(torch, name, None)
+        if backend is not None and backend.is_available():
+            return backend.max_memory_allocated
+    return None
 
 
 def _default_run_dir() -> Path:

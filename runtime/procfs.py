@@ -17,6 +17,9 @@ class ProcStat:
     pgrp: int
     session: int
     start_ticks: int
+    # utime + stime + cutime + cstime: its CPU time and that of the children it has reaped,
+    # so a child's time stays counted in the tree when its parent reaps it
+    cpu_ticks: int = 0
 
     @property
     def gone(self) -> bool:
@@ -34,7 +37,10 @@ def proc_stat(pid: int) -> ProcStat | None:
     # The command name may hold spaces and parentheses; everything after the last ')' is fixed.
     rest = raw[raw.rfind(")") + 2 :].split()
     try:
-        return ProcStat(pid, rest[0], int(rest[1]), int(rest[2]), int(rest[3]), int(rest[19]))
+        ticks = sum(int(field) for field in rest[11:15])
+        return ProcStat(
+            pid, rest[0], int(rest[1]), int(rest[2]), int(rest[3]), int(rest[19]), ticks
+        )
     except (IndexError, ValueError):
         return None
 

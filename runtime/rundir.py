@@ -45,7 +45,7 @@ BAD_HOSTS = "bad_hosts.txt"  # in the outputs directory: shared by the runs in i
 SWEEPS = "sweeps"  # in the outputs directory: one record per sweep, naming its runs
 RESERVE = ".reserve"  # room kept so a run on a disk that fills can still record its end
 LOGS, STATUS, METRICS, TELEMETRY = "logs", "status", "metrics", "telemetry"
-RANK_FOLDERS = (LOGS, STATUS, METRICS)  # made before any rank starts
+RANK_FOLDERS = (LOGS, STATUS, METRICS, TELEMETRY)  # made before any rank starts
 
 # How readers find ranks by file name. ezpz writes ``metrics-<rank>.jsonl``, or one
 # ``metrics.jsonl`` whose records name their rank, in the run directory or below it.

@@ -256,7 +256,7 @@ def _train_loop(args: argparse.Namespace, info: DistInfo, log: Any) -> dict[str,
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     batches = GlobalBatches(args.seed, args.global_batch, args.seq_len, args.vocab, args.noise)
     rows, columns = data_slice(args, info)
-    history = runtime.History()
+    history = runtime.History(memory=True)
     log.info("metrics -> %s", history.path)
     samples, tokens = args.global_batch, args.global_batch * args.seq_len
     for step in range(args.steps):

@@ -1,0 +1,66 @@
+"""Intel GPU figures from ``xpu-smi dump`` (XPU Manager), one short dump per sample.
+
+The dump's metric ids (``xpu-smi dump -h``): 0 GPU utilization (%), 1 power (W), 3 core
+temperature (C), 5 memory utilization (%), 18 memory used (MiB). The dump has no total memory,
+so it is derived from the used memory and its utilization (left out while nothing is used).
+Its columns follow the order the metrics were asked in, after ``Timestamp, DeviceId``; the
+headers' wording changed between versions, so they are not matched by name.
+"""
+
+from __future__ import annotations
+
+from runtime.telemetry.devices import Pick
+from runtime.telemetry.nvidia import MIB
+from runtime.telemetry.tools import Failed, Figures, ToolRunner, Unavailable, number
+
+METRICS = ("util_pct", "power_w", "temp_c", "mem_pct", "mem_used_mib")
+METRIC_IDS = "0,1,3,5,18"
+
+
+def xpu_smi_argv(choice: Pick) -> list[str]:
+    """One dump of the rank's device, or of every device (``-d -1``) when the rank's is found
+    by its position among them."""
+    device = "-1" if choice.index is None else str(choice.index)
+    return ["xpu-smi", "dump", "-d", device, "-m", METRIC_IDS, "-n", "1"]
+
+
+class XpuSmi:
+    """The rank's Intel GPU (a whole card: the tiles ZE_AFFINITY_MASK names share its figures)."""
+
+    name = "xpu-smi"
+
+    def __init__(self, choice: Pick | None, runner: ToolRunner, timeout_s: float) -> None:
+        self._pick = choice
+        self._runner = runner
+        self._timeout_s = timeout_s
+
+    def read(self) -> Figures:
+        if self._pick is None:
+            raise Unavailable("no Intel GPU visible to this rank")
+        text = self._runner.run(xpu_smi_argv(self._pick), self._timeout_s)
+        return parse_xpu_smi(text, self._pick)
+
+
+def parse_xpu_smi(text: str, choice: Pick) -> Figures:
+    """The rank's row of a dump of :data:`METRIC_IDS` (``N/A`` left out)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    start = next((i for i, line in enumerate(lines) if line.startswith("Timestamp")), None)
+    if start is None:
+        raise Failed("no dump header in its output")
+    rows = [[cell.strip() for cell in line.split(",")] for line in lines[start + 1 :]]
+    rows = [row for row in rows if len(row) == 2 + len(METRICS) and row[1].isdigit()]
+    for row in rows:
+        if not choice.matches(int(row[1]), None, len(rows)):
+            continue
+        values = dict(zip(METRICS, (number(cell) for cell in row[2:]), strict=True))
+        figures: Figures = {"device": f"xpu-smi:{row[1]}"}
+        for name in ("util_pct", "power_w", "temp_c"):
+            if values[name] is not None:
+                figures[name] = values[name]
+        used, pct = values["mem_used_mib"], values["mem_pct"]
+        if used is not None:
+            figures["mem_used_bytes"] = round(used * MIB)
+            if pct:
+                figures["mem_total_bytes"] = round(used * MIB * 100.0 / pct)
+        return figures
+    raise Failed("the rank's GPU is not in its output")
