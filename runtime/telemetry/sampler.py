@@ -71,9 +71,13 @@ class Sampler:
         self._runner.stop()
         self._thread.join(wait_s)
 
-    def sample(self) -> Sample:
-        """One sample now: the host figures first, so no tool of the sampler's is running."""
+    def sample(self) -> Sample | None:
+        """One sample now: the host figures first, so no tool of the sampler's is running.
+        None once the rank's processes are gone: a sample of nothing would read as a rank
+        holding 0 B (seen as the last line of a run on an H100)."""
         host = self._tree.read()
+        if host.get("procs") == 0:  # without procfs there is no count, and samples go on
+            return None
         return Sample(time=time.time(), **host, **self._accelerator.read())
 
     def _run(self) -> None:
@@ -84,7 +88,8 @@ class Sampler:
         try:
             while not self._stopping.wait(max(due - time.monotonic(), 0.0)):
                 try:
-                    line = (self.sample().to_json() + "\n").encode()
+                    sample = self.sample()
+                    line = (sample.to_json() + "\n").encode() if sample else b""
                 except Exception:  # one bad sample is skipped, never the sampling
                     line = b""
                 if line and not self._stopping.is_set():

@@ -11,11 +11,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from runtime.rundir import RunDir
+from ezpz_tui.core.watching.followers import RunFollower
+from ezpz_tui.core.watching.monitor import RunMonitor
+from runtime.rundir import RankState, RunDir
 from runtime.telemetry.devices import expected
 from runtime.telemetry.nvidia import MIB
 from runtime.telemetry.record import parse_line
@@ -99,3 +102,43 @@ def test_a_cpu_only_node_samples_the_host_and_says_nothing(tmp_path: Path) -> No
     samples = [parse_line(line) for line in run.telemetry(0).read_text().splitlines()]
     assert len(samples) >= 3
     assert all(s is not None and s.rss_bytes and s.procs == 1 for s in samples)
+
+
+@pytest.mark.mpi
+def test_a_rank_that_sleeps_in_its_step_is_slow_within_three_steps(outputs: Path) -> None:
+    """Two real ranks under mpiexec, rank 1 six times slower a step: the monitor a TUI runs
+    shows it ``slow`` by its third step while rank 0 stays ``running``, with both ranks'
+    CPU and RSS sampled."""
+    env = base_env(outputs)
+    env.update(EZPZ_TELEMETRY_S="0.3", EZPZ_SLOW_RANK="1")
+    script = str(Path(__file__).resolve().parents[1] / "ranks" / "slow_rank.py")
+    launch = subprocess.Popen(
+        [PY, "-m", "ezpz_tui", "launch", "--ppn", "2", "--quiet", "--", PY, script],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not run_dirs(outputs) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        (run_dir,) = run_dirs(outputs)
+        monitor, follower = RunMonitor(run_dir), RunFollower(run_dir)
+        flagged_at: int | None = None
+        while time.monotonic() < deadline and launch.poll() is None:
+            follower.rescan()
+            monitor.apply(monitor.prepare(follower.poll()), time.time())
+            if monitor.state_of(1, time.time()) == RankState.SLOW and flagged_at is None:
+                flagged_at = len(RunDir(run_dir).metrics(1).read_text().splitlines())
+                assert monitor.state_of(0, time.time()) == RankState.RUNNING
+            if flagged_at is not None and all(monitor.telemetry.get(r) for r in (0, 1)):
+                break
+            time.sleep(0.1)
+        assert flagged_at is not None and flagged_at <= 3, flagged_at
+        for rank in (0, 1):
+            latest = monitor.telemetry[rank].latest
+            assert latest is not None and latest.rss_bytes and latest.cpu_pct is not None
+    finally:
+        launch.terminate()
+        launch.wait(30)

@@ -168,8 +168,25 @@ def test_a_full_disk_stops_the_writing_quietly(spawn: list[subprocess.Popen[byte
 def test_a_missing_folder_stops_the_writing_quietly(
     tmp_path: Path, spawn: list[subprocess.Popen[bytes]]
 ) -> None:
-    run = sampler(tmp_path / "gone" / "r.jsonl", start(spawn, "import time"), 0.05, Broken())
+    rank = start(spawn, "import time; time.sleep(5)")
+    run = sampler(tmp_path / "gone" / "r.jsonl", rank, 0.05, Broken())
     run.start()
     time.sleep(0.3)
     assert not run._thread.is_alive()
     run.stop()
+
+
+def test_no_sample_of_a_rank_whose_processes_are_gone(
+    tmp_path: Path, spawn: list[subprocess.Popen[bytes]]
+) -> None:
+    """Between the rank's end and the sampler's stop, a sample would read as a rank holding 0 B."""
+    rank = start(spawn, "import time; time.sleep(0.35)")
+    path = tmp_path / "rank-00000.jsonl"
+    run = sampler(path, rank, 0.1, Broken())
+    run.start()
+    spawn[-1].wait(10)
+    time.sleep(0.5)
+    run.stop()
+    samples = [parse_line(line) for line in path.read_bytes().splitlines()]
+    assert samples, "the rank was sampled while it ran"
+    assert all(s is not None and s.procs and s.rss_bytes for s in samples), samples

@@ -78,8 +78,8 @@ class StepTimes:
         recent = [(t, r) for r in self._recent if (t := self.recent(r)) is not None]
         recent.sort()
         times = [t for t, _ in recent]
-        self.median = statistics.median(times) if len(times) >= 2 else None
-        if self.median is None:
+        self.median = statistics.median(times) if times else None
+        if len(times) < 2:  # nobody to be slower than
             self.slow = frozenset()
             return
         # Each rank against the median of the others: with two ranks the peer itself, which a

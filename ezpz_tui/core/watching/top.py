@@ -171,6 +171,8 @@ def _slow_line(top: Top) -> str:
     if top.median_step_s is None:
         return f"{head}; no step times yet"
     median = f"median step {top.median_step_s:.3f}s"
+    if len(top.rows) < 2:
+        return f"{head}; {median}"
     if not slow:
         return f"{head}; {median}; no rank slower than {top.slow_factor:g}× it"
     worst = max(slow, key=lambda row: row.step_time_s or 0.0)
