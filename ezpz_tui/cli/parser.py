@@ -12,9 +12,12 @@ EPILOG = "With no command, ezpz-tui starts the terminal UI."
 RUN_HELP = "run id, unique prefix, or path to a run directory"
 
 
-def _outputs_arg(p: argparse.ArgumentParser) -> None:
+def _outputs_arg(p: argparse.ArgumentParser, top: bool = False) -> None:
+    """``--outputs`` before the command (``top``) or after it: a command's own copy has no
+    default, so ``ezpz-tui --outputs DIR runs`` keeps DIR rather than the command's None."""
     help = "directory holding run directories (default: $EZPZ_OUTPUTS or ./outputs)"
-    p.add_argument("--outputs", type=Path, default=None, help=help)
+    default = None if top else argparse.SUPPRESS
+    p.add_argument("--outputs", type=Path, default=default, help=help)
 
 
 def _positive(text: str) -> int:
@@ -168,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
     )
     parser.add_argument("--version", action="version", version=f"ezpz-tui {__version__}")
-    _outputs_arg(parser)
+    _outputs_arg(parser, top=True)
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
     _command(sub, "info", json=True)
     _outputs_arg(_command(sub, "doctor", json=True))

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
-from ezpz_tui.cli.common import fail, outputs_of, run_named
+from ezpz_tui.cli.common import colour_wanted, fail, outputs_of, run_named
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -106,6 +106,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
     except Exception:  # plotext's own arithmetic: overflow on spans near the float range
         low, high = series.span()
         return fail(f"cannot draw {args.metric}: its values span {low:g} to {high:g}")
+    if not colour_wanted(sys.stdout):
+        from ezpz_tui.core.watching.tails import strip_ansi
+
+        drawn = strip_ansi(drawn)
     print(drawn)
     return 0
 
