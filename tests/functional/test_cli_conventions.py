@@ -3,6 +3,7 @@ only to a terminal (NO_COLOR / FORCE_COLOR)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -57,3 +58,35 @@ def test_plot_into_a_pipe_has_no_escapes_unless_forced(outputs: Path, tmp_path: 
     assert ESC in forced.stdout, "FORCE_COLOR colours a pipe"
     both = ezpz("plot", run, "--outputs", str(outputs), cwd=tmp_path, FORCE_COLOR="1", NO_COLOR="1")
     assert ESC not in both.stdout, "NO_COLOR wins"
+
+
+def test_plot_json_one_rank_and_an_overlay(outputs: Path, tmp_path: Path) -> None:
+    run = "20261126-100000-000-tp1pp1cp1"
+    both = json.loads(ezpz("plot", run, "--json", "--outputs", str(outputs), cwd=tmp_path).stdout)
+    one = ezpz("plot", run, "--json", "--rank", "1", "--outputs", str(outputs), cwd=tmp_path)
+    rank1 = json.loads(one.stdout)
+    assert both["ranks"] == [0, 1] and rank1["ranks"] == [1]
+    assert len(both["steps"]) == len(both["mean"]) == len(both["min"]) == 30
+    assert all(
+        lo <= m <= hi for lo, m, hi in zip(both["min"], both["mean"], both["max"], strict=True)
+    )
+    assert rank1["mean"] == rank1["min"] == rank1["max"], "one rank: no spread"
+    make_run(
+        outputs,
+        run_id="20261126-110000-000-tp2pp1cp1",
+        state="succeeded",
+        exit_code=0,
+        sizes={"tp": 2},
+        ranks=2,
+        steps=30,
+        created=1_795_000_100.0,
+    )
+    drawn = ezpz(
+        "plot", run, "--overlay", "20261126-110000", "--outputs", str(outputs), cwd=tmp_path
+    )
+    assert drawn.returncode == 0, drawn.stderr
+    assert "20261126-110000-000-tp2pp1cp1" in drawn.stdout and "mean over ranks" in drawn.stdout
+    missing = ezpz("plot", run, "--rank", "7", "--outputs", str(outputs), cwd=tmp_path)
+    assert missing.returncode == 2 and "for rank 7" in missing.stderr
+    bad = ezpz("plot", run, "--rank", "-1", "--outputs", str(outputs), cwd=tmp_path)
+    assert bad.returncode == 2 and "ranks count from 0" in bad.stderr
