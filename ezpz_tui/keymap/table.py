@@ -200,7 +200,7 @@ W          | sweep                |          | Sweep TP/PP/CP, then compare them
 D          | rerun_doctor         |          | Run the doctor checks again
 S          | show_stacks          |          | Where every rank waits: Python stacks, grouped
 # vim's gt / gT without the g, which already means "first item".
-t          | next_tab             |          | Next tab of the main region (Launch … Compare)
+t          | next_tab             |          | Next tab of the main region (Launch … Heatmap)
 T          | previous_tab         |          | Previous tab of the main region
 q          | quit                 | quit     | Quit (asks first while a run is alive)
 F          | toggle_fullscreen    |          | Full screen the focused view, or back

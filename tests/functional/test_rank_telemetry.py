@@ -119,7 +119,7 @@ async def test_heatmap_tab_shows_the_straggler_and_enter_reads_its_log(tmp_path:
     app = attach(live_run(tmp_path))
     async with app.run_test(size=(120, 40)) as pilot:
         await opened(pilot)
-        await pilot.press("t", "t")  # Run, Metrics, Heatmap
+        await pilot.press("T", "T")  # Run, Launch, Heatmap
         heatmap = app.query_one(Heatmap)
         await until(
             pilot,
