@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import signal
 import socket
 import subprocess
@@ -536,6 +537,7 @@ def test_launch_demo_leaves_a_complete_run_directory(launched: dict[str, Any]) -
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True)
     assert facts["git"]["commit"] == head.stdout.decode().strip()
     assert facts["torch"].startswith("2.") and facts["python"] == platform.python_version()
+    assert re.search(r"\d+\.\d+", facts["launcher_version"]), facts
     state = json.loads((run_dir / "state.json").read_text())
     assert (state["state"], state["exit_code"]) == ("succeeded", 0)
     # Rank 0's log is followed on stdout, rank 1's is not.

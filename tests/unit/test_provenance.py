@@ -1,15 +1,16 @@
 """What a run records about where it came from (issue 12): the script's git commit and
-whether it was dirty, the software versions, the environment."""
+whether it was dirty, the software versions, the launcher's version line."""
 
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from ezpz_tui.core.launching.provenance import git_state, provenance
+from ezpz_tui.core.launching.provenance import git_state, launcher_version, provenance
 
 
 def git(repo: Path, *args: str) -> str:
@@ -53,3 +54,11 @@ def test_versions_prefix_and_modules(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert facts["torch"].startswith("2.") and facts["python"].count(".") == 2
     assert facts["modules"] == ["PrgEnv-gnu/8.5.0", "cudatoolkit/12.4"]
     assert facts["env_prefix"] == "/soft/conda/2024-04" and facts["cwd"] == str(tmp_path)
+
+
+def test_the_launcher_version_line_skips_a_banner(tmp_path: Path) -> None:
+    fake = tmp_path / "mpiexec"
+    fake.write_text("#!/bin/sh\necho 'HYDRA build details:'\necho '    Version:   5.0.2'\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    assert launcher_version(str(fake)) == "Version: 5.0.2"
+    assert launcher_version(str(tmp_path / "missing")) is None

@@ -1,6 +1,6 @@
 """Where a run came from, recorded in its ``run.toml``: the code (the git commit of the script's
 repository and whether it had uncommitted changes), the software (Python, torch, mpi4py, this
-program), and the environment (loaded modules, the conda or venv
+program, the launcher's version line), and the environment (loaded modules, the conda or venv
 prefix, the working directory). "What changed between the run that worked and this one" is
 then answered from the records, and Compare shows the differences.
 
@@ -11,8 +11,10 @@ launch. A fact that cannot be had is left out.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -22,6 +24,7 @@ from typing import Any
 
 TIMEOUT_S = 3.0
 PACKAGES = ("torch", "mpi4py", "ezpz-tui")
+_VERSION = re.compile(r"\d+\.\d+")
 
 
 def provenance(argv: Sequence[str], cwd: Path) -> dict[str, Any]:
@@ -42,6 +45,10 @@ def provenance(argv: Sequence[str], cwd: Path) -> dict[str, Any]:
     modules = [m for m in os.environ.get("LOADEDMODULES", "").split(":") if m]
     if modules:
         facts["modules"] = modules
+    if argv:
+        line = launcher_version(argv[0])
+        if line:
+            facts["launcher_version"] = line
     git = git_state(_script_dir(argv, cwd))
     if git:
         facts["git"] = git
@@ -86,3 +93,15 @@ def git_state(folder: Path) -> dict[str, Any] | None:
     if status is not None:
         state["dirty"] = bool(status.strip())
     return state
+
+
+@functools.lru_cache(maxsize=8)
+def launcher_version(launcher: str) -> str | None:
+    """The first line of ``launcher --version`` that holds a version number, spaces collapsed
+    (MPICH's Hydra prints a banner first: ``Version: 5.0.2``; srun: ``slurm 23.02.5``). Asked
+    once per launcher and process."""
+    out = _run([launcher, "--version"])
+    for line in (out or "").splitlines():
+        if _VERSION.search(line):
+            return " ".join(line.split())
+    return None
