@@ -36,6 +36,7 @@ NAMES = [
     "scheduler",
     "torch",
     "backend",
+    "rank python",
     "hostfile",
     "outputs",
     "rank env",
@@ -118,6 +119,7 @@ def test_doctor_finds_what_is_wrong(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         "scheduler": "ok",
         "torch": "error",
         "backend": "warning",
+        "rank python": "ok",  # the venv's torchrun names this Python
         "hostfile": "ok",
         "outputs": "error",
         "rank env": "warning",

@@ -18,7 +18,14 @@ from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from ezpz_tui.core.checking import environment, filesystem, hosts, mpi, torch_probe
+from ezpz_tui.core.checking import (
+    environment,
+    filesystem,
+    hosts,
+    interpreter,
+    mpi,
+    torch_probe,
+)
 from ezpz_tui.core.checking.check import Check, Context, Declared, timed_out
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.launcher import Which
@@ -30,6 +37,7 @@ CHECKS: tuple[Declared, ...] = (
     mpi.mpi4py_and_launcher,
     hosts.scheduler,
     torch_probe.torch_and_backend,
+    interpreter.rank_python,
     hosts.hostfile,
     filesystem.output_dir,
     environment.rank_env,
