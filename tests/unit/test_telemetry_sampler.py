@@ -63,7 +63,8 @@ def test_a_busy_tree_reads_busy_and_a_sleeping_one_idle(
     idle = ProcessTree(start(spawn, "import time; time.sleep(60)"))
     time.sleep(0.3)  # past the interpreters' start
     assert "cpu_pct" not in ProcessTree(idle.root).read()  # one reading has no interval
-    assert cpu_over(busy, 1.0)["cpu_pct"] > 50
+    # A busy loop owns a core; on a loaded 2-core machine it still gets well over a fifth.
+    assert cpu_over(busy, 1.0)["cpu_pct"] > 20
     assert cpu_over(idle, 1.0)["cpu_pct"] < 10
 
 
