@@ -16,7 +16,6 @@ wrapper) and is dropped; the run goes on, because losing a dashboard must not lo
 from __future__ import annotations
 
 import contextlib
-import csv
 import io
 import os
 import sys
@@ -141,6 +140,9 @@ class CsvTracker:
     name = "csv"
 
     def __init__(self, run_dir: Path, rank: int, all_ranks: bool) -> None:
+        import csv  # here: the TUI imports this module for the names, and csv costs its start
+
+        self._csv_writer = csv.writer
         self.path = RunDir(run_dir).metrics_csv
         self.where = str(self.path)
         self.rank, self.all_ranks = rank, all_ranks
@@ -154,7 +156,7 @@ class CsvTracker:
         self._columns = list(metrics)
         lead = ["rank", "step", "timestamp"] if self.all_ranks else ["step", "timestamp"]
         header = io.StringIO()
-        csv.writer(header, lineterminator="\n").writerow(lead + self._columns)
+        self._csv_writer(header, lineterminator="\n").writerow(lead + self._columns)
         tmp = self.path.with_name(f".{self.path.name}.{self.rank}.{os.getpid()}")
         tmp.write_text(header.getvalue())
         try:
