@@ -130,7 +130,7 @@ class History:
         samples: float | None = None,
         dt: float | None = None,
     ) -> None:
-        """Write one record now; tensors and numpy scalars are converted to Python numbers.
+        """Record one step (on disk within FLUSH_S); tensors and numpy scalars become numbers.
 
         ``tokens`` and ``samples`` are what this step processed (over all replicas, for a
         global rate); they add ``tokens_per_s`` and ``samples_per_s`` over ``dt`` seconds: the

@@ -304,8 +304,8 @@ class RunHandle:
             release_reserve(self.run_dir)  # the room the final records need
             finalise(self.run_dir, end, self.launch.world_size, end.end or time.time(), statuses)
             state = self._write(name, **{k: getattr(end, k) for k in _END_FIELDS})
+            start_finalize(self.run_dir)  # its own process, started before anyone may exit
             self._done.set()
-        start_finalize(self.run_dir)  # summary.json, metrics.nc: in a process of its own
         self.supervisor._notify(self, state)
         if self._tether is not None:
             self._tether.release()
