@@ -246,13 +246,13 @@ class History:
         self._closed.set()
         atexit.unregister(self.close)
         self.flush()
-        for tracker in self.trackers:
-            try:
-                tracker.close()
-            except Exception as exc:  # a tracker's failure must not end the run
-                failed(tracker, exc)
-        self.trackers = []
-        with self._write_lock:
+        with self._write_lock:  # the flusher thread's last flush is done, and there is no next
+            closing, self.trackers = self.trackers, []
+            for tracker in closing:
+                try:
+                    tracker.close()
+                except Exception as exc:  # a tracker's failure must not end the run
+                    failed(tracker, exc)
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
