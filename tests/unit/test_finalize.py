@@ -114,3 +114,13 @@ def test_tracker_line_from_the_log_and_the_folders(tmp_path: Path) -> None:
         " · tensorboard --logdir tensorboard"
         " · mlflow ui --backend-store-uri http://mlflow.example:5000"
     )
+
+
+def test_a_finalizer_that_fails_says_why_in_the_launcher_log(tmp_path: Path) -> None:
+    from ezpz_tui.core.launching.finalize import main as finalize_main
+
+    run_dir = _run(tmp_path)
+    RunDir(run_dir).summary_json.mkdir()  # cannot be replaced by a file
+    assert finalize_main([str(run_dir)]) == 1
+    lines = RunDir(run_dir).launcher_log.read_text().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ezpz-tui: finalize: IsADirectoryError")
