@@ -13,9 +13,9 @@ per step, and a sweep record naming them all).
   listing) and ``python -c pass`` (the interpreter's start-up). Target: at most 1 s.
 - tab: the TUI (headless, 120x40) opens the newest run (its sweep's runs are its relatives),
   a person looks at its Run tab for a second, then presses the key for the Compare tab: from the
-  key (T twice: Run, Launch, Compare) until the table shows every run and the app has nothing
+  key (t twice: Run, Metrics, Compare) until the table shows every run and the app has nothing
   left to do (painted), against the
-  same key to the Launch tab (a tab switch that reads nothing), alternating. Also printed:
+  same keys to the Launch tab (T: a tab switch that reads nothing), alternating. Also printed:
   the Compare tab asked for at once after the run opened (its read not done yet). Target: at
   most 200 ms.
 
@@ -184,14 +184,15 @@ def bench_tab(outputs: Path, run_dirs: list[Path], reps: int) -> None:
         widget.render_lines = timed  # type: ignore[attr-defined]
 
     async def switch(main: object, tab: str, name: str, done: Callable[[], bool]) -> float:
-        """From the tab key (T: Run, Launch, Compare) until the widget named ``name`` paints
-        with ``done()`` true."""
+        """From the tab key (t towards Compare, T towards Launch) until the widget named
+        ``name`` paints with ``done()`` true."""
         tabs = main.app.query_one(TabbedContent)  # type: ignore[attr-defined]
         painted.pop(name, None)
         ready[name] = done
         t0 = time.perf_counter()
+        step = main.action_next_tab if tab == "tab-compare" else main.action_previous_tab  # type: ignore[attr-defined]
         while tabs.active != tab:
-            await main.action_previous_tab()  # type: ignore[attr-defined]
+            await step()
         while name not in painted:
             await asyncio.sleep(0.002)
             if time.perf_counter() - t0 > 30:

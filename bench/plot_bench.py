@@ -14,6 +14,12 @@ Baselines, in the same process, on a plotext figure of the same size:
   long before a run reaches a million steps), built and parsed with ``Text.from_ansi`` as
   ``PlotextPlot.render`` does.
 
+Then the step cursor and the zoom, for the 4-line cases (targets 16 ms and 30 ms): a cursor move
+is the readout of every line at the new step (``core.watching.metrics.cursor.readout``) and the
+cursor column drawn over the cached picture (``with_cursor``), no plotext; a zoom is the whole
+redraw with a window (only the window's points decimated), here a tenth of the steps around the
+cursor. The plain redraw of the same case is printed beside them as the baseline.
+
 Subject and baselines alternate and medians are quoted, with the best subject run beside them
 (the machines are shared and noisy).
 """
@@ -27,6 +33,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,13 +42,23 @@ sys.path.insert(0, str(REPO))  # this checkout's code, whatever is installed
 from rich.text import Text  # noqa: E402
 from textual_plotext.plot import Plot  # noqa: E402
 
+from ezpz_tui.core.watching.metrics.cursor import cursor_axis, readout, zoom  # noqa: E402
 from ezpz_tui.core.watching.metrics.plot import PlotSettings, prepare_plot  # noqa: E402
 from ezpz_tui.core.watching.metrics.store import MetricStore  # noqa: E402
-from ezpz_tui.ui.widgets.metric_plot import MARKER, PlotColours, canvas_text, paint  # noqa: E402
+from ezpz_tui.ui.widgets.metric_plot import (  # noqa: E402
+    MARKER,
+    PlotColours,
+    canvas_text,
+    geometry,
+    paint,
+    with_cursor,
+)
 from runtime.record_columns import RecordColumns  # noqa: E402
 from runtime.records import Record  # noqa: E402
 
 TARGET_MS = 20.0
+CURSOR_MS = 16.0
+ZOOM_MS = 30.0
 COLOURS = PlotColours(
     lines=((1, 120, 212), (255, 166, 43), (78, 191, 113), (186, 60, 91)),
     band=(14, 70, 110),
@@ -84,6 +101,55 @@ def build_store(ranks: int, points: int) -> tuple[MetricStore, float]:
 
 def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
+
+
+def cursor_and_zoom(
+    store: MetricStore,
+    settings: PlotSettings,
+    name: str,
+    redraw_ms: float,
+    width: int,
+    height: int,
+    reps: int,
+) -> None:
+    """A cursor move (readout + cursor column over the cached picture) and a zoom (a redraw
+    of a tenth of the steps around the cursor) of one case, as the widget runs them."""
+    from rich.style import Style
+
+    plt = Plot()
+    plt.plotsize(width, height)
+    plt._set_size(width, height)
+    paint(plt, prepare_plot(store, {}, settings, width), COLOURS)
+    picture, where = canvas_text(plt), geometry(plt)
+    assert where is not None
+    axis = cursor_axis(store, settings)
+    full = (float(axis.x[0]), float(axis.x[-1]))
+    style = Style(bgcolor="yellow")
+    moves: list[float] = []
+    zooms: list[float] = []
+    for rep in range(reps):
+        index = len(axis.steps) // 2 + rep
+        t0 = time.perf_counter()
+        readout(store, settings, int(axis.steps[index]))
+        with_cursor(picture, where, float(axis.x[axis.index_of(int(axis.steps[index]))]), style)
+        moves.append(time.perf_counter() - t0)
+        window = zoom(None, full, float(axis.x[index]), 0.1 + 0.001 * rep)
+        t0 = time.perf_counter()
+        drawing = prepare_plot(store, {}, replace(settings, window=window), width)
+        plt.clear_figure()
+        plt.plotsize(width, height)
+        plt._set_size(width, height)
+        paint(plt, drawing, COLOURS)
+        canvas_text(plt)
+        geometry(plt)
+        zooms.append(time.perf_counter() - t0)
+    move, zoomed = median_ms(moves), median_ms(zooms)
+    for what, took, target in (("cursor move", move, CURSOR_MS), ("zoom", zoomed, ZOOM_MS)):
+        verdict = "ok" if took <= target else "OVER"
+        print(
+            f"{name + ', ' + what:<32} {took:>7.2f}ms (redraw {redraw_ms:.1f} ms)"
+            f"  {verdict} (<= {target:.0f} ms)"
+        )
 
 
 def main() -> None:
@@ -180,6 +246,9 @@ def main() -> None:
             f"{name:<22} {drawn:>7} {sub:>7.1f}ms {best:>6.1f}ms {flo:>6.1f}ms {sub / flo:>5.2f}x"
             f"  {verdict} (<= {TARGET_MS:.0f} ms)"
         )
+    print(f"cursor and zoom, {args.reps} reps each, medians (plain redraw of the case beside)")
+    for name, settings in cases[-2:]:
+        cursor_and_zoom(store, settings, name, medians[name], width, height, args.reps)
     nav = median_ms(naive_times)
     one = medians["one rank"]
     print(

@@ -9,8 +9,9 @@ from __future__ import annotations
 from ezpz_tui.core.watching.metrics.one_metric import MetricSeries
 
 
-def chart(series: MetricSeries, title: str) -> str:
-    """Mean over ranks per step, with min and max when several ranks report.
+def chart(series: MetricSeries, title: str, overlay: tuple[str, MetricSeries] | None = None) -> str:
+    """Mean over ranks per step, with min and max when several ranks report; ``overlay`` adds
+    another run's mean, labelled with its name.
 
     May raise whatever plotext raises on values it cannot scale (an ``OverflowError`` for a
     span near the float range); the caller explains that instead of drawing.
@@ -24,7 +25,28 @@ def chart(series: MetricSeries, title: str) -> str:
     if len(series.ranks) > 1:
         plt.plot(steps, [max(c) for c in columns], label="max", color="gray")
         plt.plot(steps, [min(c) for c in columns], label="min", color="gray")
-    plt.plot(steps, [sum(c) / len(c) for c in columns], label="mean over ranks")
+    label = "mean over ranks" if len(series.ranks) > 1 else f"rank {min(series.ranks, default=0)}"
+    plt.plot(steps, [sum(c) / len(c) for c in columns], label=label)
+    if overlay is not None and overlay[1].values:
+        name, other = overlay
+        there = sorted(other.values)
+        plt.plot(there, [sum(other.values[s]) / len(other.values[s]) for s in there], label=name)
     plt.title(title)
     plt.xlabel("step")
     return str(plt.build())
+
+
+def series_json(series: MetricSeries, run: str) -> dict[str, object]:
+    """The series ``plot --json`` prints: per step, the mean, min and max over the ranks."""
+    steps = sorted(series.values)
+    values = [series.values[s] for s in steps]
+    return {
+        "run": run,
+        "metric": series.name,
+        "ranks": sorted(series.ranks),
+        "steps": steps,
+        "mean": [sum(v) / len(v) for v in values],
+        "min": [min(v) for v in values],
+        "max": [max(v) for v in values],
+        "skipped": series.notes(),
+    }

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from pathlib import Path
+from typing import TextIO
 
 
 def fail(message: str) -> int:
@@ -40,3 +42,18 @@ def run_named(args: argparse.Namespace, run: str | None = None) -> Path | str:
     if not RunDir(run_dir).looks_like_run():
         return f"{run_dir} holds no run: no {RUN_TOML}, {LOGS}/ or metrics files"
     return run_dir
+
+
+def colour_wanted(stream: TextIO) -> bool:
+    """Colour only to a terminal, as the no-color.org and force-color.org conventions say:
+    ``NO_COLOR`` (any value) turns it off even there, ``FORCE_COLOR`` turns it on even in a
+    pipe (``FORCE_COLOR=0`` does not)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    forced = os.environ.get("FORCE_COLOR")
+    if forced:
+        return forced != "0"
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

@@ -8,13 +8,20 @@ from typing import Any, NoReturn
 
 from ezpz_tui import __version__
 
-EPILOG = "With no command, ezpz-tui starts the terminal UI."
+EPILOG = (
+    "With no command, ezpz-tui starts the terminal UI. Exit status: 0 done; 1 a failure found "
+    "(a failed run, a doctor error); 2 bad usage or a bad place (no such run, an unreadable "
+    "directory), said in one line; 130 interrupted."
+)
 RUN_HELP = "run id, unique prefix, or path to a run directory"
 
 
-def _outputs_arg(p: argparse.ArgumentParser) -> None:
+def _outputs_arg(p: argparse.ArgumentParser, top: bool = False) -> None:
+    """``--outputs`` before the command (``top``) or after it: a command's own copy has no
+    default, so ``ezpz-tui --outputs DIR runs`` keeps DIR rather than the command's None."""
     help = "directory holding run directories (default: $EZPZ_OUTPUTS or ./outputs)"
-    p.add_argument("--outputs", type=Path, default=None, help=help)
+    default = None if top else argparse.SUPPRESS
+    p.add_argument("--outputs", type=Path, default=default, help=help)
 
 
 def _positive(text: str) -> int:
@@ -24,6 +31,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _rank(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rank number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is not a rank: ranks count from 0")
     return value
 
 
@@ -59,7 +76,12 @@ COMMANDS_HELP = {
         "Open the TUI on RUN: its ranks, logs and metrics, followed live. Nothing can stop the "
         "run from there. Works on ezpz's own run directories too.",
     ),
-    "plot": ("plot a run's metric in the terminal", None),
+    "plot": (
+        "plot a run's metric in the terminal",
+        "Draw RUN's metric over steps: the mean over ranks with their min and max, or one rank "
+        "(--rank), beside another run's (--overlay). --json prints the series instead. Colour "
+        "only to a terminal (NO_COLOR turns it off there, FORCE_COLOR on in a pipe).",
+    ),
     "why": (
         "why a run failed: first failing rank, its end, last lines, launcher messages, advice",
         "Explain RUN's failure on one screen: the first rank that failed on its own and its "
@@ -181,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
     )
     parser.add_argument("--version", action="version", version=f"ezpz-tui {__version__}")
-    _outputs_arg(parser)
+    _outputs_arg(parser, top=True)
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
     _command(sub, "info", json=True)
     _outputs_arg(_command(sub, "doctor", json=True))
@@ -203,9 +225,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "attach")
     p.add_argument("run", help=RUN_HELP)
     _outputs_arg(p)
-    p = _command(sub, "plot")
+    p = _command(sub, "plot", json=True)
     p.add_argument("run", help=RUN_HELP)
     p.add_argument("--metric", default="loss", help="metric name (default: loss)")
+    p.add_argument("--rank", type=_rank, help="only this rank's records (default: every rank)")
+    p.add_argument("--overlay", metavar="RUN", help="draw another run's metric beside it")
     _outputs_arg(p)
     for name in ("why", "stacks", "stop"):
         p = _command(sub, name, json=name != "stop")

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
-from ezpz_tui.cli.common import fail, outputs_of, run_named
+from ezpz_tui.cli.common import colour_wanted, fail, outputs_of, run_named
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -88,24 +88,37 @@ def _runs_row(cells: Iterable[Any]) -> str:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from ezpz_tui.core.launching.runstore import RunStore, RunStoreError
     from ezpz_tui.core.watching.metrics.one_metric import read_metric
-    from ezpz_tui.terminal_plot import chart
+    from ezpz_tui.terminal_plot import chart, series_json
 
-    try:
-        run_dir = RunStore(outputs_of(args)).resolve(args.run)
-    except RunStoreError as exc:
-        return fail(str(exc))
-    series = read_metric(run_dir, args.metric)
+    run_dir = run_named(args)
+    if isinstance(run_dir, str):
+        return fail(run_dir)
+    series = read_metric(run_dir, args.metric, args.rank)
     for note in series.notes():
         print(f"ezpz-tui: {note}", file=sys.stderr)
     if not series.values:
-        return fail(series.why_nothing(run_dir.name))
+        ranked = f" for rank {args.rank}" if args.rank is not None else ""
+        return fail(series.why_nothing(run_dir.name) + ranked)
+    if args.json:
+        print(json.dumps(series_json(series, run_dir.name)))
+        return 0
+    overlay = None
+    if args.overlay:
+        other = run_named(args, args.overlay)
+        if isinstance(other, str):
+            return fail(other)
+        overlay = (other.name, read_metric(other, args.metric, args.rank))
     try:
-        drawn = chart(series, f"{args.metric} — {run_dir.name} ({len(series.ranks)} ranks)")
+        title = f"{args.metric} — {run_dir.name} ({len(series.ranks)} ranks)"
+        drawn = chart(series, title, overlay)
     except Exception:  # plotext's own arithmetic: overflow on spans near the float range
         low, high = series.span()
         return fail(f"cannot draw {args.metric}: its values span {low:g} to {high:g}")
+    if not colour_wanted(sys.stdout):
+        from ezpz_tui.core.watching.tails import strip_ansi
+
+        drawn = strip_ansi(drawn)
     print(drawn)
     return 0
 

@@ -200,7 +200,7 @@ W          | sweep                |          | Sweep TP/PP/CP, then compare them
 D          | rerun_doctor         |          | Run the doctor checks again
 S          | show_stacks          |          | Where every rank waits: Python stacks, grouped
 # vim's gt / gT without the g, which already means "first item".
-t          | next_tab             |          | Next tab of the main region (Launch … Compare)
+t          | next_tab             |          | Next tab of the main region (Launch … Heatmap)
 T          | previous_tab         |          | Previous tab of the main region
 q          | quit                 | quit     | Quit (asks first while a run is alive)
 F          | toggle_fullscreen    |          | Full screen the focused view, or back
@@ -224,6 +224,23 @@ v          | cycle_view           |          | One rank, all ranks, or mean with
 s          | cycle_smoothing      |          | Smoothing off / 0.6 / 0.9 / 0.99 (EMA)
 y          | toggle_log_scale     |          | log10 y axis on or off
 x          | toggle_x_axis        |          | x axis: step or time
+# The step cursor. h / l move it as well: the plot takes region_left / region_right and moves
+# on to the next region only from the first / last point (as the heatmap does). g / G go to the
+# first / last step and ] / [ to the next / previous event (spike, NaN, gap, relaunch): the
+# navigation keys, with a plot's meaning. A count before a move repeats it (10l), as in vim.
+left       | point_left           |          | Cursor to the previous point (h too, until the edge)
+right      | point_right          |          | Cursor to the next point (l too, until the edge)
+1,2,3,4,5,6,7,8,9 | count         |          | Count for the next cursor move or zoom (10l)
+0          | window_start         |          | Cursor to the first point in view (after a count: 10)
+$          | window_end           |          | Cursor to the last point in view
++          | zoom_in              |          | Zoom in around the cursor (y follows the view)
+-          | zoom_out             |          | Zoom out around the cursor
+=          | zoom_fit             |          | Fit all the steps
+<          | pan_left             |          | Pan the zoomed view left by half its width
+>          | pan_right            |          | Pan the zoomed view right by half its width
+enter      | open_step_log        |          | Log of the rank under the cursor, at that step
+escape     | hide_cursor          |          | Hide the cursor (its readout gives way to the status)
+V          | toggle_stacked       |          | Small multiples: loss, lr, grad norm, tokens/s
 [runs]
 c          | compare_run          |          | Overlay this run on the plots, or remove it
 [topology]

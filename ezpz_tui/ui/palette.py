@@ -31,8 +31,11 @@ from ezpz_tui.keymap.chords import ChordMachine
 from ezpz_tui.keymap.table import DEFAULT_KEYMAP, Keymap
 
 
-def bindings_for(scope: str, only: Collection[str] | None = None) -> list[Binding]:
-    """The single-key bindings of `scope` (optionally only the actions in `only`) as Textual
+def bindings_for(
+    scope: str, only: Collection[str] | None = None, exclude: Collection[str] = ()
+) -> list[Binding]:
+    """The single-key bindings of `scope` (optionally only the actions in `only`, and none
+    in `exclude`: keys a widget reads itself, as digits) as Textual
     `Binding`s: footer entries show their short label, the rest stay out of the footer and
     describe themselves in the keys panel. Each carries the table's binding id, so user
     overrides applied with `App.set_keymap` find it."""
@@ -46,7 +49,7 @@ def bindings_for(scope: str, only: Collection[str] | None = None) -> list[Bindin
             id=b.binding_id,
         )
         for b in DEFAULT_KEYMAP.in_scope(scope)
-        if b.single_keys and (only is None or b.action in only)
+        if b.single_keys and (only is None or b.action in only) and b.action not in exclude
     ]
 
 

@@ -112,6 +112,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--sleep", type=float, default=0.0, help="extra seconds per step (demos)")
     p.add_argument("--log-every", type=int, default=1)
+    p.add_argument(
+        "--spike-at",
+        type=int,
+        default=None,
+        metavar="STEP",
+        help="record (and print) the loss of STEP times --spike-factor: a spike to find on "
+        "the plot (demos, tests); training itself is unchanged",
+    )
+    p.add_argument("--spike-factor", type=float, default=10.0)
     return p.parse_args(argv)
 
 
@@ -272,6 +281,8 @@ def _train_loop(args: argparse.Namespace, info: DistInfo, log: Any) -> dict[str,
         if args.sleep:
             time.sleep(args.sleep)
         dt = time.perf_counter() - t0
+        if step == args.spike_at:
+            loss *= args.spike_factor
         metrics = {"loss": loss, "lr": lr, "grad_norm": grad_norm, "dt": dt}
         history.record(step, metrics, tokens=tokens, samples=samples)
         if step % args.log_every == 0 or step == args.steps - 1:

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from runtime.telemetry.devices import Pick
-from runtime.telemetry.tools import Failed, Figures, ToolRunner, Unavailable, number
+from runtime.telemetry.tools import Failed, Figures, ToolSource, number
 
 ROCM_SMI = ["rocm-smi", "--showuse", "--showmeminfo", "vram", "--showpower", "--showtemp", "--json"]
 FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -39,20 +39,17 @@ _INTS = frozenset({"mem_used_bytes", "mem_total_bytes"})
 _CARD = re.compile(r"card(\d+)")
 
 
-class RocmSmi:
+class RocmSmi(ToolSource):
     """The rank's AMD GPU (by index: a UUID in ROCR_VISIBLE_DEVICES is not matched)."""
 
     name = "rocm-smi"
+    vendor = "AMD"
 
-    def __init__(self, choice: Pick | None, runner: ToolRunner, timeout_s: float) -> None:
-        self._pick = choice
-        self._runner = runner
-        self._timeout_s = timeout_s
+    def argv(self, choice: Pick) -> list[str]:
+        return list(ROCM_SMI)
 
-    def read(self) -> Figures:
-        if self._pick is None:
-            raise Unavailable("no AMD GPU visible to this rank")
-        return parse_rocm_smi(self._runner.run(ROCM_SMI, self._timeout_s), self._pick)
+    def parse(self, text: str, choice: Pick) -> Figures:
+        return parse_rocm_smi(text, choice)
 
 
 def parse_rocm_smi(text: str, choice: Pick) -> Figures:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from runtime.telemetry.devices import Pick
 from runtime.telemetry.nvidia import MIB
-from runtime.telemetry.tools import Failed, Figures, ToolRunner, Unavailable, number
+from runtime.telemetry.tools import Failed, Figures, ToolSource, number
 
 METRICS = ("util_pct", "power_w", "temp_c", "mem_pct", "mem_used_mib")
 METRIC_IDS = "0,1,3,5,18"
@@ -24,21 +24,17 @@ def xpu_smi_argv(choice: Pick) -> list[str]:
     return ["xpu-smi", "dump", "-d", device, "-m", METRIC_IDS, "-n", "1"]
 
 
-class XpuSmi:
+class XpuSmi(ToolSource):
     """The rank's Intel GPU (a whole card: the tiles ZE_AFFINITY_MASK names share its figures)."""
 
     name = "xpu-smi"
+    vendor = "Intel"
 
-    def __init__(self, choice: Pick | None, runner: ToolRunner, timeout_s: float) -> None:
-        self._pick = choice
-        self._runner = runner
-        self._timeout_s = timeout_s
+    def argv(self, choice: Pick) -> list[str]:
+        return xpu_smi_argv(choice)
 
-    def read(self) -> Figures:
-        if self._pick is None:
-            raise Unavailable("no Intel GPU visible to this rank")
-        text = self._runner.run(xpu_smi_argv(self._pick), self._timeout_s)
-        return parse_xpu_smi(text, self._pick)
+    def parse(self, text: str, choice: Pick) -> Figures:
+        return parse_xpu_smi(text, choice)
 
 
 def parse_xpu_smi(text: str, choice: Pick) -> Figures:

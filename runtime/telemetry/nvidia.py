@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.telemetry.devices import Pick
-from runtime.telemetry.tools import Failed, Figures, ToolRunner, Unavailable, number
+from runtime.telemetry.tools import Failed, Figures, ToolSource, Unavailable, number
 
 MIB = 1 << 20
 NVIDIA_SMI_FIELDS = (
@@ -91,20 +91,17 @@ def _memory(info: Any) -> Figures:
     return {"mem_used_bytes": int(info.used), "mem_total_bytes": int(info.total)}
 
 
-class NvidiaSmi:
+class NvidiaSmi(ToolSource):
     """The rank's GPU from one ``nvidia-smi --query-gpu`` of every GPU on the node."""
 
     name = "nvidia-smi"
+    vendor = "NVIDIA"
 
-    def __init__(self, choice: Pick | None, runner: ToolRunner, timeout_s: float) -> None:
-        self._pick = choice
-        self._runner = runner
-        self._timeout_s = timeout_s
+    def argv(self, choice: Pick) -> list[str]:
+        return list(NVIDIA_SMI)
 
-    def read(self) -> Figures:
-        if self._pick is None:
-            raise Unavailable("no NVIDIA GPU visible to this rank")
-        return parse_nvidia_smi(self._runner.run(NVIDIA_SMI, self._timeout_s), self._pick)
+    def parse(self, text: str, choice: Pick) -> Figures:
+        return parse_nvidia_smi(text, choice)
 
 
 def parse_nvidia_smi(text: str, choice: Pick) -> Figures:

@@ -21,6 +21,8 @@ import signal
 import subprocess
 import threading
 
+from runtime.telemetry.devices import Pick
+
 MAX_TIMEOUT_S = 5.0
 MIN_TIMEOUT_S = 2.0  # xpu-smi samples for about a second before it prints
 
@@ -110,3 +112,27 @@ def number(text: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+class ToolSource:
+    """A vendor tool run once a sample for the rank's device: the tool's command line and how
+    to read the rank's figures out of what it prints are all that differ between vendors."""
+
+    name = ""
+    vendor = ""  # in "no <vendor> GPU visible to this rank"
+
+    def __init__(self, choice: Pick | None, runner: ToolRunner, timeout_s: float) -> None:
+        self._pick = choice
+        self._runner = runner
+        self._timeout_s = timeout_s
+
+    def argv(self, choice: Pick) -> list[str]:
+        raise NotImplementedError
+
+    def parse(self, text: str, choice: Pick) -> Figures:
+        raise NotImplementedError
+
+    def read(self) -> Figures:
+        if self._pick is None:
+            raise Unavailable(f"no {self.vendor} GPU visible to this rank")
+        return self.parse(self._runner.run(self.argv(self._pick), self._timeout_s), self._pick)

@@ -391,13 +391,13 @@ async def test_t_and_shift_t_switch_the_main_tabs(outputs: Path) -> None:
         await pilot.press("t")
         assert tabs.active == "tab-run" and inside(app.focused, tabs)
         await pilot.press("t", "t")
+        assert tabs.active == "tab-compare"
+        await pilot.press("t")
         assert tabs.active == "tab-heatmap"
         await pilot.press("t")
-        assert tabs.active == "tab-compare"
-        await pilot.press("t")
-        assert tabs.active == "tab-launch", "wraps round after Compare"
+        assert tabs.active == "tab-launch", "wraps round after Heatmap"
         await pilot.press("T")
-        assert tabs.active == "tab-compare"
+        assert tabs.active == "tab-heatmap"
 
 
 # --- keys of single regions ------------------------------------------------------------------

@@ -9,11 +9,12 @@ import pytest
 from textual.pilot import Pilot
 
 from ezpz_tui import config
+from ezpz_tui.core.watching.followers import LAUNCHER
 from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.widgets.heatmap import Heatmap
 from ezpz_tui.ui.widgets.logview import LogView
 from ezpz_tui.ui.widgets.ranks import RankList
-from runtime.rundir import RunState, State, write_state
+from runtime.rundir import RunDir, RunState, State, write_state
 from runtime.telemetry.record import Sample
 from tests.fixtures.telemetry import write_running, write_samples, write_steps
 from tests.pilots import LOCAL, started, text_of, until
@@ -35,6 +36,7 @@ def live_run(outputs: Path) -> Path:
     run = outputs / "20261126-120000-000-tp1pp1cp1"
     run.mkdir(parents=True)
     write_state(run, RunState(state=State.RUNNING, updated=NOW))
+    RunDir(run).launcher_log.write_text("Launching 8 ranks on nodeA,nodeB\n")
     for rank in range(8):
         write_running(run, rank, "nodeA" if rank < 4 else "nodeB", rank % 4)
         slow = rank == 6
@@ -79,7 +81,8 @@ async def test_columns_groups_sort_and_slow(tmp_path: Path) -> None:
     app = attach(live_run(tmp_path))
     async with app.run_test(size=(160, 40)) as pilot:
         ranks = await opened(pilot)
-        assert ranks.rows[:2] == ("nodeA", 0), "each host heads its ranks"
+        await until(pilot, lambda: ranks.rows[0] == LAUNCHER, "the launcher's row", 10)
+        assert ranks.rows[:3] == (LAUNCHER, "nodeA", 0), "each host heads its ranks"
         row = ranks.render_row(ranks.row_of(6)).plain
         assert "slow" in row and "5%" in row and "20G" in row and "8.0G" in row, row
         assert ranks.state(ranks.row_of(5)) == "running"
@@ -91,15 +94,21 @@ async def test_columns_groups_sort_and_slow(tmp_path: Path) -> None:
         # s: step time first (the straggler heads its host), then CPU, RSS, util, mem.
         ranks.focus()
         await pilot.press("s")
-        assert ranks.sort == "step time" and ranks.rows[:2] == ("nodeB", 6)
+        assert ranks.sort == "step time" and ranks.rows[1:3] == ("nodeB", 6)
         assert "sorted by step time" in text_of(app.query_one("#ranks-head"))
         await pilot.press("s", "s", "s", "s")
-        assert ranks.sort == "mem" and ranks.rows[:2] == ("nodeA", 2)
-        # C folds every host (the cursor on its host), E unfolds them, Enter folds one.
+        assert ranks.sort == "mem" and ranks.rows[1:3] == ("nodeA", 2)
+        # C folds every host (the cursor on its host, or on the launcher's row), E unfolds
+        # them, Enter folds one.
+        ranks.move_to(0)
         await pilot.press("C")
-        assert ranks.rows == ("nodeA", "nodeB")
+        assert ranks.rows == (LAUNCHER, "nodeA", "nodeB")
         await pilot.press("E")
-        assert len(ranks.rows) == 10
+        ranks.move_to(ranks.row_of(5))
+        await pilot.press("C")
+        assert ranks.selected_row == "nodeB"
+        await pilot.press("E")
+        assert len(ranks.rows) == 11
         ranks.move_to(ranks.row_of("nodeB"))
         await pilot.press("enter")
         assert "nodeB" in ranks.collapsed and ranks.row_of(6) is None
@@ -110,7 +119,7 @@ async def test_heatmap_tab_shows_the_straggler_and_enter_reads_its_log(tmp_path:
     app = attach(live_run(tmp_path))
     async with app.run_test(size=(120, 40)) as pilot:
         await opened(pilot)
-        await pilot.press("t", "t")  # Run, Metrics, Heatmap
+        await pilot.press("T", "T")  # Run, Launch, Heatmap
         heatmap = app.query_one(Heatmap)
         await until(
             pilot,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import signal
 import socket
 import subprocess
@@ -530,6 +531,11 @@ def test_launch_demo_leaves_a_complete_run_directory(launched: dict[str, Any]) -
     assert Path(launch_argv[0]).name == "mpiexec"
     at = launch_argv.index("EZPZ_TP")
     assert launch_argv[at - 1 : at + 2] == ["-genv", "EZPZ_TP", "2"]
+    # Provenance: the demo runs as ``-m`` from the repository, so its commit is recorded.
+    facts = record["provenance"]
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True)
+    assert facts["git"]["commit"] == head.stdout.decode().strip()
+    assert facts["torch"].startswith("2.") and facts["python"] == platform.python_version()
     state = json.loads((run_dir / "state.json").read_text())
     assert (state["state"], state["exit_code"]) == ("succeeded", 0)
     # Rank 0's log is followed on stdout, rank 1's is not.

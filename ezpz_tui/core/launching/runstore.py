@@ -144,8 +144,17 @@ def record_launch(launch: Launch) -> None:
     try:
         if launch.hostfile_hosts and launch.hostfile is not None:
             write_atomic(launch.hostfile, "".join(f"{h}\n" for h in launch.hostfile_hosts).encode())
-        cwd = str(launch.cwd or Path.cwd())
-        update_run_meta(run.path, {"launch": {"argv": launch.argv, "env": launch.env, "cwd": cwd}})
+        from ezpz_tui.core.launching.provenance import provenance
+
+        where = launch.cwd or Path.cwd()
+        cwd = str(where)
+        update_run_meta(
+            run.path,
+            {
+                "launch": {"argv": launch.argv, "env": launch.env, "cwd": cwd},
+                "provenance": _tomlable(provenance(launch.argv, where), "provenance"),
+            },
+        )
     except OSError as exc:
         raise RunStoreError(f"cannot record the launch in {run.path}: {cause(exc)}") from None
 

@@ -65,31 +65,29 @@ def sparkline(values: Sequence[float], width: int, low: float | None = None) -> 
     return "".join(SPARKS[min(len(SPARKS) - 1, round((v - bottom) / step))] for v in values)
 
 
-def read_latest(path: str | os.PathLike[str], tail: int = TAIL_BYTES) -> list[Sample]:
-    """The samples in the last ``tail`` bytes of one telemetry file, oldest first; empty when it
-    cannot be read. A torn first or last line is skipped."""
+def read_tail(path: str | os.PathLike[str], tail: int) -> bytes | None:
+    """The whole lines in the last ``tail`` bytes of a file (a line cut at the start dropped);
+    None when it cannot be read. A growing file is read from its end, never whole."""
     try:
         with open(path, "rb") as fh:
             size = fh.seek(0, os.SEEK_END)
             fh.seek(max(0, size - tail))
             data = fh.read(tail)
     except OSError:
-        return []
-    lines = data.split(b"\n")
-    if size > tail:
-        lines = lines[1:]  # begins mid-line
-    return [s for s in map(parse_line, lines) if s is not None]
+        return None
+    return data[data.find(b"\n") + 1 :] if size > tail else data
+
+
+def read_latest(path: str | os.PathLike[str], tail: int = TAIL_BYTES) -> list[Sample]:
+    """The samples in the last ``tail`` bytes of one telemetry file, oldest first; empty when it
+    cannot be read. A torn last line is skipped."""
+    data = read_tail(path, tail) or b""
+    return [s for s in map(parse_line, data.split(b"\n")) if s is not None]
 
 
 def read_last(path: str | os.PathLike[str], tail: int = 2048) -> Sample | None:
     """The newest sample of one telemetry file, parsing from its end: one line, not a minute."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(max(0, fh.seek(0, os.SEEK_END) - tail))
-            data = fh.read(tail)
-    except OSError:
-        return None
-    for line in reversed(data.split(b"\n")):
+    for line in reversed((read_tail(path, tail) or b"").split(b"\n")):
         sample = parse_line(line) if line else None
         if sample is not None:
             return sample

@@ -5,7 +5,6 @@ directory. UI-free, and cheap at scale: each rank's files are read from their la
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 
 from ezpz_tui.core.launching.ending import derived_state
 from ezpz_tui.core.watching.stragglers import SLOW_FACTOR, StepTimes
-from ezpz_tui.core.watching.telemetry import human_bytes, percent, read_last
+from ezpz_tui.core.watching.telemetry import human_bytes, percent, read_last, read_tail
 from runtime.record_columns import RecordColumns, parse_columns
 from runtime.rundir import (
     RankState,
@@ -107,15 +106,9 @@ def read_top(run_dir: Path, slow_factor: float = SLOW_FACTOR) -> Top:
 def _newest_records(run: RunDir) -> dict[int, RecordColumns]:
     out: dict[int, RecordColumns] = {}
     for path, rank in metric_files(run.path):
-        try:
-            with open(path, "rb") as fh:
-                size = fh.seek(0, os.SEEK_END)
-                fh.seek(max(0, size - RECORDS_TAIL))
-                data = fh.read(RECORDS_TAIL)
-        except OSError:
+        data = read_tail(path, RECORDS_TAIL)
+        if data is None:
             continue
-        if size > RECORDS_TAIL:
-            data = data[data.find(b"\n") + 1 :]  # begins mid-line
         for got, columns in parse_columns(data, rank).columns.items():
             out[got] = columns
     return out

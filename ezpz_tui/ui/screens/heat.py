@@ -14,6 +14,7 @@ from ezpz_tui.ui.screens.sweeping import SweepControl
 
 if TYPE_CHECKING:
     from ezpz_tui.ui.widgets.heatmap import Heatmap
+    from ezpz_tui.ui.widgets.metric_cursor import PlotCursor
 
 HEATMAP_TAB = "tab-heatmap"
 
@@ -30,6 +31,17 @@ class HeatmapControl(SweepControl):
             from ezpz_tui.core.watching.rank_rows import heat_values
 
             self.heatmap.set_data(*heat_values(self.opened.monitor))
+
+    def on_plot_cursor_step_chosen(self, message: PlotCursor.StepChosen) -> None:
+        """Enter on the plot's cursor: that rank's log at that step, in the Run tab (ctrl+o
+        comes back to the plot: the view history remembers tabs)."""
+        self.query_one(TabbedContent).active = "tab-run"
+        said = self.run_panel.show_step(message.rank, message.step, message.span)
+        if said:
+            self.set_focus(self.run_panel.log)  # at once: see RegionNavigation._focus_region
+            self.notify(said, timeout=3)
+        else:
+            self.app.bell()
 
     def on_heatmap_chosen(self, message: Heatmap.Chosen) -> None:
         """Enter on a cell: that rank's log, in the Run tab."""

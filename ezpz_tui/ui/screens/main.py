@@ -63,8 +63,8 @@ TABS = (
     ("Launch", "tab-launch"),
     ("Run", "tab-run"),
     ("Metrics", "tab-metrics"),
-    ("Heatmap", HEATMAP_TAB),
     ("Compare", COMPARE_TAB),
+    ("Heatmap", HEATMAP_TAB),
 )
 RUNS_REFRESH_S = 2.0
 NARROW = 110  # below this width the right sidebar starts hidden

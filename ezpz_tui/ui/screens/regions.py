@@ -43,6 +43,18 @@ class RegionNavigation(Screen[None]):
         return None
 
     def _focus_region(self, region: str) -> None:
+        """Focus ``region``; ``main:<pane>`` (a view history entry) shows that tab first."""
+        region, _, pane_id = region.partition(":")
+        if pane_id:
+            tabs = self.query_one(TabbedContent)
+            if tabs.active != pane_id:
+                tabs.active = pane_id
+                targets = [w for w in tabs.get_pane(pane_id).query("*") if w.focusable]
+                if targets:
+                    # At once, not with focus(): the old pane's focused widget, hidden, would
+                    # pass the focus to a sibling first, and the tabs follow the focus back.
+                    self.set_focus(targets[0])
+                    return
         container = self._region_widget(region)
         if not container.display:
             container.display = True
@@ -57,7 +69,11 @@ class RegionNavigation(Screen[None]):
             targets[0].focus()
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """The view history notes each region focused, and in the main region the tab: Enter
+        on the plot opens a log in the Run tab, and ctrl+o brings the plot back."""
         region = self._region_of(event.widget)
+        if region == "main":
+            region = f"main:{self.query_one(TabbedContent).active}"
         if region and (not self._history or self._history[-1] != region):
             self._history.append(region)
             self._future.clear()

@@ -4,15 +4,18 @@
 about two points per cell) to plotext in the theme's colours; :func:`canvas_text` reads the
 picture off plotext's character matrix straight into a rich Text rather than through plotext's
 ANSI string and ``Text.from_ansi``: that round trip cost more than plotting the points did.
-:class:`MetricPlot` caches that Text until the drawing, its size or the theme changes.
+:class:`MetricPlot` caches that Text until the drawing, its size or the theme changes, and
+draws the step cursor over the cached Text (:func:`with_cursor`: one column restyled, no plotext),
+so moving the cursor costs a copy of the Text, not a plot.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import groupby
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from plotext._utility import colors_to_ansi
 from rich.style import Style
@@ -45,6 +48,7 @@ class PlotColours:
     lines: tuple[RGB, ...]
     band: RGB
     mark: RGB
+    cursor: RGB = (128, 128, 128)
 
     @classmethod
     def from_theme(cls, variables: Mapping[str, str]) -> PlotColours:
@@ -55,6 +59,7 @@ class PlotColours:
             lines=tuple(c.rgb for c in palette),
             band=primary.blend(surface, 0.55).rgb,
             mark=Color.parse(variables.get("error", "#ff0000")).rgb,
+            cursor=Color.parse(variables.get("accent", "#ffa62b")).rgb,
         )
 
     def of(self, colour: int, band: bool = False) -> RGB:
@@ -75,7 +80,12 @@ def paint(plt: Plot, drawing: Drawing, colours: PlotColours) -> None:
         ends += (x[0], x[-1])
         marker = BAND_MARKER if band else MARKER
         plt.plot(x, _tame(trace.y), marker=marker, color=colours.of(trace.colour, trace.band))
-    if drawing.mark is not None:
+    if drawing.window is not None:
+        low, high = drawing.window
+        if drawing.mark is not None and low <= drawing.mark <= high:
+            plt.vline(drawing.mark, color=colours.mark)
+        plt.xlim(*_tame([low, high]))
+    elif drawing.mark is not None:
         (mark,) = _tame([drawing.mark])
         plt.vline(mark, color=colours.mark)
         low, high = min([*ends, mark]), max([*ends, mark])
@@ -136,6 +146,50 @@ def canvas_text(plt: Plot) -> Text:
     return text
 
 
+class Geometry(NamedTuple):
+    """Where plotext put the data in the picture: the canvas's first column and width, its
+    rows as lines of the Text (top first), the x range it spans, and the Text's line width."""
+
+    column: int
+    width: int
+    lines: range
+    xlim: tuple[float, float]
+    line_width: int
+
+    def column_of(self, x: float) -> int | None:
+        """The picture's column of ``x`` (plotext's own rounding); None outside the canvas."""
+        low, high = self.xlim
+        if not high > low:
+            return self.column + self.width // 2 if x == low else None
+        cell = math.floor(round(0.5 + (self.width - 1) * (x - low) / (high - low), 8))
+        return self.column + cell if 0 <= cell < self.width else None
+
+
+def geometry(plt: Plot) -> Geometry | None:
+    """The canvas geometry of the figure ``canvas_text`` just built; None when it has none."""
+    matrix = plt.monitor.matrix
+    xlim = plt.monitor.xlim[0]
+    columns, rows = matrix.Cols_canvas, matrix.Rows_canvas
+    if None in xlim or not len(columns) or not len(rows):
+        return None
+    lines = range(matrix.rows - rows.stop, matrix.rows - rows.start)
+    return Geometry(columns.start, len(columns), lines, (xlim[0], xlim[1]), matrix.cols)
+
+
+def with_cursor(text: Text, where: Geometry, x: float, style: Style) -> Text:
+    """``text`` (a picture from ``canvas_text``) with the canvas column of ``x`` in ``style``:
+    the cursor line. A copy; the cached picture stays clean."""
+    column = where.column_of(x)
+    if column is None:
+        return text
+    out = text.copy()
+    stride = where.line_width + 1  # each line and its newline
+    for line in where.lines:
+        start = line * stride + column
+        out.stylize(style, start, start + 1)
+    return out
+
+
 class MetricPlot(PlotextPlot):
     """The plot area of :class:`MetricsView`: paints what the view prepared, cached until the
     drawing, the size or the theme changes (a focus change or an unrelated repaint costs
@@ -145,9 +199,13 @@ class MetricPlot(PlotextPlot):
     MetricPlot { background: $surface; color: $text-muted; }
     """
 
-    def __init__(self, view: MetricsView) -> None:
-        super().__init__(id="metrics-plot")
+    def __init__(self, view: MetricsView, slot: int = 0, classes: str = "") -> None:
+        super().__init__(
+            id="metrics-plot" if slot == 0 else f"metrics-plot-{slot}", classes=classes
+        )
         self._view = view
+        self.slot = slot  # 0: the plot; 1...: the further small multiples
+        self._geometry: Geometry | None = None
         self._painted: Drawing | None = None  # what _text shows, at which size and theme
         self._painted_at: tuple[int, int, str] = (0, 0, "")
         self._text = Text()
@@ -158,7 +216,7 @@ class MetricPlot(PlotextPlot):
 
     def render(self) -> RenderResult:
         width, height = self.size
-        drawing = self._view.drawing(width)
+        drawing = self._view.drawing(width, self.slot)
         if drawing is None or not drawing.traces:
             message = drawing.message if drawing and drawing.message else None
             return Text(message or self._view.waiting_message(), style="italic", justify="center")
@@ -169,10 +227,18 @@ class MetricPlot(PlotextPlot):
             plt.plotsize(width, height)
             plt._set_size(width, height)  # as PlotextPlot.render does: plotsize alone lags
             plt.theme(self._get_plotext_theme_name(self.app.theme))
+            if self._view.stacked:
+                plt.title(self._view.metric_of(self.slot) or "")
             try:
                 paint(plt, drawing, self._view.colours)
                 self._text = canvas_text(plt)
+                self._geometry = geometry(plt)
             except Exception as exc:  # a plotext corner case must cost a plot, not the TUI
                 self._text = Text(f"the plot failed to draw: {exc!r}", style="italic")
+                self._geometry = None
             self._painted, self._painted_at = drawing, at
-        return self._text
+        x = self._view.cursor_x()
+        if x is None or self._geometry is None:
+            return self._text
+        style = Style(bgcolor=Color(*self._view.colours.cursor).rich_color)
+        return with_cursor(self._text, self._geometry, x, style)

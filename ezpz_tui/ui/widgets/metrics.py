@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.style import Style
 from rich.text import Text
@@ -29,7 +29,8 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static
 
-from ezpz_tui.ui.palette import bindings_for
+from ezpz_tui.ui.palette import SCREEN_NAVIGATION, bindings_for, screen_bindings_for
+from ezpz_tui.ui.widgets.metric_cursor import PlotCursor
 from ezpz_tui.ui.widgets.metric_plot import MetricPlot, PlotColours
 from runtime.record_columns import RecordColumns
 from runtime.records import Record
@@ -48,21 +49,34 @@ MODE_NAMES: dict[Mode, str] = {"rank": "one rank", "all": "all ranks", "band": "
 """The views ``v`` cycles through, as the status line names them before data arrives."""
 
 
-class MetricsView(Widget, can_focus=True):
+STACKED_PLOTS = 4
+"""Plots small multiples stack (``V``)."""
+
+
+class MetricsView(PlotCursor, Widget, can_focus=True):
     """Plots of the open run's metrics; keys from the "plot" scope of the keymap.
 
     The app owns the follower and calls, on the UI thread: :meth:`set_run` when a run opens,
     :meth:`add_records` with each batch, :meth:`set_selected_rank` when the rank list moves and
     :meth:`toggle_overlay` to compare an earlier run. The widget fills its container (width and
-    height ``1fr``); the plot takes all but the status line.
+    height ``1fr``); the plot takes all but the status line. ``V`` stacks small multiples
+    (:func:`~ezpz_tui.core.watching.metrics.cursor.stacked_metrics`) sharing the x axis, the
+    zoom and the step cursor (:class:`PlotCursor`), whose readout replaces the status line.
     """
 
-    BINDINGS = bindings_for("plot")
+    BINDINGS: ClassVar = [
+        # Digits (a count, ``0``) are read in ``PlotCursor.on_key``, as the rank list reads them.
+        *bindings_for("plot", only=None, exclude={"count", "window_start"}),
+        *bindings_for("navigation", only={"first", "last", "next_heading", "previous_heading"}),
+        *screen_bindings_for("navigation", SCREEN_NAVIGATION),
+        *bindings_for("global", only={"region_left", "region_right"}),
+    ]
     ALLOW_MAXIMIZE = True
 
     DEFAULT_CSS = """
     MetricsView { width: 1fr; height: 1fr; layout: vertical; }
     MetricsView > MetricPlot { height: 1fr; }
+    MetricsView > MetricPlot.-spare { display: none; }
     MetricsView > #metrics-status {
         height: 1;
         padding: 0 1;
@@ -88,16 +102,17 @@ class MetricsView(Widget, can_focus=True):
         self.smoothing = 0.0
         self.log_scale = False
         self.x_axis: XAxis = "step"
+        self.stacked = False
         self.colours = PlotColours(((128, 128, 128),), (64, 64, 64), (255, 0, 0))
         self._frame = 0  # bumped by every redraw: the drawing cache key
         self._overlay_generation = 0
-        self._drawing_key: tuple[object, ...] = ()
-        self._drawing: Drawing | None = None
+        self._drawings: dict[int, tuple[tuple[object, ...], Drawing]] = {}
         self._timer: Timer | None = None
         self._drawn_at = -math.inf
 
     def compose(self) -> ComposeResult:
-        yield MetricPlot(self)
+        for slot in range(STACKED_PLOTS):
+            yield MetricPlot(self, slot, classes="-spare" if slot else "")
         yield Static(id="metrics-status")
 
     def on_show(self) -> None:
@@ -238,13 +253,35 @@ class MetricsView(Widget, can_focus=True):
 
     def action_toggle_x_axis(self) -> None:
         self.x_axis = "time" if self.x_axis == "step" else "step"
+        self.window = None  # seconds and steps: the zoom does not carry over
         self.redraw()
+
+    def action_toggle_stacked(self) -> None:
+        """Small multiples on or off; the plots beyond the metrics the run has stay hidden."""
+        self.stacked = not self.stacked
+        shown = len(self.stacked_names()) if self.stacked else 1
+        for plot in self.query(MetricPlot):
+            plot.set_class(plot.slot >= max(1, shown), "-spare")
+        self.redraw()
+
+    def stacked_names(self) -> list[str]:
+        """The metrics of the small multiples, top to bottom."""
+        from ezpz_tui.core.watching.metrics.cursor import stacked_metrics
+
+        return stacked_metrics(self._names(), self.current_metric(), STACKED_PLOTS)
+
+    def metric_of(self, slot: int) -> str | None:
+        """The metric plot ``slot`` shows: the current one, or a small multiple's."""
+        if not self.stacked:
+            return self.current_metric() if slot == 0 else None
+        names = self.stacked_names()
+        return names[slot] if slot < len(names) else None
 
     # --- drawing ----------------------------------------------------------------------------
 
-    def settings(self) -> PlotSettings | None:
-        """What the plot shows now; None until some metric exists."""
-        metric = self.current_metric()
+    def settings(self, slot: int = 0) -> PlotSettings | None:
+        """What plot ``slot`` shows now; None until some metric exists."""
+        metric = self.metric_of(slot) if self.stacked else self.current_metric()
         if metric is None:
             return None
         from ezpz_tui.core.watching.metrics.plot import PlotSettings
@@ -256,21 +293,25 @@ class MetricsView(Widget, can_focus=True):
             smoothing=self.smoothing,
             log=self.log_scale,
             x=self.x_axis,
+            window=self.window,
         )
 
-    def drawing(self, width: int) -> Drawing | None:
-        """The prepared drawing for a plot ``width`` cells wide, recomputed only after a redraw
-        request (so data arriving between two throttled redraws is not drawn early)."""
-        settings = self.settings()
+    def drawing(self, width: int, slot: int = 0) -> Drawing | None:
+        """The prepared drawing for plot ``slot``, ``width`` cells wide, recomputed only after
+        a redraw request (so data arriving between two throttled redraws is not drawn early)."""
+        settings = self.settings(slot)
         if settings is None:
             return None
         key = (self._frame, self._overlay_generation, settings, width)
-        if key != self._drawing_key or self._drawing is None:
+        cached = self._drawings.get(slot)
+        if cached is None or cached[0] != key:
             from ezpz_tui.core.watching.metrics.plot import prepare_plot
 
-            self._drawing = prepare_plot(self.store, self.overlays, settings, width)
-            self._drawing_key = key
-        return self._drawing
+            cached = self._drawings[slot] = (
+                key,
+                prepare_plot(self.store, self.overlays, settings, width),
+            )
+        return cached[1]
 
     def waiting_message(self) -> str:
         if self.run_name:
@@ -298,9 +339,19 @@ class MetricsView(Widget, can_focus=True):
         self._frame += 1
         if not self.is_mounted:
             return
+        self.show_status()
+        for plot in self.query(MetricPlot):
+            plot.refresh()
+
+    def show_status(self) -> None:
+        """The status line, or the cursor's readout while the cursor shows."""
         plot = self.query_one(MetricPlot)
-        self.query_one("#metrics-status", Static).update(self.status_text(plot.size.width))
-        plot.refresh()
+        if self.cursor_step is not None and self.store is not None:
+            names = self.stacked_names() if self.stacked else None
+            line = self.readout_text(names)
+        else:
+            line = self.status_text(plot.size.width)
+        self.query_one("#metrics-status", Static).update(line)
 
     def status_text(self, width: int) -> Text:
         """The status line: metric, warning, view, smoothing, scale, x axis, legend, points."""
@@ -337,6 +388,9 @@ class MetricsView(Widget, can_focus=True):
             for name in drawing.missing:
                 text.append(f" · {name}: no {settings.metric}")
             text.append(f" · {drawing.raw:,} pts → {drawing.drawn}")
+        if settings.window is not None:
+            low, high = settings.window
+            text.append(f" · zoom {low:,.6g}–{high:,.6g} (= all)")
         return text
 
     def _warning(self, metric: str) -> str:

@@ -27,6 +27,7 @@ from ezpz_tui.core.watching.rank_rows import (
     SORTS,
     HostTotals,
     Row,
+    host_of,
     hosts,
     ordered_rows,
     totals_by_host,
@@ -312,12 +313,18 @@ class RankList(LineList):
         self.update_rows()
         self.move_to(0 if self.monitor is None or not self.monitor.has_launcher else 1)
 
+    def _host_under_cursor(self) -> str | None:
+        row = self.selected_row
+        if isinstance(row, str):
+            return row
+        if row is None or row == LAUNCHER or self.monitor is None:
+            return None
+        return host_of(self.monitor, row)
+
     def action_collapse_all(self) -> None:
+        """Fold every host; the cursor stays on the host it was in."""
         if self.monitor is not None and self._grouped:
-            host = self.selected_row if isinstance(self.selected_row, str) else None
-            rank = self.selected
-            if rank is not None:
-                host = self.monitor.ranks[rank].host.split(".")[0] or "?"
+            host = self._host_under_cursor()
             self.collapsed = set(hosts(self.monitor))
             self.update_rows()
             if host is not None and host in self._rows:
@@ -337,7 +344,7 @@ class RankList(LineList):
         if self.monitor is None or (rank not in self.monitor.ranks and rank != LAUNCHER):
             return False
         if self.row_of(rank) is None and rank != LAUNCHER:
-            self.collapsed.discard(self.monitor.ranks[rank].host.split(".")[0] or "?")
+            self.collapsed.discard(host_of(self.monitor, rank))
             self.update_rows()
         row = self.row_of(rank)
         if row is None:

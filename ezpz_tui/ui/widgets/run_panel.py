@@ -85,6 +85,7 @@ class RunPanel(Vertical):
         self.monitor: RunMonitor | None = None
         self.read_only = False
         self._user_moved = False
+        self._placed: int | None = None  # a rank whose log show_step placed: keep it there
 
     def compose(self) -> ComposeResult:
         yield Static(NO_RUN, id="run-header")
@@ -165,9 +166,37 @@ class RunPanel(Vertical):
 
     # --- reactions --------------------------------------------------------------------------
 
+    def show_step(self, rank: int, step: int, span: tuple[int, int]) -> str:
+        """Show ``rank``'s log with the cursor on the line printed around ``step`` (found as
+        :func:`~ezpz_tui.core.watching.steplines.line_of_step` says); returns how it was
+        found, in words for a notice ("" when the run has no such rank)."""
+        from ezpz_tui.core.watching.steplines import line_of_step
+
+        if self.monitor is None or rank not in self.monitor.ranks:
+            return ""
+        self._user_moved = True  # the person chose this rank: a failure elsewhere keeps out
+        if self.ranks.selected != rank:
+            self._placed = rank  # the list's Selected message would show the log's end
+        self.ranks.select_rank(rank)
+        log = self.log
+        log.show(self.monitor.lines_of(rank), rank, len(self.monitor.ranks))
+        index, how = line_of_step([line[TEXT] for line in log.lines], step, span)
+        log.move_to(index)
+        log.call_after_refresh(log.action_center)
+        return {
+            "exact": f"rank {rank}, step {step}",
+            "before": f"rank {rank}: the last line before step {step}",
+            "after": f"rank {rank}: step {step} is older than the lines held; scroll up",
+            "proportion": f"rank {rank}: no step in its log; placed by position",
+            "none": f"rank {rank} has printed nothing",
+        }[how]
+
     @on(RankList.Selected)
     def _rank_selected(self, event: RankList.Selected) -> None:
         if self.monitor is None:
+            return
+        if self._placed == event.rank:
+            self._placed = None
             return
         if self.ranks.has_focus:
             self._user_moved = True

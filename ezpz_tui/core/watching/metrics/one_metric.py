@@ -169,8 +169,11 @@ def _sort(series: MetricSeries, raw: Any, step: int, rank: int) -> None:
         series.add(step, rank, number)
 
 
-def read_metric(run_dir: str | os.PathLike[str], name: str) -> MetricSeries:
-    """Every value of metric ``name`` in the run's metric files, sorted as the module says."""
+def read_metric(
+    run_dir: str | os.PathLike[str], name: str, rank: int | None = None
+) -> MetricSeries:
+    """Every value of metric ``name`` in the run's metric files (of ``rank`` alone when given),
+    sorted as the module says."""
     series = MetricSeries(name)
     for path, file_rank in metric_files(run_dir):
         counters: dict[int, int] = {}
@@ -183,15 +186,15 @@ def read_metric(run_dir: str | os.PathLike[str], name: str) -> MetricSeries:
             if not flat:
                 series.garbage += 1
                 continue
-            rank, step = _place(obj, file_rank)
-            order = counters.get(rank, 0)
-            counters[rank] = order + 1
+            of, step = _place(obj, file_rank)
+            order = counters.get(of, 0)
+            counters[of] = order + 1
             series.metrics.update(k for k, v in flat.items() if not isinstance(v, dict))
             raw = flat.get(name, _MISSING)
-            if raw is _MISSING:
+            if raw is _MISSING or (rank is not None and of != rank):
                 continue
             if step is None:
                 series.unnumbered += 1
                 step = order
-            _sort(series, raw, step, rank)
+            _sort(series, raw, step, of)
     return series

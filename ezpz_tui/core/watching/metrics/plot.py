@@ -46,6 +46,7 @@ class PlotSettings:
     smoothing: float = 0.0  # EMA weight; 0 is off
     log: bool = False
     x: XAxis = "step"
+    window: tuple[float, float] | None = None  # the zoomed x range as plotted; None: all
 
 
 class Trace(NamedTuple):
@@ -68,6 +69,7 @@ class Drawing:
 
     traces: list[Trace] = field(default_factory=list)
     mark: float | None = None
+    window: tuple[float, float] | None = None  # the x range to show (zoomed), None: the data's
     shown: str = ""
     raw: int = 0
     hidden: int = 0  # finite points that have no place on the log axis (zero or negative)
@@ -88,6 +90,20 @@ def safe_log10(y: Array) -> FloatArray:
     return out
 
 
+def visible(x: Array, shift: float, window: tuple[float, float] | None) -> slice | Array:
+    """What of the points at ``x`` (``x - shift`` as plotted) lies in ``window``: a slice when
+    ``x`` ascends (the usual case: two binary searches), else a mask. Zooming re-decimates only
+    this part, so a zoomed plot keeps about two points per cell at every zoom."""
+    if window is None:
+        return slice(None)
+    lo, hi = window[0] + shift, window[1] + shift
+    if x.dtype.kind in "iu":  # steps: integer bounds, or numpy searches a float copy of x
+        lo, hi = x.dtype.type(math.ceil(lo)), x.dtype.type(math.floor(hi))
+    if len(x) < 2 or bool(np.all(x[1:] >= x[:-1])):
+        return slice(int(np.searchsorted(x, lo)), int(np.searchsorted(x, hi, side="right")))
+    return (x >= lo) & (x <= hi)
+
+
 def _line(
     drawing: Drawing,
     x: Array,
@@ -102,7 +118,8 @@ def _line(
     not the curve), decimate, shift the time axis, take log10, keep what can be drawn."""
     if settings.smoothing:
         y = ema(y, settings.smoothing)
-    xs, ys = decimate(x, y, max_points)
+    part = visible(x, start if settings.x == "time" else 0.0, settings.window)
+    xs, ys = decimate(x[part], y[part], max_points)
     xs = xs.astype(np.float64)
     if settings.x == "time":
         xs = xs - start
@@ -121,8 +138,10 @@ def _band(drawing: Drawing, band: Band, settings: PlotSettings, start: float, wi
     buckets: with fewer than one per column (the bucket size is rounded up) the band would
     show gaps. So the band costs plotext at most ``4 * width`` points, however many ranks and
     steps it covers."""
-    x, lo, hi = envelope(band.x, band.lo, band.hi, 2 * width)
-    x = x.astype(np.float64) - (start if settings.x == "time" else 0.0)
+    shift = start if settings.x == "time" else 0.0
+    part = visible(band.x, shift, settings.window)
+    x, lo, hi = envelope(band.x[part], band.lo[part], band.hi[part], 2 * width)
+    x = x.astype(np.float64) - shift
     if settings.log:
         lo, hi = safe_log10(lo), safe_log10(hi)
     keep = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(x)
@@ -199,7 +218,7 @@ def prepare_plot(
     cell per line (plotext's cost grows with the points, not with the data; the band is a
     full-block stroke per column). "all" mode with more than ALL_RANKS_LIMIT ranks draws the band
     and the selected rank instead. Overlays are each earlier run's mean across its ranks."""
-    drawing = Drawing()
+    drawing = Drawing(window=settings.window)
     width = max(width, 2)
     metric = settings.metric
     ranks = store.ranks(metric) if store is not None else []

@@ -229,6 +229,38 @@ class MetricStore:
             return xs, ys
         return xs[keep], ys[keep]
 
+    def timed_steps(self, metric: str, rank: int) -> tuple[Array, FloatArray]:
+        """``(steps, timestamps)`` of the records of ``rank`` that hold ``metric`` and a
+        timestamp: the points of the time axis, with the step of each."""
+        data = self._ranks.get(rank)
+        series = data.series.get(metric) if data else None
+        if data is None or series is None:
+            return np.empty(0, dtype=np.int64), np.empty(0)
+        keep = ~is_missing(series.column.view()) & ~np.isnan(data.times.view())
+        return data.steps.view()[keep], data.times.view()[keep]
+
+    def at_step(self, metric: str, rank: int, step: int) -> tuple[float, float] | None:
+        """``(value, timestamp)`` of ``metric`` on ``rank`` at ``step`` (its last record of
+        that step), or None where the rank logged no such value. O(1) while the rank's steps
+        are consecutive: the cursor's readout asks this of every rank on each move."""
+        data = self._ranks.get(rank)
+        series = data.series.get(metric) if data else None
+        if data is None or series is None or not data.n:
+            return None
+        if data.consecutive:
+            i = step - int(data.steps.data[0])
+            if not 0 <= i < data.n:
+                return None
+        else:
+            found = np.flatnonzero(data.steps.view() == step)
+            if not len(found):
+                return None
+            i = int(found[-1])
+        value = series.column.data[i : i + 1]
+        if is_missing(value)[0]:
+            return None
+        return float(value[0]), float(data.times.data[i])
+
     def band(self, metric: str, x: XAxis = "step") -> Band:
         """Mean, min and max of ``metric`` across ranks at each step (read-only arrays, valid
         until the store changes). On the time axis each step sits at the earliest timestamp
