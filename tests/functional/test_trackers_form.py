@@ -10,6 +10,7 @@ from textual.widgets import Input
 
 from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.widgets.launch_form import LaunchForm
+from runtime.rundir import RunDir
 from tests.pilots import FIXED, LOCAL, started, workers_done
 
 
@@ -36,3 +37,39 @@ async def test_trackers_field_becomes_the_ranks_environment(tmp_path: Path) -> N
         form.set_plan(form.alloc, replace(plan, env=(("A", "1"), ("EZPZ_TRACKERS", "mlflow"))))
         assert form.query_one("#trackers", Input).value == "mlflow"
         assert form.query_one("#env", Input).value == "A=1"
+
+
+async def test_capital_y_copies_the_commands_that_open_the_runs_trackers(tmp_path: Path) -> None:
+    """The run header names the trackers; Y puts their commands, with absolute paths, on the
+    clipboard (one per line), and says when a run feeds none."""
+    from tests.fixtures.runs import make_run
+    from tests.functional.test_app import make_app, settle
+
+    outputs = tmp_path / "outputs"
+    common = dict(state="succeeded", exit_code=0, sizes={"tp": 1, "pp": 1, "cp": 1}, ranks=2)
+    plain = make_run(outputs, run_id="plain", steps=5, created=FIXED - 60, **common)
+    tracked = make_run(outputs, run_id="tracked", steps=5, created=FIXED - 30, **common)
+    run = RunDir(tracked)
+    run.tensorboard_dir.mkdir()
+    offline = run.wandb_dir / "offline-run-20261126_120000-tracked"
+    offline.mkdir(parents=True)
+    app = make_app(outputs)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await app.main.open_run(plain)
+        await settle(pilot)
+        await pilot.press("Y")
+        await workers_done(pilot)
+        await pilot.pause()
+        assert app.clipboard == ""
+        assert any("feeds no tracker" in str(n.message) for n in app._notifications)
+
+        await app.main.open_run(tracked)
+        await settle(pilot)
+        await pilot.press("Y")
+        await workers_done(pilot)
+        await pilot.pause()
+        assert app.clipboard.splitlines() == [
+            f"wandb sync {offline}",
+            f"tensorboard --logdir {run.tensorboard_dir}",
+        ]
