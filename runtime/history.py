@@ -1,50 +1,64 @@
-"""Per-rank metric history: one JSONL file per rank, written as training goes.
+"""Per-rank metric history: one JSONL file per rank, written as training goes, plus the
+trackers asked for (:mod:`runtime.trackers`).
 
-Each ``record()`` is one ``write`` on an unbuffered file opened for appending, so a record is on
-disk (in the page cache, visible to a follower on this node) as soon as the call returns and a
-crash loses at most the record being written. Running statistics are kept in O(1) memory per
-metric so a week-long run does not grow the rank's RSS.
+``record()`` encodes the record and appends it to a buffer; a flusher thread writes the buffer
+with one ``write`` every :data:`FLUSH_S` seconds (sooner past :data:`BUFFER_BYTES`), and
+``close()``, leaving the ``with`` block and interpreter exit write what is left. So a follower
+sees a record within :data:`FLUSH_S` of it being recorded and a rank that dies (a signal, the
+OOM killer) loses at most the last :data:`FLUSH_S` seconds of records, never half of one: a
+write holds whole lines. One ``write`` per record cost about as much as everything else a
+record does, on every step of the training loop. The running statistics and the trackers are fed
+from the same thread, so the step pays only for encoding its record, and a slow tracker
+(MLflow's file store, a TensorBoard flush) never stalls it.
+
+Running statistics are kept in O(1) memory per metric so a week-long run does not grow the
+rank's RSS.
 """
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from runtime import records
 from runtime.env import RUN_DIR_VAR, rank_info_or_single
 from runtime.rundir import RunDir, metric_files
+from runtime.trackers import Tracker, failed, open_trackers, requested, say
+
+FLUSH_S = 0.5  # the most a record waits in memory: what a dying rank can lose
+BUFFER_BYTES = 1 << 20  # written at once past this much, whatever the time
 
 
-@dataclass
 class _Stats:
     """Welford running statistics over the finite values; non-finite ones are counted."""
 
-    count: int = 0
-    mean: float = 0.0
-    m2: float = 0.0
-    min: float = math.inf
-    max: float = -math.inf
-    nonfinite: int = 0
-    last: float = math.nan
+    __slots__ = ("count", "last", "m2", "max", "mean", "min", "nonfinite")
+
+    def __init__(self) -> None:
+        self.count = self.nonfinite = 0
+        self.mean = self.m2 = 0.0
+        self.min, self.max, self.last = math.inf, -math.inf, math.nan
 
     def add(self, x: float) -> None:
         self.last = x
-        if not math.isfinite(x):
+        if x - x != 0.0:  # NaN or an infinity, without a call to math.isfinite
             self.nonfinite += 1
             return
         self.count += 1
         delta = x - self.mean
         self.mean += delta / self.count
         self.m2 += delta * (x - self.mean)
-        self.min = min(self.min, x)
-        self.max = max(self.max, x)
+        if x < self.min:
+            self.min = x
+        if x > self.max:
+            self.max = x
 
     def as_dict(self) -> dict[str, float]:
         std = math.sqrt(self.m2 / self.count) if self.count else math.nan
@@ -71,6 +85,10 @@ class History:
     has allocated at most so far (GiB), read where the training loop already is: the sampler
     in the capture wrapper sees the device's memory, but not how much of it the rank's tensors
     needed at their peak. Nothing is added on the CPU, or when torch was not imported.
+
+    ``trackers`` (default: ``EZPZ_TRACKERS``) names the trackers to feed too: ``wandb``,
+    ``tensorboard``, ``mlflow``, ``csv``; rank 0 feeds them, every rank with ``all_ranks``.
+    Records reach the file within :data:`FLUSH_S` seconds, all of them at ``close()``.
     """
 
     def __init__(
@@ -78,6 +96,8 @@ class History:
         run_dir: str | os.PathLike[str] | None = None,
         rank: int | None = None,
         memory: bool = False,
+        trackers: Iterable[str] | str | None = None,
+        all_ranks: bool = False,
     ):
         self.rank = rank_info_or_single().rank if rank is None else rank
         self.run_dir = Path(run_dir) if run_dir is not None else _default_run_dir()
@@ -85,6 +105,17 @@ class History:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._stats: dict[str, _Stats] = {}
+        self._lines: list[bytes] = []  # encoded records not written yet
+        self._size = 0  # their bytes
+        # The same records as values, for the statistics and the trackers.
+        self._done: list[tuple[int, dict[str, Any], float]] = []
+        self._lock = threading.Lock()  # the two buffers
+        self._write_lock = threading.Lock()  # one flush at a time, so lines keep their order
+        names = requested(trackers) if (all_ranks or self.rank == 0) else []
+        self.trackers: list[Tracker] = open_trackers(names, self.run_dir, self.rank, all_ranks)
+        self._closed = threading.Event()
+        threading.Thread(target=self._flush_loop, name="ezpz-history", daemon=True).start()
+        atexit.register(self.close)  # after the trackers' own: so it runs before theirs
         self._last_time: float | None = None  # when the previous record was written
         self._memory = memory
         self._peak: Callable[[], int] | None = None  # torch's reader, when there is one
@@ -99,7 +130,7 @@ class History:
         samples: float | None = None,
         dt: float | None = None,
     ) -> None:
-        """Write one record now; tensors and numpy scalars are converted to Python numbers.
+        """Record one step (on disk within FLUSH_S); tensors and numpy scalars become numbers.
 
         ``tokens`` and ``samples`` are what this step processed (over all replicas, for a
         global rate); they add ``tokens_per_s`` and ``samples_per_s`` over ``dt`` seconds: the
@@ -113,17 +144,66 @@ class History:
         if tokens is not None or samples is not None or dt is not None:
             metrics = self._with_rates(metrics, now, tokens, samples, dt)
         self._last_time = now
-        plain = {str(k): records.to_plain(v) for k, v in metrics.items()}
+        to_plain = records.to_plain
+        # A finite float is already plain (x - x is 0 only for those): the common case, inline.
+        plain = {
+            k if type(k) is str else str(k): v if type(v) is float and v - v == 0.0 else to_plain(v)
+            for k, v in metrics.items()
+        }
         if self._memory:
             if not self._peak_looked:
                 self._peak, self._peak_looked = peak_memory_reader(), True
             if self._peak is not None:
                 plain.setdefault("mem_peak_gb", self._peak() / 2**30)
-        os.write(self._fd, records.encode(self.rank, int(step), plain, now))
+        line = records.encode(self.rank, int(step), plain, now)
+        with self._lock:
+            self._lines.append(line)
+            self._size += len(line)
+            self._done.append((int(step), plain, now))
+            full = self._size >= BUFFER_BYTES
+        if full:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered records now, fold them into the statistics and hand the trackers
+        theirs; never raises for a tracker (one that fails is named in the log and dropped)."""
+        with self._write_lock:
+            with self._lock:
+                lines, self._lines, self._size = self._lines, [], 0
+                done, self._done = self._done, []
+            if lines and self._fd is not None:
+                os.write(self._fd, b"".join(lines))
+            sends = [(step, self._tally(plain), when) for step, plain, when in done]
+            for tracker in list(self.trackers):
+                try:
+                    for step, numbers, when in sends:
+                        tracker.log(step, numbers, when)
+                    tracker.flush()
+                except Exception as exc:  # a tracker's failure must not end the run
+                    self.trackers.remove(tracker)
+                    failed(tracker, exc)
+
+    def _tally(self, plain: Mapping[str, Any]) -> dict[str, float]:
+        """Add one record to the running statistics; its numbers, for the trackers. Done here,
+        off the training thread, it is a third of what a record would cost the step."""
+        numbers: dict[str, float] = {}
+        stats = self._stats
         for key, value in plain.items():
-            number = records.as_number(value)
+            number = value if type(value) is float else records.as_number(value)
             if number is not None:
-                self._stats.setdefault(key, _Stats()).add(number)
+                numbers[key] = number
+                found = stats.get(key)
+                if found is None:
+                    found = stats[key] = _Stats()
+                found.add(number)
+        return numbers
+
+    def _flush_loop(self) -> None:
+        while not self._closed.wait(FLUSH_S):
+            try:
+                self.flush()
+            except OSError as exc:  # a full disk: say so once a flush, keep the records
+                say(f"cannot write {self.path}: {exc.strerror or exc}")
 
     def _with_rates(
         self,
@@ -150,6 +230,8 @@ class History:
 
     def summary(self) -> dict[str, dict[str, float]]:
         """Mean/min/max/std/last of each metric over this rank's records so far."""
+        if self._fd is not None:
+            self.flush()  # the statistics are folded in as records are written
         return {key: stats.as_dict() for key, stats in self._stats.items()}
 
     def to_xarray(self) -> Any:
@@ -157,9 +239,23 @@ class History:
         return load_run_metrics(self.run_dir)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Write what is buffered, close the trackers, then the file; a second call does
+        nothing. Called at interpreter exit too."""
+        if self._fd is None:
+            return
+        self._closed.set()
+        atexit.unregister(self.close)
+        self.flush()
+        with self._write_lock:  # the flusher thread's last flush is done, and there is no next
+            closing, self.trackers = self.trackers, []
+            for tracker in closing:
+                try:
+                    tracker.close()
+                except Exception as exc:  # a tracker's failure must not end the run
+                    failed(tracker, exc)
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
     def __enter__(self) -> History:
         return self

@@ -40,6 +40,9 @@ STATE_JSON = "state.json"
 LAUNCHER_LOG = "launcher.log"
 SUMMARY_JSON = "summary.json"
 METRICS_NC = "metrics.nc"
+REPORT_MD, METRICS_PARQUET = "report.md", "metrics.parquet"  # at the end; on request
+# What the trackers runtime.History feeds write, each only when asked for (runtime.trackers).
+METRICS_CSV, TENSORBOARD, MLRUNS, WANDB = "metrics.csv", "tensorboard", "mlruns", "wandb"
 HOSTFILE = "hostfile"
 BAD_HOSTS = "bad_hosts.txt"  # in the outputs directory: shared by the runs in it
 SWEEPS = "sweeps"  # in the outputs directory: one record per sweep, naming its runs
@@ -88,6 +91,11 @@ class RunDir:
     launcher_log = _InRun(LAUNCHER_LOG)
     summary_json = _InRun(SUMMARY_JSON)
     metrics_nc = _InRun(METRICS_NC)
+    report_md = _InRun(REPORT_MD)
+    metrics_csv = _InRun(METRICS_CSV)
+    tensorboard_dir = _InRun(TENSORBOARD)
+    mlruns_dir = _InRun(MLRUNS)
+    wandb_dir = _InRun(WANDB)
     hostfile = _InRun(HOSTFILE)
     reserve = _InRun(RESERVE)
     logs_dir = _InRun(LOGS)

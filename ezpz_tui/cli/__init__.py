@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from ezpz_tui.cli.comparing import cmd_compare
+from ezpz_tui.cli.finishing import cmd_export, cmd_finalize
 from ezpz_tui.cli.launching import cmd_launch
 from ezpz_tui.cli.parser import build_parser
 from ezpz_tui.cli.reading import (
@@ -40,6 +41,8 @@ COMMANDS = {
     "sweep": cmd_sweep,
     "compare": cmd_compare,
     "top": cmd_top,
+    "finalize": cmd_finalize,
+    "export": cmd_export,
     None: cmd_tui,
 }
 

@@ -117,6 +117,19 @@ COMMANDS_HELP = {
         "--steps reaches the built-in demo as --steps N; with your own command, put the step "
         "count in the command.",
     ),
+    "finalize": (
+        "write a run's summary.json, metrics.nc and report.md (as done when a run ends)",
+        "Write RUN's summary.json (per metric: rank 0's first, last, min, max, mean over the "
+        "last 10%, the ranks' spread; step time and throughput medians; state, exit, plan), "
+        "metrics.nc (the rank x step dataset; xarray.open_dataset reads it) and report.md. "
+        "Every run that ends gets them; this writes them again, e.g. for an ezpz run.",
+    ),
+    "export": (
+        "write a run's metrics as one rank x step table: nc, csv or parquet",
+        "Write RUN's metrics (every rank, every metric) to --output, default metrics.<format> "
+        "in the run directory (csv replaces the csv tracker's rank-0 file). parquet needs "
+        "pyarrow.",
+    ),
     "compare": (
         "compare runs: speed, memory and loss side by side, fastest first",
         "Compare runs ranked by tokens/s: time to first step, median step time, samples/s and "
@@ -234,6 +247,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=_positive, help="steps per run (the built-in demo only)")
     _placement_args(p)
     _command_args(p)
+    p = _command(sub, "finalize")
+    p.add_argument("run", help=RUN_HELP)
+    _outputs_arg(p)
+    p = _command(sub, "export")
+    p.add_argument("run", help=RUN_HELP)
+    p.add_argument("--format", choices=("nc", "csv", "parquet"), default="nc")
+    p.add_argument("-o", "--output", metavar="PATH", help="where (default: in the run directory)")
+    _outputs_arg(p)
     p = _command(sub, "compare", json=True)
     p.add_argument("run", nargs="*", help=f"{RUN_HELP}, or a sweep id (default: see above)")
     _outputs_arg(p)

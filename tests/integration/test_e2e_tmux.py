@@ -233,7 +233,8 @@ def test_newcomer_flow(tmux: Tmux, tmp_path: Path) -> None:
     # 2. A demo that runs long enough: replace the command field (the 8th field from the form).
     command = " ".join([python, *DEMO_ARGS])
     replace_field(tmux, ["J", *["Tab"] * 9], command)
-    tmux.wait_for("the new command in the preview", lambda s: "--steps 100000" in s, timeout=20)
+    # The command field shows the value's end (the preview's tail is below the fold at 36 rows).
+    tmux.wait_for("the new command in its field", lambda s: "0.2 --steps 10000" in s, timeout=20)
 
     # 3. Launch; the runs list shows it running and the summary bar shows a step.
     tmux.keys("r")

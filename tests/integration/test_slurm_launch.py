@@ -388,7 +388,8 @@ def test_dry_run_inside_salloc_starts_nothing(slurm_cluster: SlurmCluster, tmp_p
 
 
 def _pids_of(run_dir: Path) -> list[int]:
-    """Live processes of this run on this host (both "nodes" are this host)."""
+    """Live processes of this run on this host (both "nodes" are this host); the finalizer
+    that writes summary.json after the end reads the run but is none of its processes."""
     marks = (f"EZPZ_RUN_DIR={run_dir}".encode(), str(run_dir).encode())
     pids = []
     for entry in Path("/proc").iterdir():
@@ -400,6 +401,8 @@ def _pids_of(run_dir: Path) -> list[int]:
                 continue
             env = (entry / "environ").read_bytes().split(b"\0")
             cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"ezpz_tui.core.launching.finalize" in cmdline:
+                continue
             if marks[0] in env or marks[1] in cmdline:
                 pids.append(int(entry.name))
     return pids

@@ -73,6 +73,7 @@ def read_only_dir(tmp_path: Path) -> Path:
 def test_doctor_on_this_machine_is_healthy(tmp_path: Path) -> None:
     env = dict(os.environ)
     env.pop("PBS_NODEFILE", None)
+    env["WANDB_MODE"] = "offline"  # wandb is installed (the trackers extra); no login here
     alloc = detect_allocation(env, probe=False)
     started = time.perf_counter()
     rows = by_name(run_checks(alloc, outputs=tmp_path / "outputs", env=env))

@@ -34,12 +34,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ezpz_tui.core.launching.ending import (
-    cause_of,
-    finalise,
-    first_failure,
-    status_dir_stamp,
-)
+from ezpz_tui.core.launching.ending import cause_of, finalise, first_failure, status_dir_stamp
+from ezpz_tui.core.launching.finalize import start_finalize
 from ezpz_tui.core.launching.launcher import Launch
 from ezpz_tui.core.launching.processes import (
     DEFAULT_GRACE_S,
@@ -308,6 +304,7 @@ class RunHandle:
             release_reserve(self.run_dir)  # the room the final records need
             finalise(self.run_dir, end, self.launch.world_size, end.end or time.time(), statuses)
             state = self._write(name, **{k: getattr(end, k) for k in _END_FIELDS})
+            start_finalize(self.run_dir)  # its own process, started before anyone may exit
             self._done.set()
         self.supervisor._notify(self, state)
         if self._tether is not None:

@@ -131,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
             take_down(run, pid, ticks, f"{who} exited; the run was stopped with it")
     except OSError:
         return 1  # the disk refuses: readers will call the run lost, which it then is
+    from ezpz_tui.core.launching.finalize import start_finalize
+
+    start_finalize(run)  # summary.json, metrics.nc, as the supervisor would have
     return 0
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from textual.widgets import TabbedContent
 
-from ezpz_tui.ui.screens.sweeping import SweepControl
+from ezpz_tui.ui.screens.tracking import TrackersControl
 
 if TYPE_CHECKING:
     from ezpz_tui.ui.widgets.heatmap import Heatmap
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 HEATMAP_TAB = "tab-heatmap"
 
 
-class HeatmapControl(SweepControl):
+class HeatmapControl(TrackersControl):
     """Feeds the heatmap from the opened run's monitor; Enter on a cell reads that rank."""
 
     heatmap: Heatmap  # mounted with the run views (``_run_views_mounted``)

@@ -470,6 +470,7 @@ class MainScreen(HeatmapControl):
             "show_failure": self.action_show_failure,
             "exclude_and_relaunch": self.action_exclude_and_relaunch,
             "show_stacks": self.action_show_stacks,
+            "copy_trackers": self.action_copy_trackers,
             "sweep": self.action_sweep,
             "rerun_doctor": self.action_rerun_doctor,
             "pick_theme": app.action_pick_theme,

@@ -32,6 +32,8 @@ from ezpz_tui.core.launching.plan import LAUNCHERS, LaunchPlan, Problem, validat
 from ezpz_tui.core.launching.sizes import STEPPED, step_size
 from ezpz_tui.core.session import Preview
 from ezpz_tui.ui.palette import bindings_for
+from runtime.trackers import KNOWN as KNOWN_TRACKERS
+from runtime.trackers import TRACKERS_VAR, requested
 
 SIZE_FIELDS = ("tp", "pp", "cp")
 
@@ -86,6 +88,9 @@ class LaunchForm(VerticalScroll, can_focus=True):
         with Horizontal(classes="row"):
             yield Label("env", classes="label")
             yield Input(id="env", placeholder="KEY=value KEY2=value")
+        with Horizontal(classes="row"):
+            yield Label("trackers", classes="label")
+            yield Input(id="trackers", placeholder=",".join(KNOWN_TRACKERS))
         yield Static("", id="problems")
         yield Static("", id="preview")
 
@@ -123,7 +128,8 @@ class LaunchForm(VerticalScroll, can_focus=True):
             "exclude": ", ".join(plan.exclude),
             "launcher_args": format_argv(plan.launcher_args),
             "command": format_argv(plan.command),
-            "env": " ".join(f"{k}={v}" for k, v in plan.env),
+            "env": " ".join(f"{k}={v}" for k, v in plan.env if k != TRACKERS_VAR),
+            "trackers": dict(plan.env).get(TRACKERS_VAR, ""),
         }
         for name, value in values.items():
             self.query_one(f"#{name}", Input).value = value
@@ -163,6 +169,7 @@ class LaunchForm(VerticalScroll, can_focus=True):
                 problems.append(Problem("error", "env", f"{item!r} is not KEY=value."))
             else:
                 env.append((key, value))
+        env = [(k, v) for k, v in env if k != TRACKERS_VAR] + self._trackers(problems)
         exclude = tuple(
             h.strip() for h in self.query_one("#exclude", Input).value.split(",") if h.strip()
         )
@@ -180,6 +187,17 @@ class LaunchForm(VerticalScroll, can_focus=True):
         if self.alloc is not None:
             problems += validate(plan, self.alloc)
         return plan, problems
+
+    def _trackers(self, problems: list[Problem]) -> list[tuple[str, str]]:
+        """The trackers field as the ranks' ``EZPZ_TRACKERS`` (what History reads, so a
+        relaunch switches trackers with no change to the script)."""
+        names = requested(self.query_one("#trackers", Input).value)
+        unknown = [n for n in names if n not in KNOWN_TRACKERS]
+        if unknown:
+            known = ", ".join(KNOWN_TRACKERS)
+            why = f"Unknown tracker {unknown[0]!r} (known: {known})."
+            problems.append(Problem("error", "trackers", why))
+        return [(TRACKERS_VAR, ",".join(names))] if names else []
 
     def _recompute(self) -> None:
         if self.alloc is None:

@@ -130,6 +130,8 @@ class RunPanel(Vertical):
             header.append(f"\nparent {details.plan['parent']}", "dim")
         if details.state.reason:
             header.append(f"\n{details.state.reason}", "yellow")
+        if details.trackers:
+            header.append(f"\n{details.trackers}", "dim")
         self.query_one("#run-header", Static).update(header)
 
     def show_failure(self, failure: Failure | None, keymap: Keymap = DEFAULT_KEYMAP) -> None:

@@ -154,15 +154,17 @@ class RunDetails:
     path: Path
     state: RunState
     plan: dict
+    trackers: str | None = None  # which trackers it feeds and where, in one line
 
 
 def read_run_details(path: Path) -> RunDetails:
     """State and plan of a run, never raising on a half-written or foreign run."""
     from ezpz_tui.core.launching.liveness import run_state
     from ezpz_tui.core.launching.runstore import read_run_toml
+    from ezpz_tui.core.watching.tracked import tracker_line
 
     try:
         meta = read_run_toml(path)
     except Exception:  # a foreign or broken record still opens
         meta = {}
-    return RunDetails(path, run_state(path), meta)
+    return RunDetails(path, run_state(path), meta, tracker_line(path))

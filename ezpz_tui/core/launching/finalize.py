@@ -1,0 +1,240 @@
+"""What a run leaves when it ends: ``summary.json``, ``metrics.nc`` and ``report.md``.
+
+Whoever records a run's end (the supervisor, or the tether that took it over) calls
+:func:`start_finalize` once the final state is written. It starts ``python -m`` this module in a
+session of its own and returns at once: reading every rank's metrics and importing xarray takes
+seconds on a large run, and neither the end's record nor this process's exit may wait on it or
+fail with it. The same work runs on demand as ``ezpz-tui finalize RUN``, and ``ezpz-tui export``
+writes the dataset in other formats.
+
+``summary.json`` holds, per metric, rank 0's first, last, min, max and mean over the last 10%
+of its records, and the spread of the ranks' last values; the step time and throughput medians
+past warm-up (:mod:`ezpz_tui.core.comparing.numbers`); the state, exit and cause; the plan.
+Non-finite numbers are written as the JSONL spells them (``"NaN"``), so strict readers parse it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from runtime.atomic import write_atomic
+from runtime.env import RUN_DIR_VAR
+from runtime.rundir import METRICS_CSV, METRICS_NC, METRICS_PARQUET, RunDir, read_state
+
+EXPORTS = {"nc": METRICS_NC, "csv": METRICS_CSV, "parquet": METRICS_PARQUET}
+"""What ``ezpz-tui export`` writes, by format, in the run directory unless told otherwise."""
+
+
+def start_finalize(run_dir: Path) -> None:
+    """Write the run's end products in a process of its own; never raises, never waits."""
+    env = {k: v for k, v in os.environ.items() if k != RUN_DIR_VAR}  # not one of the run's
+    with contextlib.suppress(OSError, ValueError):
+        subprocess.Popen(
+            [sys.executable, "-m", __name__, str(run_dir)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
+
+
+def _plain(x: float) -> float | str:
+    """A number for strict JSON: non-finite ones as the JSONL's strings."""
+    if math.isfinite(x):
+        return x
+    return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+
+
+def metric_summary(ds: Any) -> dict[str, dict[str, Any]]:
+    """Per metric: rank 0's (the lowest rank's) first, last, min, max and mean over its last
+    10% of records, and the ranks' last values' min, max and spread."""
+    import numpy as np
+
+    out: dict[str, dict[str, Any]] = {}
+    if ds.sizes.get("rank", 0) == 0:
+        return out
+    for name, var in ds.data_vars.items():
+        if name == "timestamp":
+            continue
+        values = var.values
+        first_rank = values[0][~np.isnan(values[0])]
+        if first_rank.size == 0:
+            continue
+        tail = first_rank[-max(1, first_rank.size // 10) :]
+        finite = first_rank[np.isfinite(first_rank)]
+        lasts = [row[~np.isnan(row)][-1] for row in values if (~np.isnan(row)).any()]
+        entry = {
+            "first": first_rank[0],
+            "last": first_rank[-1],
+            "min": finite.min() if finite.size else math.nan,
+            "max": finite.max() if finite.size else math.nan,
+            "mean_last_10pct": tail.mean(),
+            "records": first_rank.size,
+            "last_min": min(lasts),
+            "last_max": max(lasts),
+            "last_spread": max(lasts) - min(lasts),
+        }
+        key = var.attrs.get("written_as", name)
+        out[key] = {k: v if k == "records" else _plain(float(v)) for k, v in entry.items()}
+        out[key]["records"] = int(entry["records"])
+    return out
+
+
+def speed_summary(run_dir: Path) -> dict[str, Any]:
+    """Step time and throughput medians past warm-up, as ``ezpz-tui compare`` reports them."""
+    from ezpz_tui.core.comparing.numbers import read_numbers
+
+    n = read_numbers(run_dir)
+    return {
+        "step_time_s_median": n.step_time_s,
+        "step_time_from": n.step_time_from,
+        "samples_per_s_median": n.samples_per_s,
+        "tokens_per_s_median": n.tokens_per_s,
+        "steady_records": n.steady,
+        "last_step": n.last_step,
+        "peak_mem_gb_max": n.peak_mem_max_gb,
+    }
+
+
+def build_summary(run_dir: Path, ds: Any) -> dict[str, Any]:
+    """The whole ``summary.json`` object."""
+    from ezpz_tui.core.launching.runstore import RunStoreError, read_run_toml
+
+    state = read_state(run_dir)
+    try:
+        meta = read_run_toml(run_dir)
+    except RunStoreError:
+        meta = {}
+    duration = state.end - state.start if state.end and state.start else None
+    return {
+        "run_id": state.run_id or run_dir.name,
+        "state": str(state.state),
+        "exit_code": state.exit_code,
+        "signal": state.signal_name or state.signal,
+        "cause": state.cause,
+        "start": state.start,
+        "end": state.end,
+        "duration_s": duration,
+        "ranks": int(ds.sizes.get("rank", 0)),
+        "steps": int(ds.sizes.get("step", 0)),
+        "garbage_lines": int(ds.attrs.get("garbage_lines", 0)),
+        "speed": speed_summary(run_dir),
+        "metrics": metric_summary(ds),
+        "plan": meta.get("plan", {}),
+        "launch": {k: v for k, v in meta.items() if k != "plan"},
+    }
+
+
+def netcdf_ready(ds: Any) -> Any:
+    """The dataset with names netCDF takes: a ``/`` (a group separator there) becomes ``.``,
+    the name written kept in the variable's ``written_as``."""
+    renames = {name: name.replace("/", ".") for name in ds.data_vars if "/" in name}
+    out = ds.rename(renames)
+    for old, new in renames.items():
+        out[new].attrs.setdefault("written_as", ds[old].attrs.get("written_as", old))
+    return out
+
+
+def write_dataset(ds: Any, path: Path, fmt: str) -> None:
+    """The rank x step dataset as netCDF, CSV (long: rank, step, then one column per metric)
+    or parquet, through a temporary file so a reader never sees half of one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        if fmt == "nc":
+            netcdf_ready(ds).to_netcdf(tmp)
+        else:
+            frame = ds.to_dataframe().dropna(how="all").reset_index()
+            if fmt == "csv":
+                frame.to_csv(tmp, index=False)
+            else:
+                frame.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def report(summary: Mapping[str, Any]) -> str:
+    """``report.md``: the summary for a person, one table."""
+    speed = summary["speed"]
+    lines = [
+        f"# {summary['run_id']}",
+        "",
+        f"{summary['state']}, exit {summary['exit_code']}"
+        + (f" ({summary['cause']})" if summary["cause"] else "")
+        + f"; {summary['ranks']} ranks, {summary['steps']} steps",
+        "",
+        f"step time median {speed['step_time_s_median']} s, "
+        f"tokens/s {speed['tokens_per_s_median']}, samples/s {speed['samples_per_s_median']}",
+        "",
+        "| metric | first | last | min | max | mean last 10% | rank spread |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, m in summary["metrics"].items():
+        cells = (m["first"], m["last"], m["min"], m["max"], m["mean_last_10pct"], m["last_spread"])
+        lines.append(f"| {name} | " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: float | str) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def finalize(run_dir: Path) -> list[Path]:
+    """Write ``summary.json``, ``metrics.nc`` and ``report.md``; returns their paths. Raises
+    what reading or writing raises (the command says it in one line)."""
+    from runtime.history import load_run_metrics
+
+    run = RunDir(run_dir)
+    ds = load_run_metrics(run_dir)
+    summary = build_summary(run_dir, ds)
+    write_atomic(run.summary_json, (json.dumps(summary, indent=1) + "\n").encode())
+    write_dataset(ds, run.metrics_nc, "nc")
+    write_atomic(run.report_md, report(summary).encode())
+    return [run.summary_json, run.metrics_nc, run.report_md]
+
+
+def export(run_dir: Path, fmt: str, out: Path | None = None) -> Path:
+    """The run's dataset in ``fmt`` at ``out``, default :data:`EXPORTS` in the run directory
+    (for csv that replaces the csv tracker's rank-0 file with every rank and metric)."""
+    from runtime.history import load_run_metrics
+
+    if fmt == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise ValueError("parquet needs pyarrow, which is not installed here") from None
+    path = out or run_dir / EXPORTS[fmt]
+    write_dataset(load_run_metrics(run_dir), path, fmt)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=f"python -m {__name__}")
+    parser.add_argument("run_dir", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        finalize(args.run_dir)
+    except Exception as exc:  # nobody waits on this process: say it where the run's story is
+        with (
+            contextlib.suppress(OSError),
+            open(RunDir(args.run_dir).launcher_log, "ab") as fh,
+        ):
+            fh.write(f"ezpz-tui: finalize: {type(exc).__name__}: {exc}\n".encode())
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

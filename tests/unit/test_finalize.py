@@ -1,0 +1,126 @@
+"""What a run leaves when it ends (summary.json, metrics.nc, report.md), ``ezpz-tui finalize``
+and ``export``, and the run header's tracker line."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import xarray as xr
+
+from ezpz_tui.cli import main
+from ezpz_tui.core.launching.finalize import finalize
+from ezpz_tui.core.watching.tracked import tracker_line, tracker_outputs
+from runtime.history import History
+from runtime.rundir import RunDir, RunState, State, write_state
+
+
+def _run(outputs: Path, name: str = "20260101-000000-000-tp1pp1cp1") -> Path:
+    """A failed 2-rank run: rank 0's loss falls over 20 steps, rank 1's ends 1.0 higher and
+    NaN once; an ezpz-style nested metric ``train/acc``."""
+    run_dir = outputs / name
+    RunDir(run_dir).make_folders()
+    for rank in (0, 1):
+        with History(run_dir, rank=rank) as h:
+            for step in range(20):
+                loss = 10.0 - step * 0.5 + rank * (1.0 if step == 19 else 0.0)
+                if rank == 1 and step == 3:
+                    loss = math.nan
+                h.record(step, {"loss": loss, "train/acc": step / 20, "dt": 0.1}, samples=8)
+    write_state(run_dir, RunState(State.FAILED, start=10.0, end=40.0, exit_code=3, cause="x"))
+    return run_dir
+
+
+def test_summary_netcdf_and_report(tmp_path: Path) -> None:
+    run_dir = _run(tmp_path)
+    written = finalize(run_dir)
+    run = RunDir(run_dir)
+    assert written == [run.summary_json, run.metrics_nc, run.report_md]
+    summary = json.loads(run.summary_json.read_text(), parse_constant=_reject)
+    assert (summary["state"], summary["exit_code"], summary["duration_s"]) == ("failed", 3, 30.0)
+    assert (summary["ranks"], summary["steps"]) == (2, 20)
+    loss = summary["metrics"]["loss"]
+    assert (loss["first"], loss["last"], loss["min"], loss["max"]) == (10.0, 0.5, 0.5, 10.0)
+    assert loss["mean_last_10pct"] == pytest.approx((1.0 + 0.5) / 2)  # the last 2 of 20
+    assert (loss["last_min"], loss["last_max"], loss["last_spread"]) == (0.5, 1.5, 1.0)
+    assert summary["metrics"]["train/acc"]["last"] == pytest.approx(0.95)
+    assert summary["speed"]["step_time_s_median"] == pytest.approx(0.1)
+    assert summary["speed"]["samples_per_s_median"] == pytest.approx(80.0)
+    with xr.open_dataset(run.metrics_nc) as ds:
+        assert ds["loss"].sel(rank=0).values.tolist()[:2] == [10.0, 9.5]
+        assert math.isnan(ds["loss"].sel(rank=1, step=3).item())
+        assert ds["train.acc"].attrs["written_as"] == "train/acc"
+    report = run.report_md.read_text()
+    assert report.startswith(f"# {run_dir.name}\n") and "| loss | 10 | 0.5 |" in report
+
+
+def _reject(name: str) -> None:
+    raise ValueError(f"summary.json holds a bare {name}")
+
+
+def test_a_run_with_no_metrics_still_gets_both(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    RunDir(run_dir).make_folders()
+    write_state(run_dir, RunState(State.FAILED, start=1.0, end=1.0, exit_code=127))
+    finalize(run_dir)
+    summary = json.loads(RunDir(run_dir).summary_json.read_text())
+    assert (summary["ranks"], summary["metrics"], summary["state"]) == (0, {}, "failed")
+    with xr.open_dataset(RunDir(run_dir).metrics_nc) as ds:
+        assert dict(ds.sizes) == {"rank": 0, "step": 0}
+
+
+def test_cli_finalize_and_export(tmp_path: Path, capsys, monkeypatch) -> None:
+    run_dir = _run(tmp_path)
+    assert main(["finalize", run_dir.name, "--outputs", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == str(RunDir(run_dir).summary_json)
+    out = tmp_path / "all.csv"
+    args = ["export", run_dir.name, "--outputs", str(tmp_path), "--format", "csv", "-o", str(out)]
+    assert main(args) == 0
+    lines = out.read_text().splitlines()
+    assert lines[0].split(",")[:2] == ["rank", "step"] and len(lines) == 41  # 2 ranks x 20
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    args = ["export", run_dir.name, "--outputs", str(tmp_path), "--format", "parquet"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err == "ezpz-tui: parquet needs pyarrow, which is not installed here\n"
+    assert main(["finalize", "nope", "--outputs", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_tracker_line_from_the_log_and_the_folders(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run")
+    run.make_folders()
+    assert tracker_line(run.path) is None
+    offline = run.wandb_dir / "offline-run-20260101_000000-abc"
+    offline.mkdir(parents=True)
+    run.tensorboard_dir.mkdir()
+    run.log(0).write_text(
+        "starting\n"
+        f"ezpz: tracker wandb -> {offline}\n"
+        "ezpz: tracker mlflow -> http://mlflow.example:5000\n"
+        "ezpz: tracker csv is off: OSError: disk full\n"
+    )
+    names = [(t.name, t.where) for t in tracker_outputs(run.path)]
+    assert names == [
+        ("wandb", str(offline)),
+        ("tensorboard", str(run.tensorboard_dir)),
+        ("mlflow", "http://mlflow.example:5000"),
+    ]
+    assert tracker_line(run.path) == (
+        "trackers (in the run directory): wandb sync wandb/offline-run-20260101_000000-abc"
+        " · tensorboard --logdir tensorboard"
+        " · mlflow ui --backend-store-uri http://mlflow.example:5000"
+    )
+
+
+def test_a_finalizer_that_fails_says_why_in_the_launcher_log(tmp_path: Path) -> None:
+    from ezpz_tui.core.launching.finalize import main as finalize_main
+
+    run_dir = _run(tmp_path)
+    RunDir(run_dir).summary_json.mkdir()  # cannot be replaced by a file
+    assert finalize_main([str(run_dir)]) == 1
+    lines = RunDir(run_dir).launcher_log.read_text().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ezpz-tui: finalize: IsADirectoryError")
