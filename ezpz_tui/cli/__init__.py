@@ -22,6 +22,7 @@ from ezpz_tui.cli.reading import (
     cmd_tui,
     cmd_why,
 )
+from ezpz_tui.cli.submitting import cmd_submit
 from ezpz_tui.cli.sweeping import cmd_sweep
 from ezpz_tui.cli.telemetry import cmd_top
 
@@ -40,6 +41,7 @@ COMMANDS = {
     "sweep": cmd_sweep,
     "compare": cmd_compare,
     "top": cmd_top,
+    "submit": cmd_submit,
     None: cmd_tui,
 }
 
