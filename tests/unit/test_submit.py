@@ -27,6 +27,7 @@ from ezpz_tui.core.launching.runstore import RunStore, read_run_toml
 from ezpz_tui.core.launching.submission import (
     BatchRequest,
     SubmitError,
+    last_request,
     parse_job_id,
     plan_source,
     prepare,
@@ -210,7 +211,9 @@ def _qsub(tmp_path: Path, body: str) -> str:
 def test_submit_writes_the_script_and_records_the_job(tmp_path: Path) -> None:
     outputs = tmp_path / "out"
     _, record = plan_source(RunStore(outputs), str(source_run(outputs)))
-    job = prepare(record, "r", BatchRequest(), polaris(), outputs, _none, PY)
+    assert last_request(outputs) == BatchRequest()  # nothing submitted yet: the defaults
+    request = BatchRequest(walltime_s=1800, queue="debug", account="proj")
+    job = prepare(record, "r", request, polaris(), outputs, _none, PY)
     qsub = _qsub(tmp_path, 'cat "$1" > "$1.seen"; echo 777.polaris-pbs-01.hsn.cm.polaris')
     done = submit(job, render(job), {"qsub": qsub}.get)
     assert done.job_id == "777.polaris-pbs-01.hsn.cm.polaris"
@@ -218,6 +221,8 @@ def test_submit_writes_the_script_and_records_the_job(tmp_path: Path) -> None:
     saved = json.loads(done.record.read_text())
     assert saved["job_id"] == done.job_id and saved["submission"] == job.submission
     assert saved["sizes"]["world_size"] == 8 and saved["scheduler"] == "PBS"
+    # The TUI's b, with no options to type, asks for what was asked last time.
+    assert last_request(outputs) == request
 
 
 def test_a_refused_or_impossible_submission_leaves_nothing_queued(tmp_path: Path) -> None:

@@ -170,7 +170,8 @@ def _strings(value: Any) -> tuple[str, ...]:
 
 def recorded_facts(record: Mapping[str, Any]) -> dict[str, Any]:
     """What a run's ``run.toml`` says that the batch job repeats: ranks per node, the working
-    directory, the launcher argv, the loaded modules (each missing when not recorded)."""
+    directory, the launcher argv, the loaded modules, where it ran (None or empty when not
+    recorded)."""
     launch = record.get("launch") if isinstance(record.get("launch"), Mapping) else {}
     facts = record.get("provenance") if isinstance(record.get("provenance"), Mapping) else {}
     ppn = record.get("ranks_per_node")
@@ -181,6 +182,7 @@ def recorded_facts(record: Mapping[str, Any]) -> dict[str, Any]:
         "modules": _strings(facts.get("modules")),
         "hosts": _strings(record.get("hosts")),
         "scheduler": record.get("scheduler") if isinstance(record.get("scheduler"), str) else None,
+        "machine": record.get("machine") if isinstance(record.get("machine"), str) else None,
     }
 
 

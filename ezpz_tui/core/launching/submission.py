@@ -139,9 +139,11 @@ def prepare(
     if errors:
         raise SubmitError(f"the plan of {source} cannot run on {nodes} node(s): {' '.join(errors)}")
     outputs = Path(outputs).expanduser().absolute()
+    # Outside a job (a login node, a laptop) the machine is the one the run ran on.
+    in_job = alloc.scheduler in SCHEDULERS
     return BatchJob(
         scheduler=scheduler,
-        machine=alloc.machine,
+        machine=alloc.machine if in_job else facts["machine"] or alloc.machine,
         nodes=nodes,
         ppn=ppn,
         walltime_s=request.walltime_s,
@@ -226,6 +228,35 @@ def _record(job: BatchJob, job_id: str, script: Path) -> dict[str, Any]:
         "output": str(job.output),
         "nodes": job.nodes,
         "ppn": job.ppn,
+        "walltime_s": job.walltime_s,
+        "queue": job.queue,
+        "account": job.account,
+        "filesystems": job.filesystems,
         "sizes": dict(job.sizes),
         "command": list(job.command),
     }
+
+
+def last_request(outputs: Path) -> BatchRequest:
+    """The walltime, queue, account and filesystems of the newest submission in ``outputs``
+    (what the TUI's ``b`` asks for, having no options to type them in); the defaults when
+    there is none."""
+    try:
+        newest = max(batch_dir(Path(outputs)).glob("batch-*.json"), default=None)
+        data = json.loads(newest.read_text(encoding="utf-8")) if newest else {}
+    except (OSError, ValueError):
+        data = {}
+    if not isinstance(data, dict):
+        return BatchRequest()
+
+    def text(key: str) -> str | None:
+        return data[key] if isinstance(data.get(key), str) else None
+
+    walltime = data.get("walltime_s")
+    ok = isinstance(walltime, int) and not isinstance(walltime, bool) and walltime > 0
+    return BatchRequest(
+        walltime_s=walltime if ok else DEFAULT_WALLTIME_S,
+        queue=text("queue"),
+        account=text("account"),
+        filesystems=text("filesystems"),
+    )
