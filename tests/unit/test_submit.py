@@ -4,6 +4,7 @@ submission record, and how a queued job becomes its run in the runs list."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import time
 from dataclasses import replace
@@ -325,3 +326,26 @@ def test_scheduler_answers_are_read_as_queued_or_running() -> None:
     }
     assert parse_qstat_jobs(json.dumps(qstat)) == {"5": State.QUEUED, "6": State.RUNNING}
     assert parse_qstat_jobs("qstat: Unknown Job Id") is None
+
+
+def test_the_scheduler_is_asked_at_most_every_few_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The TUI lists runs every 2 s; squeue (a stand-in here, counting its calls) is asked
+    again only after ASK_EVERY_S, or for other jobs."""
+    from ezpz_tui.core.launching import queued
+
+    calls = tmp_path / "calls"
+    squeue = tmp_path / "squeue"
+    squeue.write_text(f'#!/bin/sh\necho x >> "{calls}"\necho "41 PENDING"\necho "42 RUNNING"\n')
+    squeue.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr(queued, "_answers", {})
+    first = queued.job_states("SLURM", ["41", "42"])
+    assert first == {"41": State.QUEUED, "42": State.RUNNING}
+    assert queued.job_states("SLURM", ["41", "42"]) == first
+    assert calls.read_text().count("x") == 1
+    queued.job_states("SLURM", ["41"])  # another question
+    monkeypatch.setattr(queued, "ASK_EVERY_S", 0.0)
+    queued.job_states("SLURM", ["41"])  # the answer has aged
+    assert calls.read_text().count("x") == 3

@@ -30,6 +30,8 @@ from runtime.atomic import write_atomic
 from runtime.rundir import State
 
 ASK_TIMEOUT_S = 5.0
+ASK_EVERY_S = 15.0
+_answers: dict[tuple[str, tuple[str, ...]], tuple[float, dict[str, State] | None]] = {}
 # Scheduler states of a job that has started: its launch is on its way.
 _SLURM_STARTED = frozenset({"RUNNING", "COMPLETING", "CONFIGURING"})
 _PBS_STARTED = frozenset({"R", "E", "B"})
@@ -88,7 +90,20 @@ def parse_qstat_jobs(output: str) -> dict[str, State] | None:
 
 def job_states(scheduler: str, job_ids: list[str]) -> dict[str, State] | None:
     """Where the scheduler has ``job_ids`` (a job it does not list has ended); None when it
-    cannot be asked here."""
+    cannot be asked here. The same question within :data:`ASK_EVERY_S` gets the last answer:
+    the TUI lists runs every two seconds, and sites ask users not to poll their scheduler
+    that often."""
+    key = (scheduler, tuple(job_ids))
+    asked = _answers.get(key)
+    if asked is not None and time.monotonic() - asked[0] < ASK_EVERY_S:
+        return asked[1]
+    answer = _ask(scheduler, job_ids)
+    _answers.clear()  # only the latest question is worth keeping
+    _answers[key] = (time.monotonic(), answer)
+    return answer
+
+
+def _ask(scheduler: str, job_ids: list[str]) -> dict[str, State] | None:
     if scheduler == "SLURM":
         done = _tool_output(["squeue", "-h", "-u", getpass.getuser(), "-o", "%i %T"])
         return parse_squeue(done.stdout) if done is not None and done.returncode == 0 else None
