@@ -270,6 +270,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--filesystems", help="PBS filesystems (default on Polaris home:eagle, Aurora home:flare)"
     )
+    p.add_argument(
+        "--scheduler",
+        type=str.upper,
+        choices=("PBS", "SLURM"),
+        help="write for this scheduler (default: this job's, else the run's, else the one on PATH)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the script, submit nothing")
     _outputs_arg(p)
     p = _command(sub, "compare", json=True)

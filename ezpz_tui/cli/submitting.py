@@ -22,7 +22,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
     store = RunStore(outputs_of(args))
     walltime = args.walltime or DEFAULT_WALLTIME_S
-    request = BatchRequest(args.nodes, walltime, args.queue, args.account, args.filesystems)
+    request = BatchRequest(
+        args.nodes, walltime, args.queue, args.account, args.filesystems, args.scheduler
+    )
     try:
         source, record = plan_source(store, args.run)
         job = prepare(record, source, request, detect_allocation(), store.outputs)

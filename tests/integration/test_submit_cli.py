@@ -156,3 +156,30 @@ def test_help_documents_submit(tmp_path: Path) -> None:
     assert proc.returncode == 0
     for word in ("--walltime", "--queue", "--account", "--dry-run", "qsub", "sbatch", "queued"):
         assert word in proc.stdout
+
+
+def test_no_scheduler_anywhere_is_said_and_exit_2_unless_one_is_named(tmp_path: Path) -> None:
+    """A laptop: no job, neither qsub nor sbatch on PATH, a run made without a scheduler."""
+    outputs = tmp_path / "outputs"
+    make_run(
+        outputs,
+        run_id="20261126-100000-000-tp1pp1cp1",
+        state="succeeded",
+        exit_code=0,
+        sizes={},
+        ranks=2,
+        steps=4,
+        created=time.time() - 60,
+        hosts=("laptop",),
+        scheduler="none",
+        job_id=None,
+        machine="laptop",
+    )
+    env = base_env(outputs)
+    env["PATH"] = str(tmp_path / "empty")
+    proc = cli(["submit", "--dry-run"], env)
+    assert proc.returncode == 2 and "neither qsub nor sbatch is on PATH" in proc.stderr
+    named = cli(["submit", "--dry-run", "--scheduler", "slurm", "-q", "gpu"], env)
+    assert named.returncode == 0, named.stderr
+    assert "#SBATCH --nodes=1\n" in named.stdout and "#SBATCH --partition=gpu\n" in named.stdout
+    assert "#SBATCH --ntasks-per-node=2\n" in named.stdout

@@ -62,6 +62,7 @@ class BatchRequest:
     queue: str | None = None
     account: str | None = None
     filesystems: str | None = None
+    scheduler: str | None = None  # PBS or SLURM, where the one found here is not the one meant
 
 
 def plan_source(store: RunStore, run_or_plan: str | None) -> tuple[str, dict[str, Any]]:
@@ -129,7 +130,7 @@ def prepare(
     except (ValueError, TypeError) as exc:
         raise SubmitError(f"the plan of {source}: {exc}") from None
     facts = recorded_facts(record)
-    scheduler = target_scheduler(alloc, facts["scheduler"], which)
+    scheduler = request.scheduler or target_scheduler(alloc, facts["scheduler"], which)
     ppn = plan.ppn or facts["ppn"] or alloc.accelerators_per_host
     nodes = request.nodes or len(facts["hosts"]) or plan.nodes or 1
     job_plan = plan.with_changes(nodes=None, exclude=(), ppn=ppn)
