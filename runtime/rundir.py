@@ -195,7 +195,8 @@ class _Word(str, Enum):
 
 
 class State(_Word):
-    """A run's state: five are written, ``lost`` and ``unknown`` only ever derived by readers."""
+    """A run's state: five are written, ``lost``, ``unknown`` and ``queued`` only ever derived
+    by readers."""
 
     PENDING = "pending"
     RUNNING = "running"
@@ -204,6 +205,7 @@ class State(_Word):
     STOPPED = "stopped"
     LOST = "lost"  # pending/running, but nobody is left to record its end
     UNKNOWN = "unknown"  # no readable state.json
+    QUEUED = "queued"  # a submitted batch job that has not made its run directory yet
 
 
 WRITTEN = (State.PENDING, State.RUNNING, State.SUCCEEDED, State.FAILED, State.STOPPED)

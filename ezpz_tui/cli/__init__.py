@@ -23,6 +23,7 @@ from ezpz_tui.cli.reading import (
     cmd_tui,
     cmd_why,
 )
+from ezpz_tui.cli.submitting import cmd_submit
 from ezpz_tui.cli.sweeping import cmd_sweep
 from ezpz_tui.cli.telemetry import cmd_top
 
@@ -43,6 +44,7 @@ COMMANDS = {
     "top": cmd_top,
     "finalize": cmd_finalize,
     "export": cmd_export,
+    "submit": cmd_submit,
     None: cmd_tui,
 }
 

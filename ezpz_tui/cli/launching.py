@@ -80,6 +80,7 @@ def session_for(args: argparse.Namespace) -> Any:
     directory, a supervisor with the user's ``config.toml`` settings (its warnings said)."""
     from ezpz_tui.config import load_config
     from ezpz_tui.core.launching.allocation import detect_allocation
+    from ezpz_tui.core.launching.batch_script import SUBMISSION_VAR
     from ezpz_tui.core.launching.supervisor import Supervisor
     from ezpz_tui.core.session import Session
 
@@ -89,7 +90,13 @@ def session_for(args: argparse.Namespace) -> Any:
     supervisor = Supervisor(
         settings.kill_on_bad_exit, settings.raised_grace_s, settings.telemetry_s
     )
-    return Session(detect_allocation(), outputs_of(args), supervisor, exclude_bad=args.exclude_bad)
+    return Session(
+        detect_allocation(),
+        outputs_of(args),
+        supervisor,
+        exclude_bad=args.exclude_bad,
+        submission=os.environ.get(SUBMISSION_VAR) or None,  # set by a batch script of submit
+    )
 
 
 def cmd_launch(args: argparse.Namespace) -> int:

@@ -34,6 +34,15 @@ def _positive(text: str) -> int:
     return value
 
 
+def _walltime(text: str) -> int:
+    from ezpz_tui.core.launching.batch_script import parse_walltime
+
+    try:
+        return parse_walltime(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _rank(text: str) -> int:
     try:
         value = int(text)
@@ -129,6 +138,19 @@ COMMANDS_HELP = {
         "Write RUN's metrics (every rank, every metric) to --output, default metrics.<format> "
         "in the run directory (csv replaces the csv tracker's rank-0 file). parquet needs "
         "pyarrow.",
+    ),
+    "submit": (
+        "submit the plan that worked as a PBS or Slurm batch job (--dry-run prints the script)",
+        "Write a batch script for RUN's plan (default: the newest run that succeeded; RUN may "
+        "also be a run.toml or a plan file): the same sizes, ranks per node, launcher and its "
+        "flags, extra env and command, started by `ezpz-tui launch` inside the job so each job "
+        "makes a new run directory. PBS gets ALCF's directives (-l select, place=scatter, "
+        "walltime, filesystems=home:eagle on Polaris or home:flare on Aurora, -q, -A); Slurm "
+        "gets --nodes, --ntasks-per-node, --time, --partition, --account. Submits it with qsub "
+        "or sbatch, prints the job id, and keeps the script, a record of the job and its "
+        "output in <outputs>/.batch/. `ezpz-tui runs` lists the job as queued (running once the "
+        "scheduler starts it) until its run directory appears, then as that run. Exit 2 for a "
+        "bad walltime or node count, a plan that does not fit, or no qsub/sbatch here.",
     ),
     "compare": (
         "compare runs: speed, memory and loss side by side, fastest first",
@@ -254,6 +276,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help=RUN_HELP)
     p.add_argument("--format", choices=("nc", "csv", "parquet"), default="nc")
     p.add_argument("-o", "--output", metavar="PATH", help="where (default: in the run directory)")
+    p = _command(sub, "submit")
+    p.add_argument("run", nargs="?", help=f"{RUN_HELP}, or a run.toml / plan file")
+    p.add_argument("-n", "--nodes", type=_positive, help="nodes (default: as many as the run)")
+    p.add_argument(
+        "--walltime",
+        type=_walltime,
+        metavar="HH:MM:SS",
+        help="walltime, HH:MM:SS or D-HH:MM:SS (default: 01:00:00)",
+    )
+    p.add_argument("-q", "--queue", help="queue (PBS) or partition (Slurm)")
+    p.add_argument("-A", "--account", help="project to charge (ALCF: required)")
+    p.add_argument(
+        "--filesystems", help="PBS filesystems (default on Polaris home:eagle, Aurora home:flare)"
+    )
+    p.add_argument(
+        "--scheduler",
+        type=str.upper,
+        choices=("PBS", "SLURM"),
+        help="write for this scheduler (default: this job's, else the run's, else the one on PATH)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the script, submit nothing")
     _outputs_arg(p)
     p = _command(sub, "compare", json=True)
     p.add_argument("run", nargs="*", help=f"{RUN_HELP}, or a sweep id (default: see above)")

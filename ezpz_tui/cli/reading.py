@@ -57,6 +57,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from ezpz_tui.core.launching.outputs import OutputsError, check_listable
+    from ezpz_tui.core.launching.queued import listed_runs
     from ezpz_tui.core.launching.runstore import RunStore
 
     store = RunStore(outputs_of(args))
@@ -64,7 +65,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         check_listable(store.outputs)  # a missing directory has no runs; a file is an error
     except OutputsError as exc:
         return fail(str(exc))
-    runs = store.list_runs()
+    runs = listed_runs(store)
     if args.json:
         print(json.dumps([{**asdict(r), "path": str(r.path)} for r in runs], indent=2))
         return 0
@@ -75,7 +76,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for r in runs:
         exit_code = f"s{r.signal}" if r.signal else "" if r.exit_code is None else r.exit_code
         sizes = ("-" if x is None else x for x in (r.world_size, r.tp, r.pp, r.cp, r.dp))
-        print(_runs_row([r.run_id, r.state, exit_code, *sizes]) + f"  {r.parent or ''}")
+        after = f"job {r.job_id}" if r.queued else r.parent or ""  # a queued job has no parent
+        print(_runs_row([r.run_id, r.state, exit_code, *sizes]) + f"  {after}")
     return 0
 
 

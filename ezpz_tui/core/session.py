@@ -68,8 +68,12 @@ class Session:
         python: str = sys.executable,
         exclude_bad: bool = True,
         which: Which = shutil.which,
+        submission: str | None = None,
     ) -> None:
         self.alloc = alloc
+        # The ``ezpz-tui submit`` whose batch job this is: its runs record it, which is how the
+        # runs list tells that the queued job has started.
+        self.submission = submission
         self.which = which  # how launchers are found on this node
         self.exclude_bad = exclude_bad  # skip the hosts in the outputs' bad_hosts.txt
         self.store = RunStore(outputs or default_outputs())
@@ -137,9 +141,10 @@ class Session:
         """A recorded launch of ``plan`` in a new run directory; :class:`LaunchRefused` for a
         plan with errors, before anything is made."""
         checked = self.check(plan)
-        run_dir = self.store.create(
-            checked.plan.to_dict(), checked.sizes, parent=parent, meta=checked.meta
-        )
+        meta = checked.meta
+        if self.submission:
+            meta["submission"] = self.submission
+        run_dir = self.store.create(checked.plan.to_dict(), checked.sizes, parent=parent, meta=meta)
         return build_launch(checked, run_dir, self._config())
 
     def _start(

@@ -244,6 +244,7 @@ escape     | hide_cursor          |          | Hide the cursor (its readout give
 V          | toggle_stacked       |          | Small multiples: loss, lr, grad norm, tokens/s
 [runs]
 c          | compare_run          |          | Overlay this run on the plots, or remove it
+b          | submit_batch         |          | Submit this finished run's plan as a batch job (asks)
 [topology]
 o          | cycle_colour         | colour   | Colour ranks by the next group (TP, PP, CP, DP)
 [heatmap]

@@ -81,6 +81,9 @@ class RunSummary:
     world_size: int | None
     parent: str | None
     command: list[str] | None
+    job_id: str | None = None  # the scheduler's job the run ran in
+    submission: str | None = None  # the ``ezpz-tui submit`` that queued it
+    queued: bool = False  # a submitted job whose run directory is not made yet
 
 
 # --- the run's record -------------------------------------------------------------------------
@@ -205,6 +208,10 @@ _NATURAL = re.compile(r"(\d+)")
 
 def _natural(text: str) -> tuple[Any, ...]:
     return tuple(int(p) if p.isdigit() else p for p in _NATURAL.split(text))
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _str_list(value: Any) -> list[str] | None:
@@ -365,4 +372,6 @@ class RunStore:
             command=_str_list(record.get("command"))
             or _str_list(plan.get("command"))
             or _str_list(launch.get("argv")),
+            job_id=_str(record.get("job_id")),
+            submission=_str(record.get("submission")),
         )

@@ -34,6 +34,7 @@ STATE_STYLE = {
     "raised": "bold red",
     "lost": "magenta",
     "unknown": "dim",
+    "queued": "blue",
 }
 
 
@@ -56,8 +57,9 @@ def short_id(run_id: str) -> str:
 
 
 class RunsPanel(Vertical):
-    """Newest first; Enter opens the highlighted run. ``]``/``[`` jump between failed runs;
-    ``c`` overlays (or removes) the highlighted run's metrics on the plots."""
+    """Newest first, with the batch jobs ``submit`` queued that have no run yet; Enter opens
+    the highlighted run. ``]``/``[`` jump between failed runs; ``c`` overlays (or removes) the
+    highlighted run's metrics on the plots; ``b`` submits its plan as a batch job."""
 
     BINDINGS = bindings_for("runs")
 
@@ -67,6 +69,10 @@ class RunsPanel(Vertical):
 
     @dataclass(eq=False)
     class Compare(Message):
+        path: Path
+
+    @dataclass(eq=False)
+    class SubmitAsked(Message):
         path: Path
 
     @dataclass(eq=False)
@@ -82,7 +88,9 @@ class RunsPanel(Vertical):
 
     @work(thread=True, exclusive=True, group="runs")
     def _list(self, store: RunStore, details_of: Path | None) -> None:
-        runs = store.list_runs()
+        from ezpz_tui.core.launching.queued import listed_runs
+
+        runs = listed_runs(store)
         details = read_run_details(details_of) if details_of else None
         self.post_message(self.Listed(runs, details))
 
@@ -130,7 +138,11 @@ class RunsPanel(Vertical):
     def on_data_table_row_selected(self, event: VimTable.RowSelected) -> None:
         event.stop()
         if 0 <= event.cursor_row < len(self.runs):
-            self.post_message(self.Open(self.runs[event.cursor_row].path))
+            run = self.runs[event.cursor_row]
+            if run.queued:  # a batch job: nothing to open until its run directory appears
+                self.app.notify(run.reason or "", title=f"{run.run_id}: {run.state}")
+                return
+            self.post_message(self.Open(run.path))
 
     def mark_compared(self, compared: set[Path]) -> None:
         """Show which runs are overlaid on the plots (a ``+`` in the title count)."""
@@ -143,8 +155,23 @@ class RunsPanel(Vertical):
 
     def action_compare_run(self) -> None:
         row = self.query_one(VimTable).cursor_row
-        if 0 <= row < len(self.runs):
+        if 0 <= row < len(self.runs) and not self.runs[row].queued:
             self.post_message(self.Compare(self.runs[row].path))
+
+    def action_submit_batch(self) -> None:
+        from runtime.rundir import FINAL
+
+        row = self.query_one(VimTable).cursor_row
+        if not 0 <= row < len(self.runs):
+            return
+        run = self.runs[row]
+        if run.queued or run.state not in FINAL:
+            self.app.notify(
+                f"{run.run_id} is {run.state}: submit the plan of a run that has finished",
+                severity="warning",
+            )
+            return
+        self.post_message(self.SubmitAsked(run.path))
 
 
 @dataclass(frozen=True)
