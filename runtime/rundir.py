@@ -38,13 +38,11 @@ from runtime.atomic import write_atomic
 RUN_TOML = "run.toml"
 STATE_JSON = "state.json"
 LAUNCHER_LOG = "launcher.log"
-SUMMARY_JSON = "summary.json"
-METRICS_NC = "metrics.nc"
+SUMMARY_JSON, METRICS_NC = "summary.json", "metrics.nc"  # written when a run ends
 REPORT_MD, METRICS_PARQUET = "report.md", "metrics.parquet"  # at the end; on request
 # What the trackers runtime.History feeds write, each only when asked for (runtime.trackers).
 METRICS_CSV, TENSORBOARD, MLRUNS, WANDB = "metrics.csv", "tensorboard", "mlruns", "wandb"
-HOSTFILE = "hostfile"
-BAD_HOSTS = "bad_hosts.txt"  # in the outputs directory: shared by the runs in it
+HOSTFILE, BAD_HOSTS = "hostfile", "bad_hosts.txt"  # the second in outputs/, for all its runs
 SWEEPS = "sweeps"  # in the outputs directory: one record per sweep, naming its runs
 RESERVE = ".reserve"  # room kept so a run on a disk that fills can still record its end
 LOGS, STATUS, METRICS, TELEMETRY = "logs", "status", "metrics", "telemetry"
