@@ -44,6 +44,8 @@ def stoppable(run_dir: Path) -> int | Refused:
     name = run_dir.name
     if not state.live:
         return Refused(f"{name} is not running ({state.state})")
+    if state.host is None:  # no supervisor ever recorded: a run ezpz itself wrote
+        return Refused(f"{name} was not started by ezpz-tui: {state.reason or 'no state.json'}")
     here = this_machine()
     if state.host != here.host or state.pid_ns not in (None, here.pid_ns):
         return Refused(f"{name} is supervised on {state.host}: stop it there")
