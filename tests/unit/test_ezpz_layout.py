@@ -26,8 +26,9 @@ from ezpz_tui.core.watching.followers import RunFollower
 from ezpz_tui.core.watching.metrics.aggregated import folded, statistic_of
 from ezpz_tui.core.watching.metrics.load import load_store
 from ezpz_tui.core.watching.metrics.store import MetricStore
+from ezpz_tui.core.watching.monitor import RunMonitor
 from runtime.records import Record
-from runtime.rundir import State
+from runtime.rundir import RankState, State
 from tests.fixtures.cli import base_env, cli
 from tests.fixtures.ezpz_runs import MODULE, TIMESTAMP, ezpz_loss, make_ezpz_run
 from tests.fixtures.runs import make_run
@@ -169,3 +170,17 @@ def test_the_aggregated_band_covers_ranks_whose_records_are_not_here() -> None:
     timed = store.band("loss", "time")
     assert timed.lo.tolist() == band.lo.tolist() and timed.x.tolist()[0] == 100.0
     assert store.names() == ["loss"]
+
+
+# --- ranks ------------------------------------------------------------------------------------
+
+
+def test_ezpz_ranks_share_the_runs_end_as_its_files_give_it(tmp_path: Path) -> None:
+    """No status files: a finished run's ranks are succeeded, a still one's idle, at once."""
+    for finished, word in ((True, RankState.SUCCEEDED), (False, RankState.IDLE)):
+        run = make_ezpz_run(tmp_path / str(finished), finished=finished, rank_logs=True)
+        monitor = RunMonitor(run)
+        monitor.run_state = run_state(run)
+        follower, now = RunFollower(run), time.time()
+        monitor.apply(monitor.prepare(follower.poll()), now)
+        assert [monitor.state_of(rank, now) for rank in (0, 1)] == [word, word]
