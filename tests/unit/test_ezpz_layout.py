@@ -25,6 +25,7 @@ from ezpz_tui.core.watching.ezpz_layout import (
 from ezpz_tui.core.watching.followers import RunFollower
 from ezpz_tui.core.watching.metrics.aggregated import folded, statistic_of
 from ezpz_tui.core.watching.metrics.load import load_store
+from ezpz_tui.core.watching.metrics.one_metric import read_metric
 from ezpz_tui.core.watching.metrics.store import MetricStore
 from ezpz_tui.core.watching.monitor import RunMonitor
 from runtime.records import Record
@@ -184,3 +185,9 @@ def test_ezpz_ranks_share_the_runs_end_as_its_files_give_it(tmp_path: Path) -> N
         follower, now = RunFollower(run), time.time()
         monitor.apply(monitor.prepare(follower.poll()), now)
         assert [monitor.state_of(rank, now) for rank in (0, 1)] == [word, word]
+
+
+def test_plot_names_an_ezpz_runs_metrics_without_their_statistics(tmp_path: Path) -> None:
+    run = make_ezpz_run(tmp_path)
+    why = read_metric(run, "nope").why_nothing(run.name)
+    assert why == f"no metric 'nope' in {run.name}; metrics: accuracy, dtb, dtf, iter, loss"
