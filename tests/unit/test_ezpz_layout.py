@@ -127,6 +127,10 @@ def test_runs_lists_ezpz_runs_below_their_module_with_their_state(tmp_path: Path
         f"{MODULE}/{TIMESTAMP}": State.SUCCEEDED,
         f"{MODULE}/2026-11-22-111111": State.UNKNOWN,
     }
+    deep = outputs / MODULE / "datasets" / "mnist" / "raw"  # ezpz's dataset root: no run
+    deep.mkdir(parents=True)
+    (deep / "metrics.jsonl").write_text('{"loss": 1.0}\n')
+    assert len(RunStore(outputs).list_runs()) == 2
     done = cli(["runs"], base_env(outputs))
     assert done.returncode == 0, done.stderr
     row = next(line for line in done.stdout.splitlines() if TIMESTAMP in line)

@@ -130,7 +130,8 @@ def ezpz_runs_below(folder: str | os.PathLike[str]) -> list[Path]:
         entries = [Path(e.path) for e in os.scandir(folder) if _is_dir(e)]
     except OSError:
         return []
-    return sorted(path for path in entries if is_ezpz_run(path))
+    # looks_like_run first: it reads one folder, where is_ezpz_run searches the tree below it
+    return sorted(p for p in entries if RunDir(p).looks_like_run() and is_ezpz_run(p))
 
 
 def _finished(report: Path) -> bool:
