@@ -47,21 +47,28 @@ _MAX_REPORT = 1 << 20
 
 def is_ezpz_run(run_dir: str | os.PathLike[str]) -> bool:
     """Whether ``run_dir`` is a run ezpz wrote (metric JSONL, and none of our records)."""
-    run = RunDir(Path(run_dir))
+    return bool(_ezpz_metrics(Path(run_dir)))
+
+
+def _ezpz_metrics(root: Path) -> list[Path]:
+    """The metric files of an ezpz run; none for anything else."""
+    run = RunDir(root)
     if run.state_json.exists() or run.run_toml.exists():
-        return False
-    return bool(metric_files(run.path))
+        return []
+    return [path for path, _ in metric_files(root)]
 
 
 def ezpz_logs(run_dir: str | os.PathLike[str]) -> list[tuple[Path, int]]:
     """ezpz's logs in ``run_dir`` (or its ``logs/``) with their ranks, by rank: files named for
     a rank, and the newest other ``*.log`` as rank 0's console log when no file claims rank 0;
     nothing for a run of ours (whose ``launcher.log`` is no rank's)."""
-    if not is_ezpz_run(run_dir):
-        return []
+    return _logs(Path(run_dir)) if is_ezpz_run(run_dir) else []
+
+
+def _logs(root: Path) -> list[tuple[Path, int]]:
     ranked: dict[int, Path] = {}
     console: list[tuple[float, Path]] = []
-    for folder in (Path(run_dir), Path(run_dir) / LOGS):
+    for folder in (root, root / LOGS):
         try:
             entries = list(os.scandir(folder))
         except OSError:
@@ -83,10 +90,10 @@ def ezpz_state(run_dir: str | os.PathLike[str], now: float | None = None) -> Run
     """The state of an ezpz run as its files show it, with the reason; None when ``run_dir`` is
     not one. Never ``running`` for a run whose files stopped changing."""
     root = Path(run_dir)
-    if not is_ezpz_run(root):
+    metrics = _ezpz_metrics(root)
+    if not metrics:
         return None
     now = time.time() if now is None else now
-    metrics = [path for path, _ in metric_files(root)]
     report = root / REPORT
     if _finished(report):
         step = last_step(metrics)
@@ -96,7 +103,7 @@ def ezpz_state(run_dir: str | os.PathLike[str], now: float | None = None) -> Run
             end=_mtime(report),
             reason=f"ezpz run: finished{at} (its History wrote {REPORT})",
         )
-    newest = max(_mtime(path) for path in [*metrics, *(p for p, _ in ezpz_logs(root))])
+    newest = max(_mtime(path) for path in [*metrics, *(p for p, _ in _logs(root))])
     age = now - newest
     if age < RUNNING_WITHIN_S:
         return RunState(State.RUNNING, reason=f"ezpz run: files written {max(age, 0):.0f} s ago")
