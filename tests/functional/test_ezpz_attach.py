@@ -49,7 +49,12 @@ async def test_attach_an_ezpz_run_shows_its_log_its_end_and_loss_once(tmp_path: 
 
         view = app.query_one(MetricsView)
         await until(pilot, lambda: view.current_metric() == "loss", "the loss metric", 10)
-        await until(pilot, lambda: view.store is not None and view.store.points(2) == 19, "", 10)
+        await until(
+            pilot,
+            lambda: view.store is not None and view.store.points(2) == 19,
+            "rank 2's records",
+            10,
+        )
         names = view._names()
         assert names.count("loss") == 1 and "accuracy" in names
         assert not [n for n in names if n.startswith("aggregated/") or n.endswith("/mean")]
