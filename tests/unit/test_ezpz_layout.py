@@ -31,7 +31,7 @@ from ezpz_tui.core.watching.monitor import RunMonitor
 from runtime.records import Record
 from runtime.rundir import RankState, State
 from tests.fixtures.cli import base_env, cli
-from tests.fixtures.ezpz_runs import MODULE, TIMESTAMP, ezpz_loss, make_ezpz_run
+from tests.fixtures.ezpz_runs import MODULE, TIMESTAMP, ezpz_loss, make_ezpz_run, make_history_run
 from tests.fixtures.runs import make_run
 
 # --- layout -----------------------------------------------------------------------------------
@@ -135,6 +135,15 @@ def test_runs_lists_ezpz_runs_below_their_module_with_their_state(tmp_path: Path
     assert done.returncode == 0, done.stderr
     row = next(line for line in done.stdout.splitlines() if TIMESTAMP in line)
     assert row.split()[:2] == [f"{MODULE}/{TIMESTAMP}", "succeeded"]
+
+
+def test_a_history_left_to_its_defaults_is_a_run_too(tmp_path: Path) -> None:
+    run = make_history_run(tmp_path, ranks=2, train_iters=10)
+    listed = RunStore(tmp_path).list_runs()
+    assert [(r.run_id, r.state) for r in listed] == [("history/20261122-101010", State.UNKNOWN)]
+    store = load_store(run)
+    assert store.names() == ["loss", "accuracy", "dtb", "dtf", "iter"]
+    assert store.ranks("loss") == [0, 1] and store.points(1) == 9
 
 
 # --- aggregated metrics -------------------------------------------------------------------------
