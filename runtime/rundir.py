@@ -49,12 +49,16 @@ LOGS, STATUS, METRICS, TELEMETRY = "logs", "status", "metrics", "telemetry"
 RANK_FOLDERS = (LOGS, STATUS, METRICS, TELEMETRY)  # made before any rank starts
 
 # How readers find ranks by file name. ezpz writes ``metrics-<rank>.jsonl``, or one
-# ``metrics.jsonl`` whose records name their rank, in the run directory or below it.
+# ``metrics.jsonl`` whose records name their rank, in the run directory or below it; its
+# ``History()`` left to its defaults writes ``history/<run-id>/<run-id>.jsonl``, the run id
+# being a time (``%Y%m%d-%H%M%S``), and its records name their rank too.
 LOG_FILE = re.compile(r"rank-(\d+)\.log")
 STATUS_FILE = re.compile(r"rank-(\d+)\.json")
 JSONL_FILE = re.compile(r"rank-(\d+)\.jsonl")
 EZPZ_METRICS_FILE = re.compile(r"metrics-(\d+)\.jsonl")
 EZPZ_SHARED_METRICS = "metrics.jsonl"
+EZPZ_HISTORY_FILE = re.compile(r"\d{8}-\d{6}\.jsonl")
+_EZPZ_NAMES = re.compile(rf"metrics.*\.jsonl|{EZPZ_HISTORY_FILE.pattern}")
 SWEEP_PREFIX = "sweep-"  # a sweep id: sweep-YYYYmmdd-HHMMSS-mmm[-N]
 SWEEP_FILE = re.compile(rf"({SWEEP_PREFIX}[0-9-]+)\.json")
 
@@ -149,14 +153,15 @@ def metric_files(run_dir: str | os.PathLike[str]) -> list[tuple[Path, int]]:
     root = Path(run_dir)
     found: list[tuple[Path, int]] = []
     ours = sorted((root / METRICS).glob("*.jsonl"))
-    for path in ours + sorted(root.glob("**/metrics*.jsonl")):
+    theirs = sorted(p for p in root.glob("**/*.jsonl") if _EZPZ_NAMES.fullmatch(p.name))
+    for path in ours + theirs:
         for pattern in (JSONL_FILE, EZPZ_METRICS_FILE):
             match = pattern.search(path.name)
             if match:
                 found.append((path, int(match.group(1))))
                 break
         else:
-            if path.name == EZPZ_SHARED_METRICS:
+            if path.name == EZPZ_SHARED_METRICS or EZPZ_HISTORY_FILE.fullmatch(path.name):
                 found.append((path, 0))
     unique = dict(found)
     return sorted(unique.items(), key=lambda item: (item[1], str(item[0])))

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ezpz_tui.core.launching.liveness import run_state
 from ezpz_tui.core.launching.processes import process_alive, this_machine
+from ezpz_tui.core.watching.ezpz_layout import is_ezpz_run
 from runtime.rundir import RunState, read_state
 
 TETHER = "ezpz_tui.core.launching.tether"
@@ -44,6 +45,8 @@ def stoppable(run_dir: Path) -> int | Refused:
     name = run_dir.name
     if not state.live:
         return Refused(f"{name} is not running ({state.state})")
+    if is_ezpz_run(run_dir):  # no supervisor to ask: ezpz's own ranks write it
+        return Refused(f"{name} was not started by ezpz-tui: {state.reason}")
     here = this_machine()
     if state.host != here.host or state.pid_ns not in (None, here.pid_ns):
         return Refused(f"{name} is supervised on {state.host}: stop it there")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ezpz_tui.core.launching.processes import process_alive, this_machine
+from ezpz_tui.core.watching.ezpz_layout import ezpz_state
 from runtime.rundir import STALE_AFTER_S, RunState, State, read_state
 
 
@@ -27,6 +28,8 @@ def run_state(run_dir: Path, now: float | None = None) -> RunState:
     may still be alive somewhere this reader cannot see.
     """
     recorded = read_state(run_dir)
+    if recorded.state == State.UNKNOWN:  # no state.json: a run ezpz wrote says what it can
+        return ezpz_state(run_dir, now) or recorded
     if recorded.live:
         lost, reason = _liveness(recorded, time.time() if now is None else now)
         if lost:

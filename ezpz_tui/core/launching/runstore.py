@@ -18,8 +18,9 @@ What the files hold is :mod:`runtime.rundir`'s business; what is decided here:
   the cause; a run directory left half made by one is removed. A made run holds a small reserve
   (:mod:`ezpz_tui.core.launching.reserve`) so its end can be recorded on a disk that fills up.
 * Any direct subdirectory that looks like a run (:meth:`runtime.rundir.RunDir.looks_like_run`)
-  is listed, ezpz's own runs included (as ``unknown``, their metrics still open); listing never
-  raises.
+  is listed, and ezpz's own runs one level further down (``<module>/<timestamp>``, listed by
+  that relative id) with the state their files show
+  (:mod:`ezpz_tui.core.watching.ezpz_layout`); listing never raises.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from ezpz_tui.core.launching.liveness import run_state
 from ezpz_tui.core.launching.outputs import OutputsError, RunStoreError, cause, creating, listing
 from ezpz_tui.core.launching.processes import supervised_here
 from ezpz_tui.core.launching.reserve import make_reserve
+from ezpz_tui.core.watching.ezpz_layout import ezpz_runs_below
 from runtime.atomic import write_atomic
 from runtime.rundir import (
     RUN_TOML,
@@ -335,9 +337,12 @@ class RunStore:
             if entry.name.startswith("."):
                 continue
             try:
-                if not entry.is_dir() or not RunDir(Path(entry.path)).looks_like_run():
+                if not entry.is_dir():
                     continue
-                runs.append(self._summary(Path(entry.path)))
+                if RunDir(Path(entry.path)).looks_like_run():
+                    runs.append(self._summary(Path(entry.path)))
+                else:  # ezpz's outputs/<module>/<timestamp>
+                    runs.extend(map(self._summary, ezpz_runs_below(entry.path)))
             except OSError:
                 continue
         runs.sort(key=lambda r: (r.created, _natural(r.run_id)), reverse=True)
@@ -356,7 +361,7 @@ class RunStore:
             created = path.stat().st_mtime
         launch = record.get("launch") if isinstance(record.get("launch"), dict) else {}
         return RunSummary(
-            run_id=path.name,
+            run_id=path.relative_to(self.outputs).as_posix(),
             path=path,
             state=state.state,
             exit_code=state.exit_code,

@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import watchfiles
 
+from ezpz_tui.core.watching.ezpz_layout import ezpz_logs
 from ezpz_tui.core.watching.tails import (
     DEFAULT_MAX_LINE,
     DEFAULT_READ,
@@ -164,7 +165,7 @@ class RunFollower:
         first = self._scanned_at == -float("inf")
         self._scanned_at = time.monotonic()
         run = RunDir(self.run_dir)
-        logs = run.logs()
+        logs = run.logs() or ezpz_logs(self.run_dir)
         launcher = run.launcher_log
         if launcher not in self._logs and launcher.is_file():
             logs.append((launcher, LAUNCHER))

@@ -274,12 +274,20 @@ class RunMonitor:
         some other rank showed life within that time. When every rank is silent together the
         run is waiting on something shared (a checkpoint, a collective), not one rank. A rank
         with output but no status file (a run ezpz made, without our wrapper) is running
-        while it writes and ``idle`` once it has been silent for ``stall_after``.
+        while it writes and ``idle`` once it has been silent for ``stall_after``; it shares its
+        run's end when the run's files say it finished (``succeeded``), and is ``idle`` when they
+        say nothing changes any more (``unknown``).
         """
         info = self._rank(rank)
         run = self.run_state
         if info.status == RankState.RUNNING and run is not None and not run.live:
             return derived_state(rank, info.status, run)
+        if info.status == RankState.WAITING and info.last_activity is not None and run:
+            # No status file, yet output: a run ezpz wrote, whose state its files gave.
+            if run.state == State.SUCCEEDED:
+                return RankState.SUCCEEDED
+            if run.state == State.UNKNOWN:
+                return RankState.IDLE
         if info.status in RANK_ENDED or info.last_activity is None:
             return info.status
         if info.raised and now - info.last_activity >= RAISED_AFTER_S:

@@ -275,7 +275,9 @@ class RankList(LineList):
         else:
             text.append("✗" if first else " ", "bold red")
         text.append(f"{info.rank:>5} ")
-        shown = {"succeeded": "exited 0", "failed": info.outcome}.get(state, state)
+        # A rank without a status file (ezpz's) has no exit code: its history says finished.
+        ended = "exited 0" if info.status == "succeeded" else "finished"
+        shown = {"succeeded": ended, "failed": info.outcome}.get(state, state)
         text.append(f"{fits(shown, 9):<9} ", STATE_STYLE.get(state, ""))
         if info.last_activity is not None and state in ("running", "stalled", "slow"):
             text.append(f"{age(self.clock() - info.last_activity):>4} ", "dim")

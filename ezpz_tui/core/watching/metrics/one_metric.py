@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ezpz_tui.core.watching.metrics.aggregated import folded
 from runtime import records
 from runtime.rundir import metric_files
 
@@ -61,7 +62,7 @@ class MetricSeries:
             return f"{self.name} in {run} is a table; metrics in it: {', '.join(self.subnames())}"
         if self.seen:
             return f"no value of {self.name} in {run} is a finite number"
-        known = ", ".join(sorted(self.metrics)) or "none"
+        known = ", ".join(sorted(folded(self.metrics))) or "none"  # ezpz's statistics: bands
         return f"no metric {self.name!r} in {run}; metrics: {known}"
 
     def notes(self) -> list[str]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 
+from ezpz_tui.core.watching.metrics.aggregated import folded, overlay, sources
 from ezpz_tui.core.watching.metrics.arrays import Column, is_missing
 from ezpz_tui.core.watching.metrics.band import Band, FoldedBand, general_band, steps_span
 from runtime.record_columns import MISSING, RecordColumns
@@ -90,6 +91,7 @@ class MetricStore:
     def __init__(self) -> None:
         self._ranks: dict[int, RankData] = {}
         self._bands: dict[tuple[str, str], FoldedBand | tuple[int, Band]] = {}
+        self._recorded: dict[tuple[str, str], tuple[int, Band]] = {}  # bands ezpz recorded
         self.version = 0
         self._count = 0
 
@@ -187,8 +189,10 @@ class MetricStore:
         return first if math.isfinite(first) else math.nan
 
     def names(self) -> list[str]:
-        """Metric names, sorted, with ``loss`` first: the one people look at."""
-        found = set().union(*(d.series for d in self._ranks.values()))
+        """Metric names, sorted, with ``loss`` first: the one people look at. ezpz's cross-rank
+        statistics of a metric (``loss/mean``, ``aggregated/loss/max``...) are not listed: they
+        are that metric's band (:mod:`~ezpz_tui.core.watching.metrics.aggregated`)."""
+        found = folded(set().union(*(d.series for d in self._ranks.values())))
         return sorted(found, key=lambda name: (name != "loss", name))
 
     def ranks(self, metric: str | None = None) -> list[int]:
@@ -295,6 +299,28 @@ class MetricStore:
         self._bands[key] = state
         while len(self._bands) > _BANDS_KEPT:  # each holds several arrays as long as the run
             del self._bands[next(iter(self._bands))]
+        return self._with_recorded(metric, x, result)
+
+    def _with_recorded(self, metric: str, x: XAxis, band: Band) -> Band:
+        """``band`` with the cross-rank statistics ezpz recorded for ``metric``, if any."""
+        found = sources(metric, lambda name: any(name in d.series for d in self._ranks.values()))
+        if not found:
+            return band
+        kept = self._recorded.get((metric, x))
+        if kept is not None and kept[0] == self.version:
+            return kept[1]
+        grid = (band if x == "step" else self.band(metric, "step")).x.astype(np.int64)
+        recorded = {}
+        for statistic, name in found.items():
+            parts = [self.series(name, rank) for rank in self.ranks(name)]
+            recorded[statistic] = (
+                np.concatenate([steps for steps, _ in parts]),
+                np.concatenate([values for _, values in parts]),
+            )
+        result = overlay(band, grid, recorded)
+        self._recorded = {**self._recorded, (metric, x): (self.version, result)}
+        while len(self._recorded) > _BANDS_KEPT:
+            del self._recorded[next(iter(self._recorded))]
         return result
 
     def to_xarray(self, metric: str) -> Any:
