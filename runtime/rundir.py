@@ -50,13 +50,10 @@ RANK_FOLDERS = (LOGS, STATUS, METRICS, TELEMETRY)  # made before any rank starts
 
 # How readers find ranks by file name. ezpz writes ``metrics-<rank>.jsonl``, or one
 # ``metrics.jsonl`` whose records name their rank, in the run directory or below it; its
-# ``History()`` left to its defaults writes ``history/<run-id>/<run-id>.jsonl``, the run id
-# being a time (``%Y%m%d-%H%M%S``), and its records name their rank too.
-LOG_FILE = re.compile(r"rank-(\d+)\.log")
-STATUS_FILE = re.compile(r"rank-(\d+)\.json")
+# default ``History()``, ``history/<run-id>/<run-id>.jsonl`` (the id a ``%Y%m%d-%H%M%S`` time).
+LOG_FILE, STATUS_FILE = re.compile(r"rank-(\d+)\.log"), re.compile(r"rank-(\d+)\.json")
 JSONL_FILE = re.compile(r"rank-(\d+)\.jsonl")
-EZPZ_METRICS_FILE = re.compile(r"metrics-(\d+)\.jsonl")
-EZPZ_SHARED_METRICS = "metrics.jsonl"
+EZPZ_METRICS_FILE, EZPZ_SHARED_METRICS = re.compile(r"metrics-(\d+)\.jsonl"), "metrics.jsonl"
 EZPZ_HISTORY_FILE = re.compile(r"\d{8}-\d{6}\.jsonl")
 _EZPZ_NAMES = re.compile(rf"metrics.*\.jsonl|{EZPZ_HISTORY_FILE.pattern}")
 SWEEP_PREFIX = "sweep-"  # a sweep id: sweep-YYYYmmdd-HHMMSS-mmm[-N]

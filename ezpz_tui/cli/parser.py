@@ -276,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help=RUN_HELP)
     p.add_argument("--format", choices=("nc", "csv", "parquet"), default="nc")
     p.add_argument("-o", "--output", metavar="PATH", help="where (default: in the run directory)")
+    _outputs_arg(p)
     p = _command(sub, "submit")
     p.add_argument("run", nargs="?", help=f"{RUN_HELP}, or a run.toml / plan file")
     p.add_argument("-n", "--nodes", type=_positive, help="nodes (default: as many as the run)")
