@@ -35,9 +35,7 @@ from typing import Any
 
 from runtime.atomic import write_atomic
 
-RUN_TOML = "run.toml"
-STATE_JSON = "state.json"
-LAUNCHER_LOG = "launcher.log"
+RUN_TOML, STATE_JSON, LAUNCHER_LOG = "run.toml", "state.json", "launcher.log"
 SUMMARY_JSON, METRICS_NC = "summary.json", "metrics.nc"  # written when a run ends
 REPORT_MD, METRICS_PARQUET = "report.md", "metrics.parquet"  # at the end; on request
 # What the trackers runtime.History feeds write, each only when asked for (runtime.trackers).
