@@ -39,8 +39,9 @@ from ezpz_tui.ui.messages import (
 )
 from ezpz_tui.ui.palette import APP_ACTIONS, PaletteCommand, global_bindings
 from ezpz_tui.ui.screens.comparing import COMPARE_TAB
+from ezpz_tui.ui.screens.documents import DocumentControl
 from ezpz_tui.ui.screens.failing import FAILURE_ACTIONS
-from ezpz_tui.ui.screens.heat import HEATMAP_TAB, HeatmapControl
+from ezpz_tui.ui.screens.heat import HEATMAP_TAB
 from ezpz_tui.ui.widgets.panels import AllocationPanel, DoctorPanel, SummaryBar
 from ezpz_tui.ui.widgets.runs import RunsPanel
 
@@ -86,7 +87,7 @@ class StartUp:
     attach: Path | None = None
 
 
-class MainScreen(HeatmapControl):
+class MainScreen(DocumentControl):
     BINDINGS = global_bindings()
 
     # Mounted after the first frame; the run views the first time a run opens or a tab shows.

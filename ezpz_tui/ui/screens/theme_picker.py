@@ -59,7 +59,7 @@ class ThemePicker(ModalScreen[str | None]):
         names = sorted(self.app.available_themes)
         box = Vertical()
         box.border_title = "Theme"
-        keep, revert = self._keymap["confirm"].label, self._keymap["close"].label
+        keep, revert = self._keymap["confirm"].label, self._keymap["close"].first_label
         box.border_subtitle = f"{keep} keep · {revert} revert"
         with box:
             yield _ThemeList(*(Option(name, id=name) for name in names))
