@@ -268,7 +268,9 @@ class TopologyGrid(ScrollView, can_focus=True):
             return group_style(span.group, palette)
         if span.kind == "text":
             return Style()
-        return self.get_component_rich_style(f"topology-grid--{span.kind}", partial=True)
+        # Whole, not partial: $text-muted is an "auto" colour, worked out against the ground
+        # (a partial style leaves it white, unreadable in a light theme).
+        return self.get_component_rich_style(f"topology-grid--{span.kind}")
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
