@@ -201,7 +201,7 @@ async def test_colon_opens_the_palette_with_the_apps_commands() -> None:
 def test_palette_commands_show_their_keys() -> None:
     command = PaletteCommand.for_action(DEFAULT_KEYMAP, "stop_run", lambda: None, "Ask first")
     assert command.title == DEFAULT_KEYMAP["stop_run"].description
-    assert command.help_line == "Ask first · keys: X"
+    assert command.help_line == "stop run · Ask first · keys: X", "found by its name too"
     assert PaletteCommand("Open run", "", lambda: None).help_line == ""
 
 

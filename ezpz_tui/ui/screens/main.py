@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from ezpz_tui.core.launching.plan import LaunchPlan
     from ezpz_tui.core.session import Session
     from ezpz_tui.keymap.table import Keymap
-    from ezpz_tui.ui.app import EzpzApp
     from ezpz_tui.ui.opened_run import OpenedRun
     from ezpz_tui.ui.widgets.launch_form import LaunchForm
     from ezpz_tui.ui.widgets.metrics import MetricsView
@@ -462,26 +461,7 @@ class MainScreen(DocumentControl):
 
     def palette_commands(self) -> Iterable[PaletteCommand]:
         if not self.started:
-            return
-        km, app = self.keymap, cast("EzpzApp", self.app)
-        actions = {
-            "launch": self.action_launch,
-            "relaunch": self.action_relaunch,
-            "stop_run": self.action_stop_run,
-            "show_failure": self.action_show_failure,
-            "exclude_and_relaunch": self.action_exclude_and_relaunch,
-            "show_stacks": self.action_show_stacks,
-            "sweep": self.action_sweep,
-            "rerun_doctor": self.action_rerun_doctor,
-            "pick_theme": app.action_pick_theme,
-            "show_help": app.action_show_help,
-            "toggle_left_sidebar": self.action_toggle_left_sidebar,
-            "toggle_right_sidebar": self.action_toggle_right_sidebar,
-        }
-        for action, run in actions.items():
-            yield PaletteCommand.for_action(km, action, run)
-        for run in self.query_one(RunsPanel).runs[:50]:
-            yield PaletteCommand(
-                f"Open run {run.run_id}", f"{run.state}", lambda path=run.path: self.open_run(path)
-            )
-        yield PaletteCommand.for_action(km, "quit", app.action_quit)
+            return ()
+        from ezpz_tui.ui.screens.commands import main_commands
+
+        return main_commands(self)
