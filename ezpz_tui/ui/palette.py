@@ -8,8 +8,8 @@ Three pieces, all fed by `ezpz_tui.keymap` so the footer, the help screen and th
   `global_bindings()` is the main screen's share (the app's own actions prefixed `app.`, so the
   footer keeps the table's order) and `screen_bindings_for` the navigation a list binds for the
   screen (the view history, search).
-- `ChordKeys`: runs the chords (`z z`, `z h`, `z l`) that Textual cannot bind, from the app's
-  `on_event`.
+- `ChordKeys`: runs the chords (`z z`, `z h`, `z j`, ...) that Textual cannot bind, from the
+  app's `on_event`.
 - `ActionsProvider`: a command palette provider listing the `PaletteCommand`s the screen (or
   else the app) returns from its `palette_commands()` method; `keymap_commands` makes one for
   every action of the key table, found by its description or its name ("relaunch").

@@ -11,7 +11,9 @@ are imported and mounted right after it has been painted, the Run and Metrics vi
 time a run opens or their tab shows. Until the regions are there the screen's keys wait.
 
 The keys that launch and stop runs are ``screens.launching``, the failure keys (why, exclude the
-host and relaunch) ``screens.failing``; moving between the regions is ``screens.regions``.
+host and relaunch) ``screens.failing``; moving between the regions is ``screens.regions``,
+between documents (``ctrl+n``/``ctrl+b``: rank logs, runs) ``screens.documents``; what the
+command palette offers is ``screens.commands``.
 """
 
 from __future__ import annotations
