@@ -56,9 +56,15 @@ _PUNCTUATION_BY_NAME = {_textual_name(c): c for c in string.punctuation}
 """`question_mark` -> `?`: Textual reports punctuation keys by name; the table writes the
 character, and both must compare equal."""
 
-_TERMINAL_ALIASES = {"ctrl+i": "tab", "ctrl+m": "enter", "ctrl+[": "escape"}
-"""Keys a terminal cannot tell apart (ctrl+i sends the same byte as Tab, also inside tmux), so
-binding both to different actions is a conflict even though they are spelled differently."""
+_TERMINAL_ALIASES = {
+    "ctrl+i": "tab",
+    "ctrl+m": "enter",
+    "ctrl+[": "escape",
+    "ctrl+h": "backspace",
+}
+"""Keys a terminal cannot tell apart (ctrl+i sends the same byte as Tab, also inside tmux;
+ctrl+h the byte of Backspace, which Textual reports as `backspace`), so binding both to
+different actions is a conflict even though they are spelled differently."""
 
 
 def canonical_key(key: str) -> str | None:

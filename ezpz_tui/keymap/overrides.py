@@ -57,7 +57,9 @@ def _clash(a: KeyBinding, b: KeyBinding) -> str:
     return ""
 
 
-def _parse_keys(action: str, value: object, want_chords: bool) -> tuple[tuple[str, ...], list[str]]:
+def _parse_keys(
+    action: str, value: object, kinds: frozenset[str]
+) -> tuple[tuple[str, ...], list[str]]:
     """The user's keys for one action, canonical and in order, plus a sentence per bad key."""
     if isinstance(value, str):
         raw = value.split(",")
@@ -77,8 +79,8 @@ def _parse_keys(action: str, value: object, want_chords: bool) -> tuple[tuple[st
             hint = " (a chord is written with spaces: 'z z')" if bad.isalnum() else ""
             problems.append(f"[keys] {action}: {bad!r} is not a key name{hint}; ignored.")
             continue
-        if (len(steps) > 1) != want_chords:
-            kind = "two-key chords such as 'z z'" if want_chords else "single keys"
+        if ("chord" if len(steps) > 1 else "single") not in kinds:
+            kind = "two-key chords such as 'z z'" if "chord" in kinds else "single keys"
             problems.append(f"[keys] {action}: {text.strip()!r} ignored; this action takes {kind}.")
             continue
         key = " ".join(c for c in canon if c)
@@ -90,8 +92,8 @@ def _parse_keys(action: str, value: object, want_chords: bool) -> tuple[tuple[st
 def apply_overrides(base: Keymap, overrides: Mapping[str, object]) -> tuple[Keymap, list[str]]:
     """`base` with the user's `[keys]` table applied, and a plain sentence for every problem.
 
-    An action that is a chord by default takes chords and the others take single keys, because
-    Textual can only rebind a single-key binding to single keys.
+    An action takes the kinds of key its default row holds (single keys, chords, or both),
+    because Textual can only rebind a single-key binding to single keys.
     """
     problems: list[str] = []
     actions = [b.action for b in base]
@@ -103,9 +105,14 @@ def apply_overrides(base: Keymap, overrides: Mapping[str, object]) -> tuple[Keym
             problems.append(f"[keys] {action}: there is no such action{hint}; ignored.")
             continue
         default = base[action]
-        keys, bad = _parse_keys(action, value, default.is_chord)
+        keys, bad = _parse_keys(action, value, default.kinds)
         problems.extend(bad)
-        if keys:
+        if keys and default.single_keys and all(" " in k for k in keys):
+            # Textual cannot unbind a binding's keys (an empty keymap entry keeps them).
+            problems.append(
+                f"[keys] {action}: give a single key as well as chords; kept {default.label!r}."
+            )
+        elif keys:
             changed[action] = replace(default, keys=keys)
         elif not bad:
             problems.append(f"[keys] {action}: no keys given; kept {default.label!r}.")

@@ -70,14 +70,22 @@ class KeyBinding:
         return tuple(tuple(k.split(" ")) for k in self.keys if " " in k)
 
     @property
-    def is_chord(self) -> bool:
-        """Whether this action is reached by chords (its keys are all chords or all single)."""
-        return bool(self.chords)
+    def kinds(self) -> frozenset[str]:
+        """The kinds of key this action takes: `single` (a Textual binding), `chord` (the chord
+        machine), or both where its row holds both (`J, ctrl+j, zj`). An override keeps to
+        them: a single key given to a chord-only action would have no binding to land in."""
+        return frozenset("chord" if " " in k else "single" for k in self.keys)
 
     @property
     def label(self) -> str:
         """The keys as people read them: `j, down`."""
         return ", ".join(key_label(k) for k in self.keys)
+
+    @property
+    def first_label(self) -> str:
+        """The first key alone (`esc`), for a dialog's hint line where room is short; the help
+        screen lists them all."""
+        return key_label(self.keys[0])
 
     @property
     def binding_id(self) -> str:
@@ -170,15 +178,23 @@ ctrl+u     | half_page_up         |          | Half a page up
 [global]
 z h        | toggle_left_sidebar  |          | Show or hide the left sidebar
 z l        | toggle_right_sidebar |          | Show or hide the right sidebar
-H          | focus_left           |          | Focus the left region
-J          | focus_main           |          | Focus the main region
-K          | focus_top            |          | Focus the top region
-L          | focus_right          |          | Focus the right region
+# ctrl+h arrives as Backspace from most terminals (the same byte, 0x08; tmux too): both are
+# bound. ctrl+j is the newline byte, which Textual reports as ctrl+j, apart from Enter (a
+# carriage return). A row may hold single keys and chords together (J, ctrl+j, zj).
+H,ctrl+h,backspace | focus_left |      | Focus the left region (sidebar)
+J,ctrl+j,z j | focus_main         |          | Focus the main region
+K,ctrl+k,z k | focus_top          |          | Focus the top region
+L,ctrl+l   | focus_right          |          | Focus the right region (sidebar)
+# The next document: the next rank's log in the Run tab, elsewhere the next run of the list.
+ctrl+n     | next_document        |          | Next document (log or run)
+ctrl+b     | previous_document    |          | Previous document (log or run)
 ctrl+p,:   | command_palette      | palette  | Command palette
 ctrl+x     | pick_theme           |          | Pick a theme
 ?          | show_help            | keys     | Show the key bindings
 [dialog]
-escape     | close                |          | Close the dialog
+# ctrl+c closes a dialog; elsewhere it keeps Textual's meaning (copy a selection, or a hint
+# that q quits), and Textual's own command palette closes on it too (EzpzApp).
+escape,ctrl+c | close             |          | Close the dialog
 [navigation]
 ctrl+o     | history_back         |          | Back in the view history
 # Terminals (and tmux) send ctrl+i as Tab; listing both makes it work everywhere, and the

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import events
+from textual.actions import SkipAction
 from textual.app import App
 from textual.binding import Binding
-from textual.command import Provider
+from textual.command import CommandPalette, Provider
 
 from ezpz_tui import config
 from ezpz_tui.keymap.overrides import apply_overrides
@@ -34,9 +36,16 @@ class EzpzApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "ezpz-tui"
     COMMANDS: ClassVar[set[type[Provider]]] = {ActionsProvider}  # type: ignore[assignment]
-    # The main screen binds every global key. This one is here too because Textual adds its own
-    # ctrl+p (a priority binding, out of the footer) to an app that does not bind the palette.
-    BINDINGS: ClassVar[list[Binding]] = bindings_for("global", only={"command_palette"})  # type: ignore[assignment]
+    # The main screen binds every global key. The palette's is here too because Textual adds its
+    # own ctrl+p (a priority binding, out of the footer) to an app that does not bind it; and
+    # the dialogs' close keys, for Textual's palette (see action_close_palette).
+    BINDINGS: ClassVar[list[Binding]] = [  # type: ignore[assignment]
+        *bindings_for("global", only={"command_palette"}),
+        *(
+            replace(b, action="close_palette", priority=True)
+            for b in bindings_for("dialog", only={"close"})
+        ),
+    ]
 
     def __init__(
         self,
@@ -69,14 +78,15 @@ class EzpzApp(App[None]):
             self.call_after_refresh(self._load_themes)
 
     def _load_themes(self) -> None:
-        from ezpz_tui.ui.themes import register_themes
+        from ezpz_tui.ui.themes import RENAMED, current_name, register_themes
 
         self.problems += register_themes(self)
-        if self._wanted_theme in self.available_themes:
-            self.theme = self._wanted_theme
-        elif self._wanted_theme:
-            known = list(self.available_themes)
-            self.problems.append(config.unknown_theme(self._wanted_theme, known))
+        wanted = current_name(self._wanted_theme, self.available_themes)
+        if wanted in self.available_themes:
+            self.theme = wanted
+        elif wanted:
+            known = [*self.available_themes, *RENAMED]
+            self.problems.append(config.unknown_theme(wanted, known))
         for problem in self.problems:
             self.notify(problem, severity="warning", timeout=8)
 
@@ -84,6 +94,15 @@ class EzpzApp(App[None]):
         if await self.chords.handle(event):
             return
         await super().on_event(event)
+
+    async def action_close_palette(self) -> None:
+        """The keymap's ``close`` (Esc, ctrl+c) in Textual's command palette too: a modal screen
+        hides the app's keys and the palette binds only Esc, hence a priority binding that
+        steps aside everywhere else (ctrl+c then keeps Textual's meaning: copy, or the hint
+        that q quits)."""
+        if not isinstance(self.screen, CommandPalette):
+            raise SkipAction()
+        await self.screen.run_action("escape")  # its own Esc: stops the search, closes
 
     async def action_quit(self) -> None:
         from ezpz_tui.ui.screens.confirm import QuitScreen

@@ -8,11 +8,11 @@ Three pieces, all fed by `ezpz_tui.keymap` so the footer, the help screen and th
   `global_bindings()` is the main screen's share (the app's own actions prefixed `app.`, so the
   footer keeps the table's order) and `screen_bindings_for` the navigation a list binds for the
   screen (the view history, search).
-- `ChordKeys`: runs the chords (`z z`, `z h`, `z l`) that Textual cannot bind, from the app's
-  `on_event`.
+- `ChordKeys`: runs the chords (`z z`, `z h`, `z j`, ...) that Textual cannot bind, from the
+  app's `on_event`.
 - `ActionsProvider`: a command palette provider listing the `PaletteCommand`s the screen (or
-  else the app) returns from its `palette_commands()` method (launch, relaunch, stop, theme,
-  open run, ...).
+  else the app) returns from its `palette_commands()` method; `keymap_commands` makes one for
+  every action of the key table, found by its description or its name ("relaunch").
 """
 
 from __future__ import annotations
@@ -20,15 +20,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Protocol, runtime_checkable
 
 from textual import events
 from textual.app import App
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.dom import DOMNode
+from textual.screen import Screen
 
 from ezpz_tui.keymap.chords import ChordMachine
-from ezpz_tui.keymap.table import DEFAULT_KEYMAP, Keymap
+from ezpz_tui.keymap.table import DEFAULT_KEYMAP, SCOPES, Keymap
 
 
 def bindings_for(
@@ -123,6 +126,7 @@ class PaletteCommand:
     help: str
     callback: Callable[[], object]
     keys: str = ""
+    name: str = ""  # the action's name in words ("rerun doctor"): found by typing it too
 
     @classmethod
     def for_action(
@@ -130,13 +134,53 @@ class PaletteCommand:
     ) -> PaletteCommand:
         """A command titled with the table's description of `action`, showing its keys."""
         binding = keymap[action]
-        return cls(binding.description, help, callback, binding.label)
+        return cls(binding.description, help, callback, binding.label, _words(action))
 
     @property
     def help_line(self) -> str:
-        """The line under the title: the help text and the keys."""
+        """The line under the title: the action's name, the help text and the keys."""
         keys = f"keys: {self.keys}" if self.keys else ""
-        return " · ".join(part for part in (self.help, keys) if part)
+        return " · ".join(part for part in (self.name, self.help, keys) if part)
+
+
+def _words(action: str) -> str:
+    return action.replace("_", " ")
+
+
+PALETTE_LEFT_OUT = frozenset({"command_palette", "type_rank", "count"})
+"""Actions of the key table the palette does not offer: itself, and the digits typed in a list
+(a rank's number, a count)."""
+
+
+def action_target(screen: Screen[object], action: str) -> DOMNode | None:
+    """Where a key would run `action` now: the first node from the screen's focused widget up
+    to the app (the screen, then the app, when nothing has focus) with `action_<name>`; None
+    when none has it (a rank list key while the runs list has focus)."""
+    focused = screen.focused
+    nodes = focused.ancestors_with_self if focused is not None else [screen, screen.app]
+    return next((node for node in nodes if hasattr(node, f"action_{action}")), None)
+
+
+def keymap_commands(keymap: Keymap, screen: Screen[object]) -> list[PaletteCommand]:
+    """Every action of the key table (but the dialogs' answers and `PALETTE_LEFT_OUT`), titled
+    with its description and found by its name as well. Each runs where its key would run it
+    now, or says where it works (a key of the rank list, asked for from the runs list). One its
+    node refuses now runs all the same, to say why (the failure keys without a failed run)."""
+    app = screen.app
+    commands: list[PaletteCommand] = []
+    for b in keymap:
+        if b.scope == "dialog" or b.action in PALETTE_LEFT_OUT:
+            continue
+        target = action_target(screen, b.action)
+        if target is None:
+            where = f"{b.description}: a key of one view ({SCOPES[b.scope]}); focus it first."
+            callback: Callable[[], object] = partial(app.notify, where)
+        elif target.check_action(b.action, ()) is False:
+            callback = getattr(target, f"action_{b.action}")
+        else:
+            callback = partial(app.run_action, b.action, target)
+        commands.append(PaletteCommand.for_action(keymap, b.action, callback))
+    return commands
 
 
 @runtime_checkable
@@ -165,14 +209,14 @@ class ActionsProvider(Provider):
             yield DiscoveryHit(command.title, command.callback, help=command.help_line)
 
     async def search(self, query: str) -> Hits:
-        """The commands whose title fuzzy-matches what was typed."""
+        """The commands whose title or action name fuzzy-matches what was typed."""
         matcher = self.matcher(query)
         for command in self._commands:
-            score = matcher.match(command.title)
-            if score > 0:
+            by_title, by_name = matcher.match(command.title), matcher.match(command.name)
+            if max(by_title, by_name) > 0:
                 yield Hit(
-                    score,
-                    matcher.highlight(command.title),
+                    max(by_title, by_name),
+                    matcher.highlight(command.title) if by_title >= by_name else command.title,
                     command.callback,
                     text=command.title,
                     help=command.help_line,

@@ -1,8 +1,9 @@
 """Themes as data: TOML files turned into Textual `Theme`s.
 
-The built-in files (catppuccin, everforest, gruvbox, nord, vitesse) live in the repository's
-top-level `themes/`, which the wheel installs as `ezpz_tui/themes/`. They are named `ezpz-*`,
-because Textual's theme names are global and its own `nord` or `gruvbox` must stay untouched.
+The built-in files (catppuccin, everforest, gruvbox, nord and vitesse, each light and dark) live
+in the repository's top-level `themes/`, which the wheel installs as `ezpz_tui/themes/`. They
+are named `ezpz-*`, because Textual's theme names are global and its own `nord` or `gruvbox`
+must stay untouched.
 The user's `themes/` directory in the config directory is read afterwards: a file there may
 replace one of ours by using its name, and a broken file is reported and skipped, never fatal.
 A theme file holds the fields of `textual.theme.Theme`:
@@ -43,7 +44,24 @@ def _builtin_themes_dir() -> Path:
 
 
 BUILTIN_THEMES_DIR = _builtin_themes_dir()
-"""Our theme files."""
+"""Our theme files: each palette in a light and a dark variant (catppuccin latte / mocha)."""
+
+RENAMED = {
+    "ezpz-catppuccin": "ezpz-catppuccin-mocha",
+    "ezpz-everforest": "ezpz-everforest-dark",
+    "ezpz-gruvbox": "ezpz-gruvbox-dark",
+    "ezpz-nord": "ezpz-nord-dark",
+    "ezpz-vitesse": "ezpz-vitesse-dark",
+}
+"""Our themes' names before each came in light and dark: a config.toml that remembers one
+still loads, as its dark variant."""
+
+
+def current_name(theme: str, available: Iterable[str]) -> str:
+    """The theme a remembered `theme` name means now: itself, or the dark variant it became
+    (unless a user's theme file took the old name)."""
+    return RENAMED.get(theme, theme) if theme not in available else theme
+
 
 COLOURS = (
     "primary",

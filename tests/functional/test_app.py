@@ -616,18 +616,18 @@ async def test_launch_relaunch_and_stop_a_real_run(outputs: Path) -> None:
 async def test_user_launch_key_and_quit_with_a_live_run(outputs: Path, config_dir: Path) -> None:
     """A [keys] override from config.toml rebinds launch (footer included); q with a live run
     asks, and yes stops the run before the app exits."""
-    (config_dir / "config.toml").write_text('[keys]\nlaunch = "ctrl+l"\n')
+    (config_dir / "config.toml").write_text('[keys]\nlaunch = "ctrl+t"\n')
     app = make_app(outputs)
     async with app.run_test(size=SIZE) as pilot:
         try:
             await settle(pilot)
             footer = {k.key: k.description for k in app.query_one(Footer).query("FooterKey")}
-            assert footer.get("ctrl+l") == "launch" and "r" not in footer
+            assert footer.get("ctrl+t") == "launch" and "r" not in footer
             await type_into(pilot, "command", "sleep 300")
             await pilot.press("r")
             await settle(pilot)
             assert run_dirs(outputs) == [], "r is no longer the launch key"
-            await pilot.press("ctrl+l")
+            await pilot.press("ctrl+t")
             await settle(pilot)
             [run] = run_dirs(outputs)
             assert read_run_toml(run)["plan"]["command"] == ["sleep", "300"]

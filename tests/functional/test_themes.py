@@ -6,30 +6,46 @@ from pathlib import Path
 
 import pytest
 from textual.app import App
+from textual.color import Color
 from textual.theme import BUILTIN_THEMES
 
 from ezpz_tui import config
+from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.themes import (
     BUILTIN_THEMES_DIR,
     COLOURS,
+    RENAMED,
+    current_name,
     load_theme_file,
     load_themes,
     register_themes,
     theme_dirs,
 )
+from ezpz_tui.ui.widgets.metric_plot import PlotColours
+from ezpz_tui.ui.widgets.topology import MIN_CONTRAST, contrast, group_palette
+from tests.pilots import FIXED, LOCAL
 
-OURS = {"ezpz-catppuccin", "ezpz-everforest", "ezpz-gruvbox", "ezpz-nord", "ezpz-vitesse"}
+PALETTES = ("catppuccin", "everforest", "gruvbox", "nord", "vitesse")
+VARIANTS = {"catppuccin": ("latte", "mocha")}  # light, dark; the others are named so
+OURS = {
+    f"ezpz-{palette}-{variant}"
+    for palette in PALETTES
+    for variant in VARIANTS.get(palette, ("light", "dark"))
+}
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_all_five_load_without_problems() -> None:
+def test_every_palette_loads_in_light_and_dark_without_problems() -> None:
     themes, problems = load_themes([BUILTIN_THEMES_DIR])
     assert problems == []
     names = [t.name for t in themes]
-    assert set(names) == OURS and len(names) == len(set(names))
+    assert set(names) == OURS and len(names) == len(set(names)) == 10
     assert not set(names) & set(BUILTIN_THEMES), "Textual's built-in themes stay untouched"
     for theme in themes:
-        assert theme.dark
+        light = theme.name.endswith(("-light", "-latte"))
+        assert theme.dark is not light, theme.name
+        background = Color.parse(theme.background or "")
+        assert (background.brightness > 0.5) is light, f"{theme.name}: a light ground"
         assert all(getattr(theme, f) for f in COLOURS if f != "boost"), theme.name
         assert theme.variables
 
@@ -37,13 +53,40 @@ def test_all_five_load_without_problems() -> None:
 def test_a_checkout_reads_the_top_level_themes_folder() -> None:
     """The wheel installs the same files as ezpz_tui/themes/ (tests/integration/test_wheel.py)."""
     assert BUILTIN_THEMES_DIR == REPO / "themes"
-    assert sorted(p.stem for p in BUILTIN_THEMES_DIR.glob("*.toml")) == [
-        "catppuccin",
-        "everforest",
-        "gruvbox",
-        "nord",
-        "vitesse",
-    ]
+    assert sorted(p.stem for p in BUILTIN_THEMES_DIR.glob("*.toml")) == sorted(
+        name.removeprefix("ezpz-") for name in OURS
+    )
+
+
+def test_the_names_before_light_and_dark_mean_the_dark_variant() -> None:
+    assert set(RENAMED.values()) <= OURS
+    assert current_name("ezpz-nord", OURS) == "ezpz-nord-dark"
+    assert current_name("ezpz-nord-light", OURS) == "ezpz-nord-light"
+    assert current_name("ezpz-nord", {*OURS, "ezpz-nord"}) == "ezpz-nord", "a user's file wins"
+
+
+async def test_a_saved_old_name_still_loads(config_dir: Path) -> None:
+    (config_dir / "config.toml").write_text('[ui]\ntheme = "ezpz-gruvbox"\n')
+    app = EzpzApp(outputs=config_dir / "outputs", alloc=LOCAL, clock=lambda: FIXED, checks=[])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.theme == "ezpz-gruvbox-dark"
+        assert app.problems == []
+
+
+@pytest.mark.parametrize("name", sorted(OURS))
+def test_plot_lines_and_rank_names_stand_out_in_light_themes(name: str) -> None:
+    """The plot's lines, the rank names of the log and the grid's groups share one palette; on a
+    light ground every colour of it reaches a 3:1 contrast (WCAG for graphics)."""
+    themes, _ = load_themes([BUILTIN_THEMES_DIR])
+    theme = {t.name: t for t in themes}[name]
+    variables = theme.to_color_system().generate()
+    palette = group_palette(variables)
+    assert len({c.hex for c in palette}) == len(palette) == 8
+    if not theme.dark:
+        surface = Color.parse(variables["surface"])
+        assert min(contrast(c, surface) for c in palette) >= MIN_CONTRAST
+        assert PlotColours.from_theme(variables).lines == tuple(c.rgb for c in palette)
 
 
 def test_theme_dirs_are_ours_then_the_users(
@@ -100,10 +143,10 @@ def test_unknown_fields_are_reported_but_the_theme_loads(tmp_path: Path) -> None
 
 
 def test_a_user_file_may_replace_one_of_ours(tmp_path: Path) -> None:
-    user = _user(tmp_path, "nord.toml", 'name = "ezpz-nord"\nprimary = "#123456"\n')
+    user = _user(tmp_path, "nord.toml", 'name = "ezpz-nord-dark"\nprimary = "#123456"\n')
     themes, problems = load_themes([BUILTIN_THEMES_DIR, user])
     assert problems == []
-    assert {t.name: t for t in themes}["ezpz-nord"].primary == "#123456"
+    assert {t.name: t for t in themes}["ezpz-nord-dark"].primary == "#123456"
 
 
 def test_two_files_with_one_name_in_one_dir_keep_the_first(tmp_path: Path) -> None:

@@ -178,7 +178,7 @@ async def test_colours_follow_the_theme() -> None:
         app.theme = "textual-dark"
         await pilot.pause()
         dark = first_cell_background()
-        app.theme = "ezpz-nord"
+        app.theme = "ezpz-nord-dark"
         await pilot.pause()
         nord = first_cell_background()
         assert dark != nord

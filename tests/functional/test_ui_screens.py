@@ -138,17 +138,17 @@ async def test_help_scrolls_with_the_navigation_keys() -> None:
 async def test_theme_picker_previews_and_reverts_on_escape(cfg_dir: Path) -> None:
     app = Host()
     async with app.run_test(size=SIZE) as pilot:
-        app.theme = "ezpz-nord"
+        app.theme = "ezpz-nord-dark"
         await pilot.press("ctrl+x")
         assert isinstance(app.screen, ThemePicker)
         names = sorted(app.available_themes)
         await pilot.press("j")
-        assert app.theme == names[names.index("ezpz-nord") + 1]
+        assert app.theme == names[names.index("ezpz-nord-dark") + 1]
         await pilot.press("k", "k")
-        assert app.theme == names[names.index("ezpz-nord") - 1]
+        assert app.theme == names[names.index("ezpz-nord-dark") - 1]
         await pilot.press("escape")
         assert not isinstance(app.screen, ThemePicker)
-        assert app.theme == "ezpz-nord"
+        assert app.theme == "ezpz-nord-dark"
     assert not (cfg_dir / "config.toml").exists(), "Esc saves nothing"
 
 
@@ -156,16 +156,16 @@ async def test_theme_picker_keeps_and_saves_on_enter(cfg_dir: Path) -> None:
     app = Host()
     kept: list[str | None] = []
     async with app.run_test(size=SIZE) as pilot:
-        app.theme = "ezpz-catppuccin"
+        app.theme = "ezpz-catppuccin-mocha"
         app.push_screen(ThemePicker(), kept.append)
         await pilot.pause()
         await pilot.press("down")
         await pilot.press("enter")
         await pilot.pause()
-        assert app.theme == "ezpz-everforest"
-        assert kept == ["ezpz-everforest"]
+        assert app.theme == "ezpz-everforest-dark"
+        assert kept == ["ezpz-everforest-dark"]
     settings, problems = config.load_config(cfg_dir / "config.toml")
-    assert problems == [] and settings.theme == "ezpz-everforest"
+    assert problems == [] and settings.theme == "ezpz-everforest-dark"
 
 
 @pytest.mark.parametrize(
@@ -201,7 +201,7 @@ async def test_colon_opens_the_palette_with_the_apps_commands() -> None:
 def test_palette_commands_show_their_keys() -> None:
     command = PaletteCommand.for_action(DEFAULT_KEYMAP, "stop_run", lambda: None, "Ask first")
     assert command.title == DEFAULT_KEYMAP["stop_run"].description
-    assert command.help_line == "Ask first · keys: X"
+    assert command.help_line == "stop run · Ask first · keys: X", "found by its name too"
     assert PaletteCommand("Open run", "", lambda: None).help_line == ""
 
 
@@ -213,7 +213,7 @@ async def test_chords_run_on_the_focused_region_or_the_app() -> None:
         assert region.done == ["center"]
         await pilot.press("z", "h")
         assert app.done == ["toggle_left_sidebar"]
-        await pilot.press("z", "j")
+        await pilot.press("z", "down")
         assert region.done == ["center", "cursor_down"], "a broken chord lets the key through"
 
 
@@ -227,11 +227,11 @@ async def test_chord_keys_leave_text_fields_alone() -> None:
 
 
 async def test_overrides_rebind_through_set_keymap() -> None:
-    keymap, problems = apply_overrides(DEFAULT_KEYMAP, {"launch": "u", "cursor_down": "ctrl+n"})
+    keymap, problems = apply_overrides(DEFAULT_KEYMAP, {"launch": "u", "cursor_down": "ctrl+y"})
     assert problems == []
     app = Host(keymap)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("r", "u", "j", "ctrl+n")
+        await pilot.press("r", "u", "j", "ctrl+y")
         assert app.done == ["launch"]
         assert app.query_one(Region).done == ["cursor_down"]
 

@@ -72,7 +72,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         yes = self._keymap["confirm"].label
-        no = ", ".join(b.label for b in (self._keymap["cancel"], self._keymap["close"]))
+        no = f"{self._keymap['cancel'].label}, {self._keymap['close'].first_label}"
         with Vertical():
             yield Static(self._question, id="question", markup=False)
             if self._details:
@@ -104,7 +104,7 @@ class QuitScreen(ConfirmScreen):
 
     def compose(self) -> ComposeResult:
         keys = self._keymap
-        stay = ", ".join(b.label for b in (keys["cancel"], keys["close"]))
+        stay = f"{keys['cancel'].label}, {keys['close'].first_label}"
         answers = (
             f"{keys['confirm'].label}: stop and quit    "
             f"{keys['leave_running'].label}: leave running and quit    {stay}: stay"

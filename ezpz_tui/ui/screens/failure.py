@@ -97,7 +97,7 @@ class FailureScreen(ModalScreen[str | None]):
         keys = (
             f"{km['exclude_and_relaunch'].label}: exclude host and relaunch · "
             f"{km['cursor_down'].label} / {km['cursor_up'].label}: scroll · "
-            f"{km['close'].label}: close"
+            f"{km['close'].first_label}: close"
         )
         with Vertical() as box:
             box.border_title = "why the run failed"

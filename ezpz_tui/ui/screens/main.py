@@ -11,7 +11,9 @@ are imported and mounted right after it has been painted, the Run and Metrics vi
 time a run opens or their tab shows. Until the regions are there the screen's keys wait.
 
 The keys that launch and stop runs are ``screens.launching``, the failure keys (why, exclude the
-host and relaunch) ``screens.failing``; moving between the regions is ``screens.regions``.
+host and relaunch) ``screens.failing``; moving between the regions is ``screens.regions``,
+between documents (``ctrl+n``/``ctrl+b``: rank logs, runs) ``screens.documents``; what the
+command palette offers is ``screens.commands``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -39,9 +41,9 @@ from ezpz_tui.ui.messages import (
 )
 from ezpz_tui.ui.palette import APP_ACTIONS, PaletteCommand, global_bindings
 from ezpz_tui.ui.screens.comparing import COMPARE_TAB
+from ezpz_tui.ui.screens.documents import DocumentControl
 from ezpz_tui.ui.screens.failing import FAILURE_ACTIONS
 from ezpz_tui.ui.screens.heat import HEATMAP_TAB
-from ezpz_tui.ui.screens.submitting import SubmitControl
 from ezpz_tui.ui.widgets.panels import AllocationPanel, DoctorPanel, SummaryBar
 from ezpz_tui.ui.widgets.runs import RunsPanel
 
@@ -52,7 +54,6 @@ if TYPE_CHECKING:
     from ezpz_tui.core.launching.plan import LaunchPlan
     from ezpz_tui.core.session import Session
     from ezpz_tui.keymap.table import Keymap
-    from ezpz_tui.ui.app import EzpzApp
     from ezpz_tui.ui.opened_run import OpenedRun
     from ezpz_tui.ui.widgets.launch_form import LaunchForm
     from ezpz_tui.ui.widgets.metrics import MetricsView
@@ -87,7 +88,7 @@ class StartUp:
     attach: Path | None = None
 
 
-class MainScreen(SubmitControl):
+class MainScreen(DocumentControl):
     BINDINGS = global_bindings()
 
     # Mounted after the first frame; the run views the first time a run opens or a tab shows.
@@ -462,27 +463,7 @@ class MainScreen(SubmitControl):
 
     def palette_commands(self) -> Iterable[PaletteCommand]:
         if not self.started:
-            return
-        km, app = self.keymap, cast("EzpzApp", self.app)
-        actions = {
-            "launch": self.action_launch,
-            "relaunch": self.action_relaunch,
-            "stop_run": self.action_stop_run,
-            "show_failure": self.action_show_failure,
-            "exclude_and_relaunch": self.action_exclude_and_relaunch,
-            "show_stacks": self.action_show_stacks,
-            "copy_trackers": self.action_copy_trackers,
-            "sweep": self.action_sweep,
-            "rerun_doctor": self.action_rerun_doctor,
-            "pick_theme": app.action_pick_theme,
-            "show_help": app.action_show_help,
-            "toggle_left_sidebar": self.action_toggle_left_sidebar,
-            "toggle_right_sidebar": self.action_toggle_right_sidebar,
-        }
-        for action, run in actions.items():
-            yield PaletteCommand.for_action(km, action, run)
-        for run in self.query_one(RunsPanel).runs[:50]:
-            yield PaletteCommand(
-                f"Open run {run.run_id}", f"{run.state}", lambda path=run.path: self.open_run(path)
-            )
-        yield PaletteCommand.for_action(km, "quit", app.action_quit)
+            return ()
+        from ezpz_tui.ui.screens.commands import main_commands
+
+        return main_commands(self)

@@ -61,7 +61,7 @@ class MessageScreen(ModalScreen[None]):
         with Vertical():
             yield Static(self.title_text, id="title", markup=False)
             yield Static(self.message, id="message", markup=False)
-            yield Static(f"{self._keymap['close'].label}: close", id="keys", markup=False)
+            yield Static(f"{self._keymap['close'].first_label}: close", id="keys", markup=False)
 
     def action_confirm(self) -> None:
         """Enter closes it too: there is nothing to answer."""

@@ -37,7 +37,7 @@ class StacksScreen(ModalScreen[None]):
         self._keymap = keymap
 
     def compose(self) -> ComposeResult:
-        keys = self._keymap["close"].label
+        keys = self._keymap["close"].first_label
         with Vertical():
             yield Static(self.title_text, id="title", markup=False)
             with VerticalScroll():

@@ -7,7 +7,7 @@ was in force when the picker opened. Dismisses with the kept theme's name, or No
 from __future__ import annotations
 
 from textual import on
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import OptionList
@@ -16,6 +16,14 @@ from textual.widgets.option_list import Option
 from ezpz_tui import config
 from ezpz_tui.keymap.table import DEFAULT_KEYMAP, Keymap
 from ezpz_tui.ui.palette import bindings_for
+
+
+def keep_theme(app: App[object], name: str) -> None:
+    """Use theme `name` and remember it in config.toml (a problem saving it is told, not
+    raised): what Enter in the picker and the palette's "Theme …" do."""
+    app.theme = name
+    for sentence in config.save_theme(name):
+        app.notify(sentence, severity="warning", timeout=10)
 
 
 class _ThemeList(OptionList):
@@ -59,7 +67,7 @@ class ThemePicker(ModalScreen[str | None]):
         names = sorted(self.app.available_themes)
         box = Vertical()
         box.border_title = "Theme"
-        keep, revert = self._keymap["confirm"].label, self._keymap["close"].label
+        keep, revert = self._keymap["confirm"].label, self._keymap["close"].first_label
         box.border_subtitle = f"{keep} keep · {revert} revert"
         with box:
             yield _ThemeList(*(Option(name, id=name) for name in names))
@@ -81,9 +89,7 @@ class ThemePicker(ModalScreen[str | None]):
             self._keep(event.option.id)
 
     def _keep(self, name: str) -> None:
-        self.app.theme = name
-        for sentence in config.save_theme(name):
-            self.app.notify(sentence, severity="warning", timeout=10)
+        keep_theme(self.app, name)
         self.dismiss(name)
 
     def action_confirm(self) -> None:

@@ -81,7 +81,41 @@ def group_palette(variables: Mapping[str, str], size: int = PALETTE_SIZE) -> lis
         for colour in (*theme, *turned):
             if len(chosen) < size and all(_distance(colour, c) >= distinct for c in chosen):
                 chosen.append(colour)
+    grounds = [Color.parse(variables[n]) for n in ("surface", "background") if n in variables]
+    if grounds and all(ground.brightness > 0.5 for ground in grounds):
+        # A light theme: the pastel end of a palette (latte's yellow, the hue turns) is drawn
+        # as plot lines and rank names on near-white, where it must still stand out.
+        chosen = [_readable_on(colour, grounds) for colour in chosen]
     return chosen
+
+
+MIN_CONTRAST = 3.0
+"""WCAG's contrast ratio for graphics and large text: plot lines, rank names on a light
+theme's ground reach at least this."""
+
+
+def contrast(a: Color, b: Color) -> float:
+    """WCAG 2 contrast ratio of two colours: 1 (the same) to 21 (black on white)."""
+
+    def luminance(colour: Color) -> float:
+        r, g, b = (
+            v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+            for v in (c / 255 for c in colour.rgb)
+        )
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    light, dark = sorted((luminance(a), luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def _readable_on(colour: Color, grounds: list[Color]) -> Color:
+    """``colour`` darkened in small steps until it reaches :data:`MIN_CONTRAST` on every
+    ground (light ones)."""
+    for _ in range(40):
+        if all(contrast(colour, ground) >= MIN_CONTRAST for ground in grounds):
+            break
+        colour = colour.darken(0.03)
+    return colour
 
 
 def group_style(group: int, palette: list[Color]) -> Style:
@@ -234,7 +268,9 @@ class TopologyGrid(ScrollView, can_focus=True):
             return group_style(span.group, palette)
         if span.kind == "text":
             return Style()
-        return self.get_component_rich_style(f"topology-grid--{span.kind}", partial=True)
+        # Whole, not partial: $text-muted is an "auto" colour, worked out against the ground
+        # (a partial style leaves it white, unreadable in a light theme).
+        return self.get_component_rich_style(f"topology-grid--{span.kind}")
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
