@@ -43,7 +43,7 @@ async def test_attach_an_ezpz_run_shows_its_log_its_end_and_loss_once(tmp_path: 
 
         summary = app.query_one(SummaryBar)
         await until(pilot, lambda: "step 19" in text_of(summary), "the last step", 10)
-        assert "● succeeded" in text_of(summary)
+        await until(pilot, lambda: "● succeeded" in text_of(summary), "its end", 10)
         await until(pilot, lambda: {0, 1, 2} <= set(ranks.rows), "the three ranks listed", 10)
         rows = [ranks.render_row(ranks.row_of(rank)).plain for rank in range(3)]
         assert [row.split()[:2] for row in rows] == [[str(r), "finished"] for r in range(3)]

@@ -183,7 +183,7 @@ class SummaryBar(Static):
                 "hung": "bold magenta",
             }.get(state or "", "")
             text.append(f"  {run} ")
-            text.append(f"● {state}", style)
+            text.append(f"● {state or '…'}", style)  # … until the run's state is read
             if step is not None:
                 text.append(f"  step {step}")
             if loss is not None:
