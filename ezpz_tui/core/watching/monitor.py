@@ -28,7 +28,7 @@ from runtime.rundir import RANK_ENDED, RankState, RankStatus, RunDir, RunState, 
 
 KEEP_PER_RANK = 2000
 KEEP_TOTAL = 256_000  # lines held over all ranks: 2000 each up to 128 ranks, fewer beyond
-KEEP_AT_LEAST = 200
+KEEP_AT_LEAST = 20  # the rank list needs a last line; the rank on screen keeps KEEP_PER_RANK
 KEEP_ALL = 20000
 KEEP_LAUNCHER = 2000  # lines of the launcher's log held: a launcher says little, and it matters
 STALL_AFTER_S = 60.0
@@ -145,6 +145,26 @@ class RunMonitor:
         self.launcher = RankInfo(LAUNCHER, status=RankState.WAITING)
         self.has_launcher = False
         self._lines[LAUNCHER] = deque(maxlen=KEEP_LAUNCHER)
+        self.shown: int | None = None  # the rank whose log is on screen
+
+    def show(self, rank: int | None) -> None:
+        """``rank``'s log is on screen (None: the all-ranks view): its buffer grows to
+        KEEP_PER_RANK lines and the one shown before shrinks back to its share, so memory
+        follows what is shown, not the rank count. The follower reads ``shown`` first."""
+        if rank == self.shown:
+            return
+        before, self.shown = self.shown, rank
+        if before is not None and before != LAUNCHER and before in self._lines:
+            self._lines[before] = deque(self._lines[before], maxlen=self.keep_per_rank)
+        if rank is not None and rank != LAUNCHER:
+            self._rank(rank)
+            keep = max(KEEP_PER_RANK, self.keep_per_rank)
+            self._lines[rank] = deque(self._lines[rank], maxlen=keep)
+
+    def shown_ranks(self) -> tuple[int, ...]:
+        """The ranks whose files the follower should read first and look at every poll."""
+        shown = self.shown
+        return (LAUNCHER,) if shown is None else (shown, LAUNCHER)
 
     def _rank(self, rank: int) -> RankInfo:
         if rank == LAUNCHER:
@@ -170,9 +190,11 @@ class RunMonitor:
         arrived: list[LogLine] = []
         counts: dict[int, int] = {}
         last: dict[int, str] = {}
+        shown = self.shown
         for rank, _seq, lines in batch.logs:
             texts, lengths, cuts = lines.texts, lines.lengths, lines.cuts
-            first = max(0, len(texts) - self.keep_per_rank)
+            keep = max(KEEP_PER_RANK, self.keep_per_rank) if rank == shown else self.keep_per_rank
+            first = max(0, len(texts) - keep)
             # offset of line first+k = offset(first) + its k predecessors' lengths + k newlines,
             # all in C: a batch can hold a few hundred thousand lines.
             sums = accumulate(lengths[first:], initial=lines.offset(first))
