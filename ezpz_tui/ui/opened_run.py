@@ -62,6 +62,7 @@ class OpenedRun:
         self._run_panel = run_panel
         self._metrics = metrics
         self._stop = threading.Event()
+        self.follower: RunFollower | None = None  # once the thread made it (benches read it)
         # Why it failed (read in a worker once it is seen failed), and whether the person was
         # watching it live (or this process started it): only then does the why open by itself.
         self.failure: Failure | None = None
@@ -125,7 +126,7 @@ class OpenedRun:
             # time, the rank on screen first: opening a 16,384-rank run with hours of logs
             # must not read gigabytes before the first frame. Then the files are looked at
             # within the [follow] budget of filesystem calls.
-            follower = RunFollower(
+            follower = self.follower = RunFollower(
                 monitor.run_dir,
                 read_bytes=READ_BYTES,
                 log_backlog=monitor.keep_per_rank * BACKLOG_BYTES_PER_LINE,
