@@ -219,9 +219,11 @@ async def measure(args: argparse.Namespace) -> dict[str, object]:
         lags: list[float] = []
         log = app.query_one(LogView)
         deadline = wall + window
+        if args.child == "finished":  # idle: no sampling to disturb it
+            await pilot.pause(window)
         while time.monotonic() < deadline:
             await pilot.pause(0.02)
-            if args.child == "live" and log.lines and STAMP in log.lines[-1][1]:
+            if log.lines and STAMP in log.lines[-1][1]:
                 lags.append(time.time() - float(log.lines[-1][1].split()[-1]))
         wall = time.monotonic() - wall
         out["cpu_pct"] = 100 * (time.process_time() - cpu) / wall
@@ -241,10 +243,15 @@ async def measure(args: argparse.Namespace) -> dict[str, object]:
         ranks_list.focus()
         await pilot.pause(0.2)
         presses = []
+        first = ranks_list.selected
         for i in range(args.presses):
+            want = first + 1 if i % 2 == 0 else first
             began = time.monotonic()
-            await pilot.press("j" if i % 2 == 0 else "k")
+            pressing = asyncio.create_task(pilot.press("j" if i % 2 == 0 else "k"))
+            while log.rank != want or ranks_list.selected != want:
+                await asyncio.sleep(0.002)
             presses.append(time.monotonic() - began)
+            await pressing
             await pilot.pause(0.05)
         out["key_ms"] = 1000 * statistics.median(presses)
         out["key_p95_ms"] = 1000 * sorted(presses)[int(0.95 * (len(presses) - 1))]
@@ -270,6 +277,11 @@ def child(variant: str, run: Path, ranks: int, args: argparse.Namespace) -> dict
     raise SystemExit(f"{variant} {ranks}: no result\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
 
 
+def target(size: int) -> tuple[float, int, int]:
+    """The targets of the issue's nearest size at or above ``size`` (the largest beyond)."""
+    return next((TARGETS[s] for s in sorted(TARGETS) if size <= s), TARGETS[max(TARGETS)])
+
+
 def table(results: dict[int, dict[str, dict[str, object]]]) -> str:
     sizes = sorted(results)
 
@@ -286,7 +298,7 @@ def table(results: dict[int, dict[str, dict[str, object]]]) -> str:
 
     line(
         "attach: first frame with every rank's row",
-        lambda s, r: cell(s, f"{r['finished']['first_frame_s']:.2f} s", f"≤ {TARGETS[s][0]:g} s"),
+        lambda s, r: cell(s, f"{r['finished']['first_frame_s']:.2f} s", f"≤ {target(s)[0]:g} s"),
     )
 
     def idle(s: int, r: dict[str, dict[str, object]]) -> str:
@@ -307,11 +319,11 @@ def table(results: dict[int, dict[str, dict[str, object]]]) -> str:
     )
     line(
         "RSS after the live window",
-        lambda s, r: cell(s, f"{r['live']['rss_mb']:.0f} MB", f"≤ {TARGETS[s][1]} MB"),
+        lambda s, r: cell(s, f"{r['live']['rss_mb']:.0f} MB", f"≤ {target(s)[1]} MB"),
     )
     line(
         "key press to repaint, p95 (live)",
-        lambda s, r: cell(s, f"{r['live']['key_p95_ms']:.0f} ms", f"≤ {TARGETS[s][2]} ms"),
+        lambda s, r: cell(s, f"{r['live']['key_p95_ms']:.0f} ms", f"≤ {target(s)[2]} ms"),
     )
     return "\n".join(rows)
 

@@ -257,17 +257,17 @@ class RunFollower:
     def _take_unread(self) -> list[Path]:
         """The files to read for the first time in this poll: the focused ranks' first."""
         limit = len(self._unread) if self.first_reads is None else self.first_reads
-        taken: list[Path] = []
+        taken: dict[Path, None] = {}
         for rank in self._focus:
-            taken += [p for p in self._by_rank.get(rank, ()) if p in self._unread]
+            taken.update((p, None) for p in self._by_rank.get(rank, ()) if p in self._unread)
         order = self._unread_order
         while order and len(taken) < limit:
             path = Path(heapq.heappop(order)[2])
-            if path in self._unread and path not in taken:
-                taken.append(path)
+            if path in self._unread:
+                taken[path] = None
         for path in taken:
             del self._unread[path]
-        return taken
+        return list(taken)
 
     def _read(self, path: Path, batch: Batch, logs: list[tuple[int, int, Lines]]) -> bool:
         """Read what is new in one file into ``batch``; whether anything was."""

@@ -160,8 +160,10 @@ class RunPanel(Vertical):
             log.append(changes.by_rank[log.rank])
 
     def tick(self) -> None:
-        """Once a second: ages and stalls change with time alone."""
-        if self.monitor is not None:
+        """Once a second: ages and stalls change with time alone (in an ended run they do
+        not, and 16,384 rows are not worth re-sorting for nothing)."""
+        run = self.monitor.run_state if self.monitor is not None else None
+        if self.monitor is not None and (run is None or run.live):
             self.ranks.update_rows()
 
     # --- reactions --------------------------------------------------------------------------
