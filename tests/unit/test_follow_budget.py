@@ -117,9 +117,16 @@ def test_the_schedule_spends_its_budget_on_the_oldest_due_and_hot_first() -> Non
     assert schedule.due(0.0) == [999], "no budget saved up yet: the hot key alone"
     taken = schedule.due(0.1)
     assert taken[0] == 999 and taken[1:] == list(range(8)), "10 calls less the 2 hot ones"
-    for key in taken:
-        schedule.checked(key, 0.1, changed=False)
-    assert len(schedule.due(10.0)) == 50, "at most a half-second burst"
+
+    idle: PollSchedule[int] = PollSchedule(per_second=100, slowest=1000)
+    now = 0.0
+    for _ in range(30):  # three seconds with nothing due: the budget is saved up to a cap
+        now += 0.1
+        assert idle.due(now) == []
+    for key in range(1000):
+        idle.add(key, now)
+    assert len(idle.due(now + 0.1)) == 50, "half a second's worth saved up, not three"
+    assert len(idle.due(now + 2.1)) == 200, "a poll late by 2 s gets what the 2 s earned"
 
 
 def test_the_slowest_promise_beats_the_budget() -> None:

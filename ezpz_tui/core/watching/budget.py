@@ -91,8 +91,10 @@ class PollSchedule(Generic[K]):
         if self.per_second is None:
             return list(self._entries)
         if self._refilled is not None:
-            rate = self.rate
-            self._tokens = min(rate * BURST_S, self._tokens + rate * (now - self._refilled))
+            # Saved up: half a second's worth, or all of a long gap between polls (a busy UI
+            # slows the polls; the files must still be looked at within ``slowest``).
+            rate, gap = self.rate, now - self._refilled
+            self._tokens = min(rate * max(BURST_S, gap), self._tokens + rate * gap)
         self._refilled = now
         taken = [key for key in self.hot if key in self._entries]
         self._tokens -= len(taken)

@@ -323,7 +323,7 @@ class RunMonitor:
         never joined), which no single ``stalled`` rank shows. ``None`` while any rank lives."""
         seen = [
             (i.last_activity, i.rank)
-            for i in self.ranks.values()
+            for i in list(self.ranks.values())  # a copy: the rank list reads it in a thread
             if i.status == RankState.RUNNING and i.last_activity is not None
         ]
         if not seen or any(now - last < self.stall_after for last, _ in seen):
@@ -337,7 +337,7 @@ class RunMonitor:
         Ranks that died of a signal or of their own error end before the peers that lose
         them; ties (same end time, or no time recorded) go to the lowest rank.
         """
-        failed = [i for i in self.ranks.values() if i.status == RankState.FAILED]
+        failed = [i for i in list(self.ranks.values()) if i.status == RankState.FAILED]
         if not failed:
             return None
         return min(failed, key=lambda i: (i.ended is None, i.ended or 0.0, i.rank)).rank

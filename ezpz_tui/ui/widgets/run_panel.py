@@ -147,7 +147,7 @@ class RunPanel(Vertical):
     def apply(self, changes: Changes) -> None:
         assert self.monitor is not None
         ranks, log = self.ranks, self.log
-        ranks.update_rows()
+        ranks.update_rows(wait=False)
         first = self.monitor.first_failure
         if not self._user_moved and first is not None and log.rank not in (None, first):
             ranks.select_rank(first)  # a failed run opens on the rank that failed first
@@ -164,7 +164,7 @@ class RunPanel(Vertical):
         not, and 16,384 rows are not worth re-sorting for nothing)."""
         run = self.monitor.run_state if self.monitor is not None else None
         if self.monitor is not None and (run is None or run.live):
-            self.ranks.update_rows()
+            self.ranks.update_rows(wait=False)
 
     # --- reactions --------------------------------------------------------------------------
 
