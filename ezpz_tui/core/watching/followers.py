@@ -151,6 +151,7 @@ class RunFollower:
         self._seq = 0
         self._scanned_at = -math.inf
         self._first_scan = True
+        self._polled = False  # the first poll with ``first_reads`` has been made
         self._launcher_found = False  # found since the last poll
 
     def rescan(self, force: bool = False) -> None:
@@ -255,8 +256,13 @@ class RunFollower:
         return batch
 
     def _take_unread(self) -> list[Path]:
-        """The files to read for the first time in this poll: the focused ranks' first."""
-        limit = len(self._unread) if self.first_reads is None else self.first_reads
+        """The files to read for the first time in this poll: the focused ranks' first. With
+        ``first_reads`` set, the first poll reads only theirs: the rows (statuses) come first."""
+        if self.first_reads is None:
+            limit = len(self._unread)
+        else:
+            limit = self.first_reads if self._polled else 0
+            self._polled = True
         taken: dict[Path, None] = {}
         for rank in self._focus:
             taken.update((p, None) for p in self._by_rank.get(rank, ()) if p in self._unread)
