@@ -35,7 +35,7 @@ from ezpz_tui.core.watching.tails import (
     RecordTail,
 )
 from runtime.record_columns import RecordColumns, merge_columns
-from runtime.rundir import FINAL, RANK_ENDED, RankStatus, RunDir, RunState
+from runtime.rundir import FINAL, RANK_ENDED, RankState, RankStatus, RunDir, RunState
 from runtime.telemetry.record import Sample, parse_line
 
 TELEMETRY_BACKLOG = 16 << 10  # a telemetry file found by the first scan starts this near its end
@@ -143,6 +143,7 @@ class RunFollower:
         self._unread_order: list[tuple[int, int, str]] = []  # a heap: telemetry last, by rank
         self._draining: set[Path] = set()
         self._ended: set[int] = set()
+        self._failed: set[int] = set()  # failed ranks whose files are read next, first
         self._status_sig: dict[Path, tuple[int, tuple[int, int, int] | None]] = {}
         self._state_sig: tuple[int, int, int] | None = None
         self._focus_of = focus
@@ -264,7 +265,11 @@ class RunFollower:
             limit = self.first_reads if self._polled else 0
             self._polled = True
         taken: dict[Path, None] = {}
-        for rank in self._focus:
+        # The ranks on screen, then those that failed (their last lines come before the
+        # all-ranks view marks their death; a few hundred at most in one poll).
+        failed = sorted(self._failed)[: self.first_reads]
+        self._failed.difference_update(failed)
+        for rank in (*self._focus, *failed):
             taken.update((p, None) for p in self._by_rank.get(rank, ()) if p in self._unread)
         order = self._unread_order
         while order and len(taken) < limit:
@@ -327,6 +332,8 @@ class RunFollower:
         status = RankStatus.from_json(data, rank)
         batch.status[rank] = status
         self._status_sig[path] = (rank, (st.st_ino, st.st_size, st.st_mtime_ns))
+        if status.state == RankState.FAILED:
+            self._failed.add(rank)
         if status.state in RANK_ENDED:
             self._end_rank(rank)
         elif not self.run_ended:
