@@ -27,8 +27,8 @@ from ezpz_tui.core.watching.telemetry import RankTelemetry
 from runtime.rundir import RANK_ENDED, RankState, RankStatus, RunDir, RunState, State
 
 KEEP_PER_RANK = 2000
-KEEP_TOTAL = 256_000  # lines held over all ranks: 2000 each up to 128 ranks, fewer beyond
-KEEP_AT_LEAST = 20  # the rank list needs a last line; the rank on screen keeps KEEP_PER_RANK
+KEEP_TOTAL = 128_000  # lines held over all ranks: 2000 each up to 64 ranks, fewer beyond
+KEEP_AT_LEAST = 8  # the rank list needs a last line; the rank on screen keeps KEEP_PER_RANK
 KEEP_ALL = 20000
 KEEP_LAUNCHER = 2000  # lines of the launcher's log held: a launcher says little, and it matters
 STALL_AFTER_S = 60.0

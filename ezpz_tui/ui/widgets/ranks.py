@@ -17,6 +17,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from rich.text import Text
 from textual import events, work
@@ -41,6 +42,7 @@ from ezpz_tui.ui.widgets.runs import STATE_STYLE as RUN_STATE_STYLE
 from ezpz_tui.ui.widgets.runs import age
 
 ASYNC_ROWS = 2048  # from this many ranks, batches and ticks recompute the rows in a thread
+ROWS_EVERY_S = 0.5  # and then at most this often
 TYPE_TIMEOUT_S = 1.0  # digits typed within this add up to one rank number
 SPARK = 6  # characters of sparkline after a figure's latest value
 CELL = 6  # a figure's latest value and its space: " 100%", "12.3G"
@@ -154,9 +156,9 @@ class RankList(LineList):
         self._computing = False
         if monitor is self.monitor:
             self._show_rows(computed)
-        if self._stale:
+        if self._stale:  # at most one computation a ROWS_EVERY_S: each costs a core's while
             self._stale = False
-            self.update_rows(wait=False)
+            self.set_timer(ROWS_EVERY_S, partial(self.update_rows, wait=False))
 
     def _show_rows(self, computed: RankRows | None) -> None:
         before = self.selected_row
