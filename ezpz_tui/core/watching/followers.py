@@ -396,7 +396,7 @@ def _read_json(path: Path) -> tuple[dict[str, Any] | None, os.stat_result | None
     try:
         with fscalls.open_read(path) as fh:
             st = fscalls.fstat(fh.fileno())
-            raw = fh.read(MAX_RECORD + 1)
+            raw = fh.read(min(st.st_size, MAX_RECORD) + 1)  # what is there: no 1 MB buffer
         data = json.loads(raw) if len(raw) <= MAX_RECORD else None
     except (OSError, ValueError, RecursionError):
         return None, None

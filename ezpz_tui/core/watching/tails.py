@@ -196,7 +196,9 @@ class _ByteTail:
                 if restarted or self._ino is None:
                     self._ino, self.offset, self._gone = st.st_ino, 0, False
                 fh.seek(self.offset)
-                chunk = fh.read(max_bytes)
+                # No more than is there: an unbuffered read of max_bytes allocates all of it
+                # first, and thousands of such reads leave the allocator's heap high.
+                chunk = fh.read(max(0, min(max_bytes, st.st_size - self.offset)))
         except OSError:
             return b"", self.offset, False
         start = self.offset
