@@ -156,10 +156,12 @@ class RunMonitor:
         before, self.shown = self.shown, rank
         if before is not None and before != LAUNCHER and before in self._lines:
             self._lines[before] = deque(self._lines[before], maxlen=self.keep_per_rank)
-        if rank is not None and rank != LAUNCHER:
-            self._rank(rank)
-            keep = max(KEEP_PER_RANK, self.keep_per_rank)
-            self._lines[rank] = deque(self._lines[rank], maxlen=keep)
+        if rank is not None and rank != LAUNCHER and rank in self._lines:
+            self._lines[rank] = deque(self._lines[rank], maxlen=self._keep(rank))
+
+    def _keep(self, rank: int) -> int:
+        """Lines held for ``rank``: a view's worth on screen, its share of the budget off it."""
+        return max(KEEP_PER_RANK, self.keep_per_rank) if rank == self.shown else self.keep_per_rank
 
     def shown_ranks(self) -> tuple[int, ...]:
         """The ranks whose files the follower should read first and look at every poll."""
@@ -172,7 +174,7 @@ class RunMonitor:
         info = self.ranks.get(rank)
         if info is None:
             info = self.ranks[rank] = RankInfo(rank)
-            self._lines[rank] = deque(maxlen=self.keep_per_rank)
+            self._lines[rank] = deque(maxlen=self._keep(rank))
         return info
 
     def expect_ranks(self, world: int) -> None:
@@ -190,11 +192,9 @@ class RunMonitor:
         arrived: list[LogLine] = []
         counts: dict[int, int] = {}
         last: dict[int, str] = {}
-        shown = self.shown
         for rank, _seq, lines in batch.logs:
             texts, lengths, cuts = lines.texts, lines.lengths, lines.cuts
-            keep = max(KEEP_PER_RANK, self.keep_per_rank) if rank == shown else self.keep_per_rank
-            first = max(0, len(texts) - keep)
+            first = max(0, len(texts) - self._keep(rank))
             # offset of line first+k = offset(first) + its k predecessors' lengths + k newlines,
             # all in C: a batch can hold a few hundred thousand lines.
             sums = accumulate(lengths[first:], initial=lines.offset(first))
