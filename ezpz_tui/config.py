@@ -17,6 +17,10 @@ variable EZPZ_TUI_CONFIG_DIR points elsewhere, which tests and site-wide setups 
     [telemetry]
     interval = 2       # seconds between each rank's CPU/memory/accelerator samples; 0 = off
 
+    [follow]
+    stats_per_second = 200    # filesystem calls a second the followers may make on a live run
+    slowest = 60              # seconds: every file of a live run is looked at least this often
+
     [launch]
     kill_on_bad_exit = true   # a rank's failure stops the rest of the job (fail fast)
     raised_grace_s = 10       # how long a rank that raised may linger before the job is stopped
@@ -101,6 +105,13 @@ class Config:
     """`[launch] raised_grace_s`: seconds a rank whose log ends in an uncaught Python traceback
     may go on living (its MPI finalisation waiting for a peer) before the job is stopped as
     failed with that exception as its cause; only with `kill_on_bad_exit`."""
+    stats_per_second: float = 200.0
+    """`[follow] stats_per_second`: the metadata calls (stat, open, listing) a second that
+    following a live run may cost; on Lustre each is a round trip every user of the machine
+    waits behind. The files of the rank on screen come first."""
+    slowest: float = 60.0
+    """`[follow] slowest`: every file of a live run is looked at within this many seconds,
+    even when that needs more than `stats_per_second` (a run with very many ranks)."""
     retries: int = 0
     """`[launch] retries`: in the TUI, how many times a run that failed with a node fault is
     relaunched without that node, unattended (as `ezpz-tui launch --retries N`)."""
@@ -112,6 +123,7 @@ SCHEMA: Mapping[str, frozenset[str] | None] = {
     "monitor": frozenset({"stall_after", "slow_factor"}),
     "telemetry": frozenset({"interval"}),
     "launch": frozenset({"kill_on_bad_exit", "raised_grace_s", "retries"}),
+    "follow": frozenset({"stats_per_second", "slowest"}),
 }
 """Every section of config.toml and the keys each may hold."""
 
@@ -204,6 +216,14 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
         wrong.append(f"{path}: [telemetry] interval below 0.1 s; using 0.1.")
         telemetry = 0.1
     problems += more + wrong
+    follow = data.get("follow", {})
+    if not isinstance(follow, dict):
+        problems.append(f"{path}: [follow] should be a table; ignored.")
+    rate, more = _number_in(
+        follow, "follow stats_per_second", Config.stats_per_second, (1, 1_000_000), path
+    )
+    slowest, wrong = _number_in(follow, "follow slowest", Config.slowest, (1, 86400), path)
+    problems += more + wrong
     kill, grace, retries, more = _launch_settings(data.get("launch", {}), path)
     problems += more + unknown_names(data, path)
     settings = Config(
@@ -215,6 +235,8 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
         kill_on_bad_exit=kill,
         raised_grace_s=grace,
         retries=retries,
+        stats_per_second=rate,
+        slowest=slowest,
     )
     return settings, problems
 

@@ -30,6 +30,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import BinaryIO
 
 from runtime import reaper, stackdump
 from runtime.env import RANK_SOURCE_VAR, RUN_DIR_VAR, RankInfo, rank_info_or_single, torchrun_env
@@ -69,12 +70,22 @@ def child_env(run_dir: Path, info: RankInfo) -> dict[str, str]:
     return env
 
 
+def _open_log(run: RunDir, rank: int) -> BinaryIO:
+    """The rank's log, opened to append. The supervisor made the run's folders before any rank
+    started, so 16,384 ranks do not each ``mkdir`` on the metadata server; only a wrapper run
+    by hand into a bare directory makes them."""
+    try:
+        return open(run.log(rank), "ab", buffering=0)
+    except FileNotFoundError:
+        run.make_folders()
+        return open(run.log(rank), "ab", buffering=0)
+
+
 def run(run_dir: Path, command: list[str]) -> int:
     """Run ``command`` as this rank, record its end, and return the wrapper's exit status
     (128+N for a signal it forwarded; it dies of one it did not, see :func:`_die_of`)."""
     info = rank_info_or_single()
     run = RunDir(run_dir)
-    run.make_folders()
     status = RankStatus(
         rank=info.rank,
         local_rank=info.local_rank,
@@ -102,7 +113,7 @@ def run(run_dir: Path, command: list[str]) -> int:
     for sig in FORWARDED:
         signal.signal(sig, forward)
     reaper.become_subreaper()
-    with open(run.log(info.rank), "ab", buffering=0) as log:
+    with _open_log(run, info.rank) as log:
         try:
             child = subprocess.Popen(
                 command,

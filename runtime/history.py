@@ -102,8 +102,12 @@ class History:
         self.rank = rank_info_or_single().rank if rank is None else rank
         self.run_dir = Path(run_dir) if run_dir is not None else _default_run_dir()
         self.path = RunDir(self.run_dir).metrics(self.rank)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        try:  # the supervisor made metrics/ before the ranks started: no mkdir per rank
+            self._fd: int | None = os.open(self.path, flags, 0o644)
+        except FileNotFoundError:  # a run directory nobody prepared (a script run by hand)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, flags, 0o644)
         self._stats: dict[str, _Stats] = {}
         self._lines: list[bytes] = []  # encoded records not written yet
         self._size = 0  # their bytes

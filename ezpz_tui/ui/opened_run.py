@@ -15,15 +15,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ezpz_tui.core.launching.runstore import read_run_toml
-from ezpz_tui.core.watching.followers import Progress, RunFollower
+from ezpz_tui.core.watching.followers import RunFollower
 from ezpz_tui.core.watching.monitor import RunMonitor
-from ezpz_tui.core.watching.stragglers import SLOW_FACTOR
+from ezpz_tui.core.watching.progress import Progress
 from ezpz_tui.ui.messages import BatchRead, Handoff, ParentFound, RanksExpected
 from runtime.rundir import RunDir
 
 if TYPE_CHECKING:
     from textual.message_pump import MessagePump
 
+    from ezpz_tui.config import Config
     from ezpz_tui.core.watching.failure import Failure
     from ezpz_tui.core.watching.monitor import Prepared
     from ezpz_tui.ui.widgets.metrics import MetricsView
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 FOLLOW_INTERVAL_S = 0.1  # how often the follower hands a batch to the UI (DESIGN: 50-250 ms)
 READ_BYTES = 1 << 20  # per file and poll
 BACKLOG_BYTES_PER_LINE = 200  # a generous training log line, to start a log near its end
+FIRST_READS = 512  # files read for the first time per poll: rows show before every file is read
 TAKEN_POLL_S = 0.05  # how often a thread waiting for the UI looks whether it should stop
 
 
@@ -43,21 +45,24 @@ class OpenedRun:
     def __init__(
         self,
         path: Path,
-        stall_after: float,
+        settings: Config,
         screen: MessagePump,
         run_panel: RunPanel,
         metrics: MetricsView,
-        slow_factor: float = SLOW_FACTOR,
     ) -> None:
         self.path = path
+        self.settings = settings
         self.state: str | None = None  # as last read from disk, for runs not started here
         self.progress = Progress()
-        self.monitor = RunMonitor(path, stall_after=stall_after, slow_factor=slow_factor)
+        self.monitor = RunMonitor(
+            path, stall_after=settings.stall_after, slow_factor=settings.slow_factor
+        )
         self._screen = screen
         self._app = screen.app
         self._run_panel = run_panel
         self._metrics = metrics
         self._stop = threading.Event()
+        self.follower: RunFollower | None = None  # once the thread made it (benches read it)
         # Why it failed (read in a worker once it is seen failed), and whether the person was
         # watching it live (or this process started it): only then does the why open by itself.
         self.failure: Failure | None = None
@@ -79,7 +84,8 @@ class OpenedRun:
         self._run_panel.ranks.update_rows()
 
     def apply(self, prepared: Prepared, now: float) -> bool:
-        """Show one batch; True when the run's progress (step, loss, rate) moved."""
+        """Show one batch; True when the summary may have changed: new records move the
+        progress (step, loss, rate) and may make a rank slow."""
         self._run_panel.apply(self.monitor.apply(prepared, now))
         batch = prepared.batch
         if not (batch.records or batch.metric_restarts):
@@ -115,13 +121,19 @@ class OpenedRun:
             expected = isinstance(world, int) and 0 < world <= 1 << 20
             if expected and not self._handed_over(RanksExpected(self, world)):
                 return
-            # Existing logs start near their ends (older lines are read back on demand) and
-            # one poll reads at most READ_BYTES of a file: opening a 256-rank run with hours
-            # of logs must not read gigabytes before the first frame.
-            follower = RunFollower(
+            # Existing logs start near their ends (older lines are read back on demand), one
+            # poll reads at most READ_BYTES of a file and FIRST_READS files for the first
+            # time, the rank on screen first: opening a 16,384-rank run with hours of logs
+            # must not read gigabytes before the first frame. Then the files are looked at
+            # within the [follow] budget of filesystem calls.
+            follower = self.follower = RunFollower(
                 monitor.run_dir,
                 read_bytes=READ_BYTES,
                 log_backlog=monitor.keep_per_rank * BACKLOG_BYTES_PER_LINE,
+                stats_per_second=self.settings.stats_per_second,
+                slowest=self.settings.slowest,
+                first_reads=FIRST_READS,
+                focus=monitor.shown_ranks,
             )
             for batch in follower.watch(stop, interval_s=FOLLOW_INTERVAL_S):
                 prepared = monitor.prepare(batch)

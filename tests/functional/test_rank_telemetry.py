@@ -90,7 +90,9 @@ async def test_columns_groups_sort_and_slow(tmp_path: Path) -> None:
         assert all(title in head for title in ("cpu", "rss", "util", "mem")), head
         assert "nodeB" in ranks.render_row(ranks.row_of("nodeB")).plain
         assert "1 slow" in ranks.render_row(ranks.row_of("nodeB")).plain
-        assert "1 slow" in text_of(app.query_one("#summary"))
+        # The summary names the run's state once the runs listing (its own worker) read it.
+        summary = app.query_one("#summary")
+        await until(pilot, lambda: "1 slow" in text_of(summary), "1 slow in the summary", 10)
         # s: step time first (the straggler heads its host), then CPU, RSS, util, mem.
         ranks.focus()
         await pilot.press("s")

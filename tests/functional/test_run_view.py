@@ -244,6 +244,8 @@ async def test_a_silent_rank_turns_stalled_while_others_progress(tmp_path: Path)
         clock.now += 45  # beyond stall_after = 30 from the config file
         for rank in (0, 2):
             _append(run / "logs" / f"rank-{rank:05d}.log", ["step 9"])
+        # Ranks off screen are looked at as the follower's budget allows: wait for both lines.
+        await until(pilot, lambda: "step 9" in row(ranks, 2), "rank 2's new line", 5)
         await until(pilot, lambda: "stalled" in row(ranks, 1), "rank 1 stalled", 5)
         assert "running" in row(ranks, 0) and "running" in row(ranks, 2)
         await pilot.press("g", "]")

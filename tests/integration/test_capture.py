@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -118,3 +119,35 @@ def test_two_ranks_under_mpiexec(tmp_path: Path, mpiexec: str) -> None:
     for rank in (0, 1):
         assert f"hello from {rank}" in log(tmp_path, rank)
         assert status(tmp_path, rank)["world_size"] == 2
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_a_rank_makes_no_folder_and_lists_none_of_the_run(tmp_path: Path) -> None:
+    """With the folders made before the ranks start (as the supervisor does), a rank's wrapper,
+    its History and its telemetry only open their own files: 16,384 ranks must not each mkdir
+    or list a folder on the metadata server. Traced with strace, children included."""
+    from runtime.rundir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    run.make_folders()
+    trace = tmp_path / "trace.txt"
+    code = "from runtime.history import History; History().record(1, {'loss': 1.0})"
+    env = {**os.environ, "PMI_RANK": "1", "PMI_SIZE": "2", "EZPZ_TELEMETRY_S": "0.1"}
+    argv = ["strace", "-f", "-qq", "-e", "trace=mkdir,mkdirat,openat,open", "-o", str(trace)]
+    done = subprocess.run(
+        [*argv, *CAPTURE, str(run.path), "--", sys.executable, "-c", code], env=env, timeout=60
+    )
+    assert done.returncode == 0
+    assert status(run.path, rank=1)["state"] == "succeeded"
+    assert '"loss":1.0' in run.metrics(1).read_text()
+    ours = [line for line in trace.read_text().splitlines() if str(run.path) in line]
+    assert any("rank-00001.log" in line for line in ours), "the trace saw the rank's files"
+    assert not [line for line in ours if "mkdir" in line], "no folder made"
+    assert not [line for line in ours if "O_DIRECTORY" in line], "no folder listed"
+
+
+def test_a_rank_run_by_hand_into_a_bare_directory_makes_its_folders(tmp_path: Path) -> None:
+    code = "from runtime.history import History; History().record(1, {'loss': 1.0})"
+    assert capture(tmp_path / "bare", sys.executable, "-c", code) == 0
+    assert '"loss":1.0' in (tmp_path / "bare" / "metrics" / "rank-00000.jsonl").read_text()
+    assert status(tmp_path / "bare")["state"] == "succeeded"

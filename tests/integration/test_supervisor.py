@@ -417,3 +417,15 @@ def test_twenty_relaunches_leave_only_the_last_run(
     assert handle.stop(grace_s=(0.3, 0.3)).clean
     assert run_state(runs[-1]).state == "stopped"
     assert read_run_toml(runs[-1])["parent"] == runs[-2].name
+
+
+def test_the_supervisor_makes_the_rank_folders_before_the_launcher_starts(
+    sup: Supervisor, store: RunStore
+) -> None:
+    run = store.create({})
+    for name in ("logs", "status", "metrics", "telemetry"):
+        (run / name).rmdir()
+    folders = "all(os.path.isdir(d) for d in ('logs', 'status', 'metrics', 'telemetry'))"
+    start(sup, run, [PY, "-c", f"import os, sys; sys.exit(0 if {folders} else 5)"], cwd=run)
+    wait_for(lambda: disk_state(run)["state"] in FINAL)
+    assert (disk_state(run)["state"], disk_state(run)["exit_code"]) == ("succeeded", 0)

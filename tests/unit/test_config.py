@@ -54,6 +54,20 @@ def test_launch_defaults_fail_fast_with_a_ten_second_grace(cfg_dir: Path) -> Non
     assert (settings.kill_on_bad_exit, settings.raised_grace_s) == (True, 10.0)
 
 
+def test_follow_budget_defaults_and_a_bad_value(cfg_dir: Path) -> None:
+    cfg_dir.mkdir()
+    (cfg_dir / "config.toml").write_text("[follow]\nslowest = 30\n")
+    settings, problems = load_config()
+    assert problems == [] and (settings.stats_per_second, settings.slowest) == (200.0, 30.0)
+    (cfg_dir / "config.toml").write_text('[follow]\nstats_per_second = "many"\n')
+    settings, problems = load_config()
+    assert settings.stats_per_second == 200.0
+    assert problems == [
+        f"{cfg_dir / 'config.toml'}: [follow] stats_per_second should be a number from 1 to "
+        "1e+06; using 200."
+    ]
+
+
 def test_corrupt_file_is_reported_and_left_alone(cfg_dir: Path) -> None:
     cfg_dir.mkdir()
     path = cfg_dir / "config.toml"

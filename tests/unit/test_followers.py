@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ezpz_tui.core.watching.followers import Batch, Progress, RunFollower
+from ezpz_tui.core.watching.followers import Batch, RunFollower
+from ezpz_tui.core.watching.progress import Progress
 from ezpz_tui.core.watching.tails import Line, LineTail, strip_ansi
 from runtime import records
 from runtime.record_columns import RecordColumns

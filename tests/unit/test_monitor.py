@@ -220,4 +220,12 @@ def test_the_line_budget_is_shared_among_many_ranks(tmp_path: Path) -> None:
     few.expect_ranks(8)
     many.expect_ranks(1024)
     assert few.lines_of(0).maxlen == 2000
-    assert many.lines_of(1023).maxlen == 250 and many.keep_per_rank == 250
+    assert many.lines_of(1023).maxlen == 125 and many.keep_per_rank == 125
+    huge = RunMonitor(tmp_path)
+    huge.show(0)  # the log view shows rank 0 before the run's size is known
+    huge.expect_ranks(16384)  # memory follows what is shown: the rank on screen keeps 2000
+    assert huge.keep_per_rank == 8 and huge.lines_of(0).maxlen == 2000
+    huge.show(5)
+    assert huge.lines_of(5).maxlen == 2000 and huge.lines_of(6).maxlen == 8
+    huge.show(6)
+    assert huge.lines_of(5).maxlen == 8 and huge.lines_of(6).maxlen == 2000

@@ -449,6 +449,7 @@ class Supervisor:
             return handle
         run = RunDir(handle.run_dir)
         try:
+            run.make_folders()  # once, before the ranks start: none of them makes or lists one
             env = _launch_env(launch.env, run.path)
             env.setdefault(INTERVAL_VAR, f"{self.telemetry_s:g}")
             proc = start_session(argv, env, launch.cwd, run.launcher_log)

@@ -10,83 +10,40 @@ is new as one :class:`Batch`.
 
 from __future__ import annotations
 
+import heapq
+import json
 import math
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import watchfiles
 
-from ezpz_tui.core.watching.ezpz_layout import ezpz_logs
+from ezpz_tui.core.watching import fscalls
+from ezpz_tui.core.watching.budget import PollSchedule
+from ezpz_tui.core.watching.listing import LAUNCHER, LOG, METRICS, TELEMETRY, Found, RunListing
 from ezpz_tui.core.watching.tails import (
     DEFAULT_MAX_LINE,
     DEFAULT_READ,
+    MAX_RECORD,
     Lines,
     LineTail,
     RecordTail,
 )
-from runtime.record_columns import RecordColumns, is_missing, merge_columns
-from runtime.records import Record
-from runtime.rundir import RankStatus, RunDir, metric_files, read_status
+from runtime.record_columns import RecordColumns, merge_columns
+from runtime.rundir import FINAL, RANK_ENDED, RankState, RankStatus, RunDir, RunState
 from runtime.telemetry.record import Sample, parse_line
 
 TELEMETRY_BACKLOG = 16 << 10  # a telemetry file found by the first scan starts this near its end
 TELEMETRY_LINE = 4096  # longer lines are not samples
+SLOWEST_S = 60.0  # every followed file is looked at least this often (``[follow] slowest``)
+SLOWER = 4.0  # telemetry and status files are looked at within SLOWER * slowest seconds
 
-LAUNCHER = -1
-"""The pseudo-rank that the launcher's log is followed as: its lines travel with the ranks' logs
-(one tail machinery, one log view), and readers that count ranks or plot metrics skip it."""
-
-
-@dataclass
-class Progress:
-    """The latest step and loss of a run, with a rate measured from the records' timestamps."""
-
-    step: int | None = None
-    loss: float | None = None
-    steps_per_s: float | None = None
-    _first: tuple[int, float] | None = None
-
-    def update(self, new: RecordColumns | Sequence[Record]) -> None:
-        """Take in the next records of one rank, in file order: the latest step, the loss of the
-        latest record with a step that has one, and the rate from the first record with a step
-        and a timestamp to the latest later one. Records without a step are passed over.
-
-        Columns are read from the end and the scan stops once everything is found, so a batch
-        of 100k records costs a few lookups, not a loop over them all."""
-        if not isinstance(new, RecordColumns):
-            new = RecordColumns.from_records(new)
-        steps, stamps = new.steps, new.timestamps
-        begin = 0  # records from here on may give the rate
-        if self._first is None:
-            for i, (step, stamp) in enumerate(zip(steps, stamps, strict=True)):
-                if step is not None and stamp is not None:
-                    self._first, begin = (step, stamp), i + 1
-                    break
-        losses = new.metrics.get("loss", [])
-        step0, time0 = self._first or (0, math.inf)
-        want_step, want_loss, want_rate = True, bool(losses), self._first is not None
-        for i in range(len(steps) - 1, -1, -1):
-            step = steps[i]
-            if step is None:
-                continue
-            if want_step:
-                self.step, want_step = step, False
-            if want_loss and not is_missing(losses[i]):
-                self.loss, want_loss = losses[i], False
-            if want_rate:
-                stamp = stamps[i]
-                if i < begin:
-                    want_rate = False
-                elif stamp is not None and stamp > time0:
-                    self.steps_per_s = (step - step0) / (stamp - time0)
-                    want_rate = False
-            if not (want_loss or want_rate):
-                break
+__all__ = ["LAUNCHER", "Batch", "RankLines", "RunFollower"]
 
 
 class RankLines(NamedTuple):
@@ -128,13 +85,31 @@ class Batch:
         )
 
 
+class _Followed:
+    """One followed file: what it holds, its rank, its tail, and how near its end its first
+    read starts (None: at its start)."""
+
+    __slots__ = ("backlog", "kind", "rank", "tail")
+
+    def __init__(
+        self, kind: str, rank: int, tail: LineTail | RecordTail, backlog: int | None
+    ) -> None:
+        self.kind, self.rank, self.tail, self.backlog = kind, rank, tail, backlog
+
+
 class RunFollower:
     """Follows a run's rank logs, metric JSONL (ours and ezpz's), rank status files and
     telemetry (only the last minute of a file found at the first scan: it feeds sparklines).
 
-    Files that appear later are found by a rescan at most every ``rescan_s`` seconds (a scan
-    of the run directory is the costly part of a poll); :meth:`watch` also rescans at once when
-    change notification reports a new file.
+    Files are found by listing the run's folders (:mod:`~ezpz_tui.core.watching.listing`) at
+    most every ``rescan_s`` seconds, or at once when :meth:`watch` hears of a new file. Each file
+    is read once when found (``first_reads`` files a poll at most, the ranks on screen first, so
+    a 16,384-rank run shows its rows before its last log is read), then looked at as the
+    :class:`~ezpz_tui.core.watching.budget.PollSchedule` says: within ``stats_per_second``
+    filesystem calls a second (None: every file every poll), every file within ``slowest``
+    seconds. A rank whose status says it ended is read to its end once and never looked at
+    again; so is every file of a run whose ``state.json`` says it ended, after which the
+    follower is :attr:`finished` and makes no call at all.
     """
 
     def __init__(
@@ -144,106 +119,251 @@ class RunFollower:
         read_bytes: int = DEFAULT_READ,
         rescan_s: float = 1.0,
         log_backlog: int | None = None,
+        stats_per_second: float | None = None,
+        slowest: float = SLOWEST_S,
+        first_reads: int | None = None,
+        focus: Callable[[], Iterable[int]] | None = None,
     ) -> None:
         """``log_backlog``: start each log found by the first scan at its last lines (within
-        that many bytes) rather than at its beginning; logs that appear later start at 0."""
+        that many bytes) rather than at its beginning; logs that appear later start at 0.
+        ``focus`` says, at each poll, which ranks are on screen (from any thread)."""
         self.run_dir = Path(run_dir)
         self.max_line = max_line
         self.read_bytes = read_bytes
         self.rescan_s = rescan_s
         self.log_backlog = log_backlog
-        self._logs: dict[Path, tuple[int, LineTail]] = {}
-        self._metrics: dict[Path, RecordTail] = {}
-        self._status: dict[Path, tuple[int, tuple[int, int, int] | None]] = {}
-        self._telemetry: dict[Path, tuple[int, LineTail]] = {}
+        self.first_reads = first_reads
+        self.listing = RunListing(self.run_dir)
+        self.schedule: PollSchedule[Path] = PollSchedule(stats_per_second, slowest)
+        self.run_ended = False  # state.json says the run ended
+        self.finished = False  # ended and read to the end: nothing here will change again
+        self._files: dict[Path, _Followed] = {}
+        self._by_rank: dict[int, list[Path]] = {}
+        self._unread: dict[Path, None] = {}
+        self._unread_order: list[tuple[int, int, str]] = []  # a heap: telemetry last, by rank
+        self._draining: set[Path] = set()
+        self._ended: set[int] = set()
+        self._failed: set[int] = set()  # failed ranks whose files are read next, first
+        self._status_sig: dict[Path, tuple[int, tuple[int, int, int] | None]] = {}
+        self._state_sig: tuple[int, int, int] | None = None
+        self._focus_of = focus
+        self._focus: frozenset[int] = frozenset()
+        self._hot_for: tuple[frozenset[int], int] | None = None
         self._seq = 0
-        self._scanned_at = -float("inf")
+        self._scanned_at = -math.inf
+        self._first_scan = True
+        self._polled = False  # the first poll with ``first_reads`` has been made
         self._launcher_found = False  # found since the last poll
 
-    def rescan(self) -> None:
-        """Start following files that appeared since the last scan."""
-        first = self._scanned_at == -float("inf")
+    def rescan(self, force: bool = False) -> None:
+        """Start following files that appeared since the last scan; read the run's state."""
         self._scanned_at = time.monotonic()
-        run = RunDir(self.run_dir)
-        logs = run.logs() or ezpz_logs(self.run_dir)
-        launcher = run.launcher_log
-        if launcher not in self._logs and launcher.is_file():
-            logs.append((launcher, LAUNCHER))
-            self._launcher_found = True
-        for path, rank in logs:
-            if path not in self._logs:
-                tail = LineTail(path, self.max_line)
-                if first and self.log_backlog is not None:
-                    tail.skip_to_tail(self.log_backlog)
-                self._logs[path] = (rank, tail)
-        for path, rank in metric_files(self.run_dir):
-            if path not in self._metrics:
-                self._metrics[path] = RecordTail(path, rank)
-        for path, rank in run.statuses():
-            self._status.setdefault(path, (rank, None))
-        for path, rank in run.telemetries():
-            if path not in self._telemetry:
-                tail = LineTail(path, TELEMETRY_LINE)
-                if first:
-                    tail.skip_to_tail(TELEMETRY_BACKLOG)
-                self._telemetry[path] = (rank, tail)
+        for found in self.listing.new_files(force):
+            self._add(found)
+        self._first_scan = False
+        self._read_state()
+
+    def _add(self, found: Found) -> None:
+        path, kind, rank = found
+        backlog = None
+        if kind == METRICS:
+            tail: LineTail | RecordTail = RecordTail(path, rank)
+        elif kind == LOG:
+            tail = LineTail(path, self.max_line)
+            backlog = self.log_backlog if self._first_scan else None
+            self._launcher_found |= rank == LAUNCHER
+        else:
+            tail = LineTail(path, TELEMETRY_LINE)
+            backlog = TELEMETRY_BACKLOG if self._first_scan else None
+        self._files[path] = _Followed(kind, rank, tail, backlog)
+        self._by_rank.setdefault(rank, []).append(path)
+        self._unread[path] = None
+        heapq.heappush(self._unread_order, (kind == TELEMETRY, rank, str(path)))
+
+    def _read_state(self) -> None:
+        if self.run_ended:
+            return
+        path = RunDir(self.run_dir).state_json
+        st = fscalls.stat(path)
+        sig = (st.st_ino, st.st_size, st.st_mtime_ns) if st else None
+        if sig is None or sig == self._state_sig:
+            return
+        data, _ = _read_json(path)
+        if data is None:
+            return
+        self._state_sig = sig
+        if RunState.from_json(data).state in FINAL:
+            self.run_ended = True
+            for rank in {*self._by_rank, *(rank for rank, _ in self._status_sig.values())}:
+                self._end_rank(rank)
+
+    def _end_rank(self, rank: int) -> None:
+        """``rank`` will write no more: read its files to their end, then never again."""
+        self._ended.add(rank)
+        self.schedule.remove(RunDir(self.run_dir).status(rank))
+        for path in self._by_rank.get(rank, ()):
+            if path in self.schedule:
+                self.schedule.remove(path)
+                self._draining.add(path)
 
     def poll(self) -> Batch:
-        """What is new since the last poll: one ``stat`` per known file, reads only if grown."""
-        if time.monotonic() - self._scanned_at >= self.rescan_s:
+        """What is new since the last poll, within the budget."""
+        batch = Batch()
+        if self.finished:
+            return batch
+        before = fscalls.total()
+        now = time.monotonic()
+        if now - self._scanned_at >= self.rescan_s:
             self.rescan()
-        batch = Batch(launcher=self._launcher_found)
-        self._launcher_found = False
-        by_age: list[tuple[int, int, Path, os.stat_result | None]] = []
-        for path, (rank, _) in self._logs.items():
-            st = _stat(path)  # None: the tail notices the deletion itself
-            by_age.append((st.st_mtime_ns if st else 0, rank, path, st))
-        by_age.sort(key=lambda item: (item[0], item[1]))
-        for _, rank, path, st in by_age:
-            lines = self._logs[path][1].read(self.read_bytes, st)
+        self._read_statuses(batch, now)
+        if self._focus_of is not None:
+            self._focus = frozenset(self._focus_of())
+        if (self._focus, len(self._files)) != self._hot_for:
+            self._hot_for = (self._focus, len(self._files))
+            hot = (self._by_rank.get(rank, ()) for rank in self._focus)
+            self.schedule.set_hot(p for paths in hot for p in paths)
+        logs: list[tuple[int, int, Lines]] = []
+        due = self.schedule.due(now)
+        for path in due:
+            if path in self._status_sig:
+                changed = self._check_status(path, batch, now)
+            else:
+                changed = self._read(path, batch, logs)
+            self.schedule.checked(path, now, changed)
+        for path in list(self._draining):
+            self._read(path, batch, logs)
+            if not self._files[path].tail.more:
+                self._draining.discard(path)
+        first = fscalls.total()
+        for path in self._take_unread():
+            followed = self._files[path]
+            if followed.backlog is not None:
+                assert isinstance(followed.tail, LineTail)
+                followed.tail.skip_to_tail(followed.backlog)
+            self._read(path, batch, logs)
+            if self.run_ended or followed.rank in self._ended:
+                if followed.tail.more:
+                    self._draining.add(path)
+            else:
+                self.schedule.add(path, now, SLOWER if followed.kind == TELEMETRY else 1.0)
+        self.schedule.spend(first - before - len(due))
+        logs.sort(key=lambda item: (item[0], item[1]))
+        for _, rank, lines in logs:
+            batch.logs.append(RankLines(rank, self._seq, lines))
+            self._seq += len(lines)
+        batch.launcher, self._launcher_found = self._launcher_found, False
+        if self.run_ended and not (self._unread or self._draining or len(self.schedule)):
+            self.finished = True
+        return batch
+
+    def _take_unread(self) -> list[Path]:
+        """The files to read for the first time in this poll: the focused ranks' first. With
+        ``first_reads`` set, the first poll reads only theirs: the rows (statuses) come first."""
+        if self.first_reads is None:
+            limit = len(self._unread)
+        else:
+            limit = self.first_reads if self._polled else 0
+            self._polled = True
+        taken: dict[Path, None] = {}
+        # The ranks on screen, then those that failed (their last lines come before the
+        # all-ranks view marks their death; a few hundred at most in one poll).
+        failed = sorted(self._failed)[: self.first_reads]
+        self._failed.difference_update(failed)
+        for rank in (*self._focus, *failed):
+            taken.update((p, None) for p in self._by_rank.get(rank, ()) if p in self._unread)
+        order = self._unread_order
+        while order and len(taken) < limit:
+            path = Path(heapq.heappop(order)[2])
+            if path in self._unread:
+                taken[path] = None
+        for path in taken:
+            del self._unread[path]
+        return list(taken)
+
+    def _read(self, path: Path, batch: Batch, logs: list[tuple[int, int, Lines]]) -> bool:
+        """Read what is new in one file into ``batch``; whether anything was."""
+        followed = self._files[path]
+        rank, tail = followed.rank, followed.tail
+        offset = tail.offset
+        if followed.kind == LOG:
+            assert isinstance(tail, LineTail)
+            st = fscalls.stat(path)  # None: the tail notices the deletion itself
+            lines = tail.read(self.read_bytes, st)
             if lines.restarted:
                 batch.log_restarts.add(rank)
             if lines:
-                batch.logs.append(RankLines(rank, self._seq, lines))
-                self._seq += len(lines)
-        for tail in self._metrics.values():
+                logs.append((st.st_mtime_ns if st else 0, rank, lines))
+        elif followed.kind == METRICS:
+            assert isinstance(tail, RecordTail)
             new, garbage, restarted = tail.read(self.read_bytes)
             if restarted:
-                batch.metric_restarts.add(tail.rank)
+                batch.metric_restarts.add(rank)
             if garbage:
-                batch.garbage[tail.rank] = batch.garbage.get(tail.rank, 0) + garbage
+                batch.garbage[rank] = batch.garbage.get(rank, 0) + garbage
             merge_columns(batch.records, new)
-        for path, (rank, tail) in self._telemetry.items():
-            lines = tail.read(self.read_bytes, _stat(path))
-            samples = [s for s in map(parse_line, lines.texts) if s is not None]
+        else:
+            assert isinstance(tail, LineTail)
+            samples = [s for s in map(parse_line, tail.read(self.read_bytes).texts) if s]
             if samples:
                 batch.telemetry.setdefault(rank, []).extend(samples)
-        for path, (rank, seen) in self._status.items():
-            st = _stat(path)
-            sig = (st.st_ino, st.st_size, st.st_mtime_ns) if st else None
-            if sig is None or sig == seen:
-                continue
-            info = read_status(path, rank)
-            if info is not None:  # a torn or odd file is retried next poll
-                batch.status[rank] = info
-                self._status[path] = (rank, sig)
-        return batch
+        return tail.offset != offset
+
+    def _read_statuses(self, batch: Batch, now: float) -> None:
+        """Status files that the listing shows new or rewritten (a new inode)."""
+        changed = self.listing.changed_statuses()
+        for path, rank in sorted(changed, key=lambda item: item[1]):
+            self._status_sig.setdefault(path, (rank, None))
+            self._read_status(path, batch, now)
+
+    def _check_status(self, path: Path, batch: Batch, now: float) -> bool:
+        """A scheduled look at a status file: read it when its ``stat`` changed (a writer that
+        rewrites in place keeps the inode, so the listing cannot tell)."""
+        st = fscalls.stat(path)
+        if st is None or (st.st_ino, st.st_size, st.st_mtime_ns) == self._status_sig[path][1]:
+            return False
+        return self._read_status(path, batch, now)
+
+    def _read_status(self, path: Path, batch: Batch, now: float) -> bool:
+        rank = self._status_sig[path][0]
+        data, st = _read_json(path)
+        if data is None or st is None:  # a torn or odd file is read again later
+            self.listing.forget_status(path)
+            return False
+        status = RankStatus.from_json(data, rank)
+        batch.status[rank] = status
+        self._status_sig[path] = (rank, (st.st_ino, st.st_size, st.st_mtime_ns))
+        if status.state == RankState.FAILED:
+            self._failed.add(rank)
+        if status.state in RANK_ENDED:
+            self._end_rank(rank)
+        elif not self.run_ended:
+            self.schedule.add(path, now, SLOWER)
+        return True
 
     def watch(self, stop_event: threading.Event, interval_s: float = 0.25) -> Iterator[Batch]:
         """Non-empty batches until ``stop_event`` is set, each within about ``interval_s`` of
-        the write on this node or another.
+        the write on this node or another; once the run has ended and been read, none.
 
-        ``watchfiles`` wakes the loop early for local writes; its timeout wakes it every
-        ``interval_s`` regardless, so size polling sees writes that inotify never reports.
+        ``watchfiles`` wakes the loop early for local writes (on the run's folders, not
+        recursively: a recursive watch would walk every file); its timeout wakes it every
+        ``interval_s`` regardless, so polling sees writes that inotify never reports.
         """
         ms = max(1, int(interval_s * 1000))
         batch = self.poll()
         if batch:
             yield batch
-        while not stop_event.is_set():
+        while not stop_event.is_set() and not self.finished:
+            watched = self.listing.folders()
+            if not watched:  # no run directory yet
+                if stop_event.wait(interval_s):
+                    break
+                batch = self.poll()
+                if batch:
+                    yield batch
+                continue
             try:
                 for changes in watchfiles.watch(
-                    self.run_dir,
+                    *watched,
                     watch_filter=None,
                     debounce=ms,
                     step=min(50, ms),
@@ -251,12 +371,15 @@ class RunFollower:
                     rust_timeout=ms,
                     yield_on_timeout=True,
                     raise_interrupt=False,
+                    recursive=False,
                 ):
                     if any(change == watchfiles.Change.added for change, _ in changes):
                         self.rescan()
                     batch = self.poll()
                     if batch:
                         yield batch
+                    if self.finished or self.listing.folders() != watched:
+                        break
             except (OSError, RuntimeError):
                 # No notification (run dir not there yet, watch limit reached): poll this
                 # interval and try to set it up again.
@@ -267,8 +390,14 @@ class RunFollower:
                     yield batch
 
 
-def _stat(path: Path) -> os.stat_result | None:
+def _read_json(path: Path) -> tuple[dict[str, Any] | None, os.stat_result | None]:
+    """A small JSON object (a state or a status) read through the counted calls, with the
+    ``fstat`` of the file read; None while it cannot be read (missing, torn, not an object)."""
     try:
-        return os.stat(path)
-    except OSError:
-        return None
+        with fscalls.open_read(path) as fh:
+            st = fscalls.fstat(fh.fileno())
+            raw = fh.read(min(st.st_size, MAX_RECORD) + 1)  # what is there: no 1 MB buffer
+        data = json.loads(raw) if len(raw) <= MAX_RECORD else None
+    except (OSError, ValueError, RecursionError):
+        return None, None
+    return (data, st) if isinstance(data, dict) else (None, None)

@@ -27,8 +27,8 @@ from ezpz_tui.core.watching.telemetry import RankTelemetry
 from runtime.rundir import RANK_ENDED, RankState, RankStatus, RunDir, RunState, State
 
 KEEP_PER_RANK = 2000
-KEEP_TOTAL = 256_000  # lines held over all ranks: 2000 each up to 128 ranks, fewer beyond
-KEEP_AT_LEAST = 200
+KEEP_TOTAL = 128_000  # lines held over all ranks: 2000 each up to 64 ranks, fewer beyond
+KEEP_AT_LEAST = 8  # the rank list needs a last line; the rank on screen keeps KEEP_PER_RANK
 KEEP_ALL = 20000
 KEEP_LAUNCHER = 2000  # lines of the launcher's log held: a launcher says little, and it matters
 STALL_AFTER_S = 60.0
@@ -145,6 +145,28 @@ class RunMonitor:
         self.launcher = RankInfo(LAUNCHER, status=RankState.WAITING)
         self.has_launcher = False
         self._lines[LAUNCHER] = deque(maxlen=KEEP_LAUNCHER)
+        self.shown: int | None = None  # the rank whose log is on screen
+
+    def show(self, rank: int | None) -> None:
+        """``rank``'s log is on screen (None: the all-ranks view): its buffer grows to
+        KEEP_PER_RANK lines and the one shown before shrinks back to its share, so memory
+        follows what is shown, not the rank count. The follower reads ``shown`` first."""
+        if rank == self.shown:
+            return
+        before, self.shown = self.shown, rank
+        if before is not None and before != LAUNCHER and before in self._lines:
+            self._lines[before] = deque(self._lines[before], maxlen=self.keep_per_rank)
+        if rank is not None and rank != LAUNCHER and rank in self._lines:
+            self._lines[rank] = deque(self._lines[rank], maxlen=self._keep(rank))
+
+    def _keep(self, rank: int) -> int:
+        """Lines held for ``rank``: a view's worth on screen, its share of the budget off it."""
+        return max(KEEP_PER_RANK, self.keep_per_rank) if rank == self.shown else self.keep_per_rank
+
+    def shown_ranks(self) -> tuple[int, ...]:
+        """The ranks whose files the follower should read first and look at every poll."""
+        shown = self.shown
+        return (LAUNCHER,) if shown is None else (shown, LAUNCHER)
 
     def _rank(self, rank: int) -> RankInfo:
         if rank == LAUNCHER:
@@ -152,7 +174,7 @@ class RunMonitor:
         info = self.ranks.get(rank)
         if info is None:
             info = self.ranks[rank] = RankInfo(rank)
-            self._lines[rank] = deque(maxlen=self.keep_per_rank)
+            self._lines[rank] = deque(maxlen=self._keep(rank))
         return info
 
     def expect_ranks(self, world: int) -> None:
@@ -172,7 +194,7 @@ class RunMonitor:
         last: dict[int, str] = {}
         for rank, _seq, lines in batch.logs:
             texts, lengths, cuts = lines.texts, lines.lengths, lines.cuts
-            first = max(0, len(texts) - self.keep_per_rank)
+            first = max(0, len(texts) - self._keep(rank))
             # offset of line first+k = offset(first) + its k predecessors' lengths + k newlines,
             # all in C: a batch can hold a few hundred thousand lines.
             sums = accumulate(lengths[first:], initial=lines.offset(first))
@@ -309,7 +331,7 @@ class RunMonitor:
         never joined), which no single ``stalled`` rank shows. ``None`` while any rank lives."""
         seen = [
             (i.last_activity, i.rank)
-            for i in self.ranks.values()
+            for i in list(self.ranks.values())  # a copy: the rank list reads it in a thread
             if i.status == RankState.RUNNING and i.last_activity is not None
         ]
         if not seen or any(now - last < self.stall_after for last, _ in seen):
@@ -323,7 +345,7 @@ class RunMonitor:
         Ranks that died of a signal or of their own error end before the peers that lose
         them; ties (same end time, or no time recorded) go to the lowest rank.
         """
-        failed = [i for i in self.ranks.values() if i.status == RankState.FAILED]
+        failed = [i for i in list(self.ranks.values()) if i.status == RankState.FAILED]
         if not failed:
             return None
         return min(failed, key=lambda i: (i.ended is None, i.ended or 0.0, i.rank)).rank

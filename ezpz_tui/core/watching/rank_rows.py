@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+from ezpz_tui.core.watching.followers import LAUNCHER
 from ezpz_tui.core.watching.heatmap import Values
 from ezpz_tui.core.watching.monitor import RunMonitor
 
@@ -100,7 +101,7 @@ class HostTotals:
 def totals_by_host(monitor: RunMonitor) -> dict[str, HostTotals]:
     """Every host's totals, in one pass over the ranks."""
     members: dict[str, list[int]] = {}
-    for rank in monitor.ranks:
+    for rank in list(monitor.ranks):  # a copy: the rank list reads it in a thread
         members.setdefault(host_of(monitor, rank), []).append(rank)
     return {host: _totals(monitor, ranks) for host, ranks in members.items()}
 
@@ -118,6 +119,40 @@ def _totals(monitor: RunMonitor, ranks: list[int]) -> HostTotals:
         util_pct=sum(util) / len(util) if util else None,
         mem_used_bytes=sum(mem) if mem else None,
         slow=sum(r in monitor.steps.slow for r in ranks),
+    )
+
+
+@dataclass(frozen=True)
+class RankRows:
+    """Everything the rank list draws from that costs a pass over every rank: computed in a
+    thread for a big run, so 16,384 ranks re-sorted after each batch never hold up a key."""
+
+    rows: list[Row]
+    grouped: bool
+    totals: dict[str, HostTotals]
+    first_failure: int | None
+    first_silent: int | None
+    host_width: int
+
+
+def rank_rows(
+    monitor: RunMonitor, sort: str, collapsed: Collection[str], launcher: bool, now: float
+) -> RankRows:
+    """The rows of ``monitor``'s run in ``sort`` order (the launcher's first when it has
+    one), grouped by host on several hosts with ``collapsed`` folded; safe in a thread while
+    the monitor is fed on another (it reads copies of the rank table)."""
+    grouped = len(hosts(monitor)) > 1
+    rows: list[Row] = [LAUNCHER] if launcher else []
+    rows += ordered_rows(monitor, sort, collapsed if grouped else None)
+    names = (len(info.host.split(".")[0]) for info in list(monitor.ranks.values()))
+    return RankRows(
+        rows=rows,
+        grouped=grouped,
+        totals=totals_by_host(monitor) if grouped else {},
+        first_failure=monitor.first_failure,
+        first_silent=monitor.hung(now),
+        # Grouped, the heading names the host: its ranks' rows give the room to their figures.
+        host_width=0 if grouped else min(16, max(names, default=0)),
     )
 
 

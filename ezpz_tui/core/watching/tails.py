@@ -20,6 +20,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import NamedTuple
 
+from ezpz_tui.core.watching import fscalls
 from runtime.record_columns import ColumnsResult, RecordColumns, parse_columns
 
 DEFAULT_MAX_LINE = 64 << 10  # bytes of one displayed line; the rest is cut with a marker
@@ -160,13 +161,14 @@ def collapse_cr(text: str) -> str:
 class _ByteTail:
     """New bytes of one file, restarting at 0 when it shrinks, is replaced or re-created."""
 
-    __slots__ = ("_gone", "_ino", "offset", "path")
+    __slots__ = ("_gone", "_ino", "more", "offset", "path")
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offset = 0
         self._ino: int | None = None
         self._gone = False
+        self.more = False  # the last read stopped at its cap, not at the file's end
 
     def start_at(self, ino: int, offset: int) -> None:
         """Continue file ``ino`` from ``offset`` instead of its start."""
@@ -179,27 +181,29 @@ class _ByteTail:
         path check only decides whether to open; the decision to restart uses ``fstat`` of the
         opened file so a rename between the two cannot pair a new file with an old offset.
         """
-        try:
-            st = st or os.stat(self.path)
-        except OSError:
+        st = st or fscalls.stat(self.path)
+        if st is None:
             self._gone = self._ino is not None
             return b"", self.offset, False
         if st.st_ino == self._ino and st.st_size == self.offset and not self._gone:
             return b"", self.offset, False
         try:
-            with open(self.path, "rb") as fh:
-                st = os.fstat(fh.fileno())
+            with fscalls.open_read(self.path) as fh:
+                st = fscalls.fstat(fh.fileno())
                 restarted = self._ino is not None and (
                     self._gone or st.st_ino != self._ino or st.st_size < self.offset
                 )
                 if restarted or self._ino is None:
                     self._ino, self.offset, self._gone = st.st_ino, 0, False
                 fh.seek(self.offset)
-                chunk = fh.read(max_bytes)
+                # No more than is there: an unbuffered read of max_bytes allocates all of it
+                # first, and thousands of such reads leave the allocator's heap high.
+                chunk = fh.read(max(0, min(max_bytes, st.st_size - self.offset)))
         except OSError:
             return b"", self.offset, False
         start = self.offset
         self.offset += len(chunk)
+        self.more = len(chunk) == max_bytes
         return chunk, start, restarted
 
 
@@ -224,8 +228,8 @@ class LineTail:
         dropped: earlier lines stay on disk for the viewer to read back on demand.
         """
         try:
-            with open(self.path, "rb") as fh:
-                st = os.fstat(fh.fileno())
+            with fscalls.open_read(self.path) as fh:
+                st = fscalls.fstat(fh.fileno())
                 if st.st_size <= backlog:
                     return
                 fh.seek(st.st_size - backlog - 1)
@@ -240,6 +244,11 @@ class LineTail:
     def offset(self) -> int:
         """Bytes of the file consumed so far (a partial line included)."""
         return self._src.offset
+
+    @property
+    def more(self) -> bool:
+        """The last read stopped at its cap: the file has more to read now."""
+        return self._src.more
 
     def read(self, max_bytes: int = DEFAULT_READ, st: os.stat_result | None = None) -> Lines:
         chunk, pos, restarted = self._src.read(max_bytes, st)
@@ -320,10 +329,19 @@ class RecordTail:
         self._pending = b""
         self._skipping = False
 
+    @property
+    def more(self) -> bool:
+        return self._src.more
+
+    @property
+    def offset(self) -> int:
+        return self._src.offset
+
     def read(
         self, max_bytes: int = DEFAULT_READ, st: os.stat_result | None = None
     ) -> tuple[dict[int, RecordColumns], int, bool]:
-        """``(records by rank, garbage lines, restarted)``."""
+        """``(records by rank, garbage lines, restarted)``; ``more`` says whether the read
+        stopped at its cap."""
         chunk, _, restarted = self._src.read(max_bytes, st)
         if restarted:
             self._pending, self._skipping = b"", False

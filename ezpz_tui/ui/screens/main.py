@@ -395,10 +395,7 @@ class MainScreen(DocumentControl):
         path = Path(path)
         if self.opened is not None:
             self.opened.stop()
-        settings = self.start.settings
-        self.opened = OpenedRun(
-            path, settings.stall_after, self, self.run_panel, self.metrics, settings.slow_factor
-        )
+        self.opened = OpenedRun(path, self.start.settings, self, self.run_panel, self.metrics)
         self.opened.start(read_only=self._handle_of(path) is None)
         self.refresh_bindings()  # the failure keys belong to the run that was open
         self.query_one(TabbedContent).active = "tab-run"

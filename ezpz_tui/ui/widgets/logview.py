@@ -231,6 +231,12 @@ class LogView(LineList):
     def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
         self._set_follow(False)
 
+    def want_older_if_short(self, enough: int) -> None:
+        """Ask for earlier lines at once when fewer than ``enough`` are held: a rank that was
+        off screen kept only its last few, the rest are on disk."""
+        if self.lines and len(self.lines) < enough:
+            self._want_older()
+
     def _want_older(self) -> None:
         first = self.lines[0]
         if self.rank is not None and first[OFFSET] > 0 and not self.older_pending:

@@ -13,12 +13,14 @@ straggler or the rank about to run out of memory is the first row.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from rich.text import Text
-from textual import events
+from textual import events, work
 from textual.message import Message
 
 from ezpz_tui.core.watching.followers import LAUNCHER
@@ -26,11 +28,11 @@ from ezpz_tui.core.watching.monitor import RunMonitor
 from ezpz_tui.core.watching.rank_rows import (
     SORTS,
     HostTotals,
+    RankRows,
     Row,
     host_of,
     hosts,
-    ordered_rows,
-    totals_by_host,
+    rank_rows,
 )
 from ezpz_tui.core.watching.tails import strip_ansi
 from ezpz_tui.core.watching.telemetry import human_bytes, percent, sparkline
@@ -39,6 +41,8 @@ from ezpz_tui.ui.widgets.linelist import LineList, fits
 from ezpz_tui.ui.widgets.runs import STATE_STYLE as RUN_STATE_STYLE
 from ezpz_tui.ui.widgets.runs import age
 
+ASYNC_ROWS = 2048  # from this many ranks, batches and ticks recompute the rows in a thread
+ROWS_EVERY_S = 0.5  # and then at most this often
 TYPE_TIMEOUT_S = 1.0  # digits typed within this add up to one rank number
 SPARK = 6  # characters of sparkline after a figure's latest value
 CELL = 6  # a figure's latest value and its space: " 100%", "12.3G"
@@ -114,6 +118,8 @@ class RankList(LineList):
         self._host_width = 0
         self._first_failure: int | None = None
         self._first_silent: int | None = None  # of a hung job: every rank silent
+        self._computing = False  # rows being computed in a thread
+        self._stale = False  # and the monitor changed since that computation began
 
     def set_monitor(self, monitor: RunMonitor | None) -> None:
         self.monitor = monitor
@@ -122,18 +128,43 @@ class RankList(LineList):
         self.cursor = 0
         self.update_rows()
 
-    def update_rows(self) -> None:
-        """Re-read the monitor (new ranks, states, figures); repaints only the rows on screen."""
+    def update_rows(self, wait: bool = True) -> None:
+        """Re-read the monitor (new ranks, states, figures); repaints only the rows on screen.
+
+        ``wait=False`` (a batch, a tick) on a run of ASYNC_ROWS ranks or more: the rows are
+        computed in a thread and shown when ready, one computation at a time (updates that
+        arrive meanwhile make one more). A key waits: what it does must be seen at once."""
         monitor = self.monitor
-        ranks = monitor.ranks if monitor else {}
+        args = (self.sort, frozenset(self.collapsed), bool(monitor and monitor.has_launcher))
+        if wait or monitor is None or len(monitor.ranks) < ASYNC_ROWS:
+            self._show_rows(None if monitor is None else rank_rows(monitor, *args, self.clock()))
+        elif self._computing:
+            self._stale = True
+        else:
+            self._computing = True
+            self._rows_in_thread(monitor, *args)
+
+    @work(thread=True, group="rank-rows")
+    def _rows_in_thread(
+        self, monitor: RunMonitor, sort: str, collapsed: frozenset[str], launcher: bool
+    ) -> None:
+        computed = rank_rows(monitor, sort, collapsed, launcher, self.clock())
+        with contextlib.suppress(RuntimeError):  # the app closed meanwhile
+            self.app.call_from_thread(self._rows_computed, monitor, computed)
+
+    def _rows_computed(self, monitor: RunMonitor, computed: RankRows) -> None:
+        self._computing = False
+        if monitor is self.monitor:
+            self._show_rows(computed)
+        if self._stale:  # at most one computation a ROWS_EVERY_S: each costs a core's while
+            self._stale = False
+            self.set_timer(ROWS_EVERY_S, partial(self.update_rows, wait=False))
+
+    def _show_rows(self, computed: RankRows | None) -> None:
         before = self.selected_row
-        rows: list[Row] = []
-        if monitor is not None:
-            self._grouped = len(hosts(monitor)) > 1
-            if monitor.has_launcher:
-                rows.append(LAUNCHER)
-            rows += ordered_rows(monitor, self.sort, self.collapsed if self._grouped else None)
-            self._totals = totals_by_host(monitor) if self._grouped else {}
+        rows = computed.rows if computed else []
+        self._grouped = bool(computed and computed.grouped)
+        self._totals = computed.totals if computed else {}
         if rows != self._rows:
             self._rows = rows
             if before is not None and before in rows:
@@ -141,11 +172,9 @@ class RankList(LineList):
                 self.set_reactive(RankList.cursor, rows.index(before))
             elif rows and self.cursor >= len(rows):
                 self.set_reactive(RankList.cursor, len(rows) - 1)
-        self._first_failure = monitor.first_failure if monitor else None
-        self._first_silent = monitor.hung(self.clock()) if monitor else None
-        names = (len(info.host.split(".")[0]) for info in ranks.values())
-        # Grouped, the heading names the host: its ranks' rows give the room to their figures.
-        self._host_width = 0 if self._grouped else min(16, max(names, default=0))
+        self._first_failure = computed.first_failure if computed else None
+        self._first_silent = computed.first_silent if computed else None
+        self._host_width = computed.host_width if computed else 0
         self._update_heading()
         self.rows_changed()
 

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 NO_RUN = "No run opened. Launch one (r), or pick one in the runs list and press Enter."
 OLDER_CHUNK = 2000  # lines read back per step when scrolling above the buffer
+SHORT_BUFFER = 200  # a selected rank holding fewer lines has its earlier ones read back
 
 
 class RunPanel(Vertical):
@@ -114,6 +115,7 @@ class RunPanel(Vertical):
         self.ranks.set_monitor(monitor)
         self.show_failure(None)
         self.log.filter = NO_FILTER
+        monitor.show(0)
         self.log.show([], 0, max(1, len(monitor.ranks)))
 
     def show_details(self, details: RunDetails) -> None:
@@ -147,7 +149,7 @@ class RunPanel(Vertical):
     def apply(self, changes: Changes) -> None:
         assert self.monitor is not None
         ranks, log = self.ranks, self.log
-        ranks.update_rows()
+        ranks.update_rows(wait=False)
         first = self.monitor.first_failure
         if not self._user_moved and first is not None and log.rank not in (None, first):
             ranks.select_rank(first)  # a failed run opens on the rank that failed first
@@ -155,14 +157,16 @@ class RunPanel(Vertical):
         if log.rank is None:
             log.append(changes.arrived)
         elif log.rank in changes.restarted:
-            log.show(self.monitor.lines_of(log.rank), log.rank, len(self.monitor.ranks))
+            self._show_rank(log.rank)
         elif log.rank in changes.by_rank:
             log.append(changes.by_rank[log.rank])
 
     def tick(self) -> None:
-        """Once a second: ages and stalls change with time alone."""
-        if self.monitor is not None:
-            self.ranks.update_rows()
+        """Once a second: ages and stalls change with time alone (in an ended run they do
+        not, and 16,384 rows are not worth re-sorting for nothing)."""
+        run = self.monitor.run_state if self.monitor is not None else None
+        if self.monitor is not None and (run is None or run.live):
+            self.ranks.update_rows(wait=False)
 
     # --- reactions --------------------------------------------------------------------------
 
@@ -179,7 +183,7 @@ class RunPanel(Vertical):
             self._placed = rank  # the list's Selected message would show the log's end
         self.ranks.select_rank(rank)
         log = self.log
-        log.show(self.monitor.lines_of(rank), rank, len(self.monitor.ranks))
+        self._show_rank(rank)
         index, how = line_of_step([line[TEXT] for line in log.lines], step, span)
         log.move_to(index)
         log.call_after_refresh(log.action_center)
@@ -200,7 +204,15 @@ class RunPanel(Vertical):
             return
         if self.ranks.has_focus:
             self._user_moved = True
-        self.log.show(self.monitor.lines_of(event.rank), event.rank, len(self.monitor.ranks))
+        self._show_rank(event.rank)
+
+    def _show_rank(self, rank: int) -> None:
+        """``rank``'s log in the log view; its buffer grows to what a view holds and, when it
+        was off screen (a few lines kept), its earlier lines are read back from disk."""
+        assert self.monitor is not None
+        self.monitor.show(rank)
+        self.log.show(self.monitor.lines_of(rank), rank, len(self.monitor.ranks))
+        self.log.want_older_if_short(SHORT_BUFFER)
 
     @on(RankList.Sorted)
     def _ranks_sorted(self, event: RankList.Sorted) -> None:
@@ -221,9 +233,9 @@ class RunPanel(Vertical):
             return
         log, count = self.log, len(self.monitor.ranks)
         if log.rank is None:
-            rank = self.ranks.selected or 0
-            log.show(self.monitor.lines_of(rank), rank, count)
+            self._show_rank(self.ranks.selected or 0)
         else:
+            self.monitor.show(None)
             log.show(self.monitor.all_lines, None, count)
 
     def action_filter(self) -> None:

@@ -1,0 +1,157 @@
+"""A run's files found by listing its folders, never by a ``stat`` per file.
+
+One listing of ``status/`` answers for every rank at once: status files are rewritten whole
+through a rename (:func:`runtime.atomic.write_atomic`), so a rewritten one has a new inode, and
+the inode comes with the listing. A folder is listed again only when its own ``stat`` says it
+changed (a file was added, removed or renamed into it), or while its last change is so recent
+that a second one within the clock's granularity could hide behind it, or when asked (``force``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from ezpz_tui.core.watching import fscalls
+from ezpz_tui.core.watching.ezpz_layout import ezpz_logs
+from runtime.rundir import (
+    EZPZ_HISTORY_FILE,
+    EZPZ_METRICS_FILE,
+    EZPZ_SHARED_METRICS,
+    JSONL_FILE,
+    LAUNCHER_LOG,
+    LOG_FILE,
+    RANK_FOLDERS,
+    RUN_TOML,
+    STATE_JSON,
+    STATUS_FILE,
+    RunDir,
+)
+
+LOG, METRICS, TELEMETRY = "log", "metrics", "telemetry"
+RECENT_S = 2.0  # a folder changed this recently is listed again: mtimes are coarse
+LAUNCHER = -1
+"""The pseudo-rank that the launcher's log is followed as: its lines travel with the ranks' logs
+(one tail machinery, one log view), and readers that count ranks or plot metrics skip it."""
+
+
+class Found(NamedTuple):
+    """A file to follow: what it holds and the rank it belongs to."""
+
+    path: Path
+    kind: str
+    rank: int
+
+
+def ezpz_metrics_rank(name: str) -> int | None:
+    """The rank an ezpz metrics file's name gives (``metrics-3.jsonl``: 3, the shared
+    ``metrics.jsonl`` or a default ``History()``'s ``<run-id>.jsonl``: 0, whose records name
+    their own), or None for another file."""
+    match = EZPZ_METRICS_FILE.search(name)
+    if match:
+        return int(match.group(1))
+    return 0 if name == EZPZ_SHARED_METRICS or EZPZ_HISTORY_FILE.fullmatch(name) else None
+
+
+class RunListing:
+    """The files of one run directory that have not been reported yet, and the status files
+    rewritten since the last look."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run = RunDir(run_dir)
+        self._known: set[Path] = set()
+        self._dirs: dict[Path, tuple[int, int]] = {}
+        self._status_ino: dict[Path, int] = {}
+
+    def _entries(self, folder: Path, force: bool) -> list[os.DirEntry[str]] | None:
+        """The folder's entries, or None when it is missing or has not changed."""
+        st = fscalls.stat(folder)
+        if st is None:
+            self._dirs.pop(folder, None)
+            return None
+        sig = (st.st_ino, st.st_mtime_ns)
+        recent = time.time() - st.st_mtime < RECENT_S
+        if not force and not recent and self._dirs.get(folder) == sig:
+            return None
+        self._dirs[folder] = sig
+        return fscalls.scandir(folder)
+
+    def new_files(self, force: bool = False) -> list[Found]:
+        """Logs, metric and telemetry files (ours and ezpz's) not reported before."""
+        run = self.run
+        found: list[Found] = []
+        root = self._entries(run.path, force)
+        if root is not None:
+            ours = any(e.name in RANK_FOLDERS for e in root)
+            for entry in root:
+                if entry.name == LAUNCHER_LOG:
+                    found.append(Found(Path(entry.path), LOG, LAUNCHER))
+                elif entry.name.endswith(".jsonl"):
+                    rank = ezpz_metrics_rank(entry.name)
+                    if rank is not None:
+                        found.append(Found(Path(entry.path), METRICS, rank))
+                elif not ours and entry.is_dir(follow_symlinks=False):
+                    found += _ezpz_metrics_below(Path(entry.path))
+            if not {e.name for e in root} & {STATE_JSON, RUN_TOML}:  # ezpz's own: its logs
+                found += [Found(path, LOG, rank) for path, rank in ezpz_logs(run.path)]
+        for folder, kind in ((run.logs_dir, LOG), (run.metrics_dir, METRICS)):
+            found += self._ranked(folder, kind, force)
+        found += self._ranked(run.telemetry_dir, TELEMETRY, force)
+        new = [f for f in found if f.path not in self._known]
+        self._known.update(f.path for f in new)
+        return new
+
+    def _ranked(self, folder: Path, kind: str, force: bool) -> list[Found]:
+        entries = self._entries(folder, force)
+        if entries is None:
+            return []
+        pattern = LOG_FILE if kind == LOG else JSONL_FILE
+        found = []
+        for entry in entries:
+            match = pattern.fullmatch(entry.name)
+            if match:
+                found.append(Found(Path(entry.path), kind, int(match.group(1))))
+            elif kind == METRICS:
+                rank = ezpz_metrics_rank(entry.name)
+                if rank is not None:
+                    found.append(Found(Path(entry.path), kind, rank))
+        return found
+
+    def changed_statuses(self, force: bool = False) -> list[tuple[Path, int]]:
+        """Status files that are new or were rewritten (a new inode) since the last call."""
+        entries = self._entries(self.run.status_dir, force)
+        if entries is None:
+            return []
+        changed = []
+        for entry in entries:
+            match = STATUS_FILE.fullmatch(entry.name)
+            if not match:
+                continue
+            path, inode = Path(entry.path), entry.inode()
+            if self._status_ino.get(path) != inode:
+                self._status_ino[path] = inode
+                changed.append((path, int(match.group(1))))
+        return changed
+
+    def folders(self) -> list[Path]:
+        """The folders of the run seen to exist at their last look (no call of its own)."""
+        return sorted(self._dirs)
+
+    def forget_status(self, path: Path) -> None:
+        """Read ``path`` again at the next look (it could not be read this time)."""
+        self._status_ino.pop(path, None)
+
+
+def _ezpz_metrics_below(folder: Path) -> list[Found]:
+    """ezpz's metrics files anywhere below ``folder`` (a run ezpz made, not ours)."""
+    found = []
+    for entry in fscalls.scandir(folder):
+        if entry.is_dir(follow_symlinks=False):
+            found += _ezpz_metrics_below(Path(entry.path))
+        else:
+            rank = ezpz_metrics_rank(entry.name)
+            if rank is not None:
+                found.append(Found(Path(entry.path), METRICS, rank))
+    return found
