@@ -257,12 +257,13 @@ def accelerators_from_env(env: Mapping[str, str], machine: str) -> tuple[str, in
 # --- probing --------------------------------------------------------------------------------
 
 
-def _run(argv: list[str], timeout_s: float) -> str | None:
-    """stdout of a tool, or None when it is missing, fails or runs past ``timeout_s``."""
+def run_tool(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[str] | None:
+    """A scheduler's or vendor's tool run to its end, or None when it is missing or runs past
+    ``timeout_s``: a login node's qstat can hang, and nothing here may wait on it for long."""
     if shutil.which(argv[0]) is None:
         return None
     try:
-        proc = subprocess.run(
+        return subprocess.run(
             argv,
             capture_output=True,
             text=True,
@@ -272,7 +273,12 @@ def _run(argv: list[str], timeout_s: float) -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return proc.stdout if proc.returncode == 0 else None
+
+
+def _run(argv: list[str], timeout_s: float) -> str | None:
+    """stdout of a tool, or None when it is missing, fails or runs past ``timeout_s``."""
+    proc = run_tool(argv, timeout_s)
+    return proc.stdout if proc is not None and proc.returncode == 0 else None
 
 
 _VENDOR_TOOLS: tuple[tuple[str, list[str], Callable[[str], int]], ...] = (

@@ -17,13 +17,12 @@ import contextlib
 import getpass
 import json
 import os
-import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ezpz_tui.core.launching.allocation import run_tool
 from ezpz_tui.core.launching.batch_script import batch_dir
 from ezpz_tui.core.launching.runstore import RunStore, RunSummary, positive_int
 from runtime.atomic import write_atomic
@@ -42,22 +41,6 @@ JobStates = Callable[[str, list[str]], "dict[str, State] | None"]
 def _short(job_id: str) -> str:
     """``123.polaris-pbs-01.hsn.cm...`` and ``123.polaris-pbs-01`` are the same PBS job."""
     return job_id.split(".")[0]
-
-
-def _tool_output(argv: list[str]) -> subprocess.CompletedProcess[str] | None:
-    if shutil.which(argv[0]) is None:
-        return None
-    try:
-        return subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=ASK_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def parse_squeue(output: str) -> dict[str, State]:
@@ -105,10 +88,10 @@ def job_states(scheduler: str, job_ids: list[str]) -> dict[str, State] | None:
 
 def _ask(scheduler: str, job_ids: list[str]) -> dict[str, State] | None:
     if scheduler == "SLURM":
-        done = _tool_output(["squeue", "-h", "-u", getpass.getuser(), "-o", "%i %T"])
+        done = run_tool(["squeue", "-h", "-u", getpass.getuser(), "-o", "%i %T"], ASK_TIMEOUT_S)
         return parse_squeue(done.stdout) if done is not None and done.returncode == 0 else None
     if scheduler == "PBS":
-        done = _tool_output(["qstat", "-x", "-f", "-F", "json", *job_ids])
+        done = run_tool(["qstat", "-x", "-f", "-F", "json", *job_ids], ASK_TIMEOUT_S)
         return parse_qstat_jobs(done.stdout) if done is not None else None
     return None
 
