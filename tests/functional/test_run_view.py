@@ -241,6 +241,10 @@ async def test_a_silent_rank_turns_stalled_while_others_progress(tmp_path: Path)
     async with app.run_test(size=SIZE) as pilot:
         ranks, _ = await opened(pilot, 3)
         assert all("running" in row(ranks, r) for r in range(3))
+        # Off-screen ranks' logs are read after the first frame: every rank's last line seen
+        # before the clock moves on, so rank 1's silence starts at START.
+        for rank in range(3):
+            await until(pilot, lambda r=rank: f"rank {r} line 4" in row(ranks, r), "read", 5)
         clock.now += 45  # beyond stall_after = 30 from the config file
         for rank in (0, 2):
             _append(run / "logs" / f"rank-{rank:05d}.log", ["step 9"])
