@@ -293,3 +293,25 @@ def test_final_states_are_reported_as_written(tmp_path: Path) -> None:
     set_state(run, "failed", exit_code=3, supervisor_pid=_dead_pid())
     assert run_state(run).state == "failed"
     assert RunStore(tmp_path).list_runs()[0].exit_code == 3
+
+
+def test_an_ended_run_is_read_once_until_its_state_is_written_again(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The screen lists the outputs every 2 s: an ended run's run.toml and state are read
+    once, a live one's every time, and a new state.json is read at once."""
+    from ezpz_tui.core.launching import runstore
+
+    live, ended = store.create({"command": ["a"]}), store.create({"command": ["b"]})
+    for run, state in ((live, State.RUNNING), (ended, State.SUCCEEDED)):
+        write_state(run, replace(read_state(run), state=state, exit_code=0))
+    reads: list[Path] = []
+    real = runstore.read_run_toml
+    monkeypatch.setattr(runstore, "read_run_toml", lambda p: reads.append(p) or real(p))
+    for _ in range(3):
+        states = {r.path: r.state for r in store.list_runs()}
+    assert states == {live: "running", ended: "succeeded"}
+    assert reads.count(ended) == 1 and reads.count(live) == 3
+    write_state(ended, replace(read_state(ended), state=State.FAILED, exit_code=1))
+    assert {r.path: r.state for r in store.list_runs()}[ended] == "failed"
+    assert reads.count(ended) == 2

@@ -47,6 +47,7 @@ from ezpz_tui.core.launching.reserve import make_reserve
 from ezpz_tui.core.watching.ezpz_layout import ezpz_runs_below
 from runtime.atomic import write_atomic
 from runtime.rundir import (
+    FINAL,
     RUN_TOML,
     RunDir,
     RunState,
@@ -222,11 +223,25 @@ def _str_list(value: Any) -> list[str] | None:
     return None
 
 
+def state_signature(path: Path) -> tuple[int, int, int] | None:
+    """The identity of a run's ``state.json`` (inode, mtime, size), None without one: equal
+    signatures mean the supervisor has not written it since."""
+    try:
+        st = os.stat(RunDir(path).state_json)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 class RunStore:
     """The run directories under one outputs directory."""
 
     def __init__(self, outputs: Path) -> None:
         self.outputs = Path(outputs).expanduser().absolute()
+        # Runs whose written state is final, by the identity of that state.json: a screen
+        # lists the outputs every 2 s, and an ended run's summary cannot change unless its
+        # state.json is rewritten (which gives it a new inode or mtime).
+        self._ended: dict[Path, tuple[tuple[int, int, int], RunSummary]] = {}
 
     def create(
         self,
@@ -349,6 +364,17 @@ class RunStore:
         return runs
 
     def _summary(self, path: Path) -> RunSummary:
+        """The run's summary, from memory when its written state is final and unchanged."""
+        sig = state_signature(path)
+        kept = self._ended.get(path)
+        if sig is not None and kept is not None and kept[0] == sig:
+            return kept[1]
+        summary = self._read_summary(path)
+        if sig is not None and summary.state in FINAL:
+            self._ended[path] = (sig, summary)
+        return summary
+
+    def _read_summary(self, path: Path) -> RunSummary:
         try:
             record = read_run_toml(path)
         except RunStoreError:

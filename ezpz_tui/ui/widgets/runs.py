@@ -62,6 +62,7 @@ class RunsPanel(Vertical):
     highlighted run's metrics on the plots; ``b`` submits its plan as a batch job."""
 
     BINDINGS = bindings_for("runs")
+    _kept_details: tuple[Path, tuple[int, int, int] | None, RunDetails] | None = None
 
     @dataclass(eq=False)
     class Open(Message):
@@ -91,8 +92,24 @@ class RunsPanel(Vertical):
         from ezpz_tui.core.launching.queued import listed_runs
 
         runs = listed_runs(store)
-        details = read_run_details(details_of) if details_of else None
+        details = self._details(details_of) if details_of else None
         self.post_message(self.Listed(runs, details))
+
+    def _details(self, path: Path) -> RunDetails:
+        """The header facts of ``path``, read again only while its run may still change: an
+        ended run's are kept until its state.json is written again (the list refreshes every
+        2 s; on a shared filesystem each read is a metadata round trip)."""
+        from ezpz_tui.core.launching.runstore import state_signature
+        from runtime.rundir import FINAL
+
+        sig = state_signature(path)
+        kept = self._kept_details
+        if kept is not None and sig is not None and kept[:2] == (path, sig):
+            return kept[2]
+        details = read_run_details(path)
+        ended = sig is not None and details.state.state in FINAL
+        self._kept_details = (path, sig, details) if ended else None
+        return details
 
     def compose(self) -> ComposeResult:
         yield Static("Runs", id="runs-title")
