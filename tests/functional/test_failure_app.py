@@ -222,7 +222,8 @@ async def test_exclude_the_failing_host_and_relaunch(tmp_path: Path, aurora: All
             assert question.startswith(f"{AURORA[1]} was named by the failure. Add {AURORA[1]}")
             assert f"on 1 host(s) without it ({short[0]})?" in question
             await pilot.press("y")
-            await until(pilot, lambda: len(run_dirs(outputs)) == 2, "the relaunch", 20)
+            # The run directory appears before its run.toml is written into it.
+            await until(pilot, lambda: _recorded(outputs, 2), "the relaunch", 20)
             second = run_dirs(outputs)[1]
 
             listed = (outputs / "bad_hosts.txt").read_text().splitlines()
@@ -290,3 +291,9 @@ async def test_retries_relaunch_without_the_dead_node_unattended(
         finally:
             if app.main.session is not None:
                 app.main.session.supervisor.stop_all(grace_s=(1.0, 1.0))
+
+
+def _recorded(outputs: Path, count: int) -> bool:
+    """``count`` runs made, the newest with its run.toml written."""
+    runs = run_dirs(outputs)
+    return len(runs) == count and (runs[-1] / "run.toml").is_file()
