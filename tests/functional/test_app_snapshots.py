@@ -250,17 +250,19 @@ def test_all_ranks_view_small(snap_compare: Snap, polaris: EzpzApp) -> None:
     assert snap_compare(polaris, terminal_size=SMALL, run_before=run_before(open_failed, all_ranks))
 
 
+async def metrics(pilot: Pilot[None]) -> None:
+    """``t`` from the Run tab, then wait for the loss plot's last throttled redraw."""
+    await pilot.press("t")
+    await settle(pilot)
+    view = pilot.app.query_one(MetricsView)
+    await until(pilot, lambda: view.current_metric() == "loss", "the loss plot", 10)
+    await pilot.pause(0.6)  # one throttled redraw after the last data
+    await settle(pilot)
+
+
 def test_metrics_tab(snap_compare: Snap, polaris: EzpzApp) -> None:
     """``t`` from the Run tab: the failed run's loss, mean with its min/max band over 8 ranks,
     and the NaN of rank 3 flagged in the status line."""
-
-    async def metrics(pilot: Pilot[None]) -> None:
-        await pilot.press("t")
-        await settle(pilot)
-        view = pilot.app.query_one(MetricsView)
-        await until(pilot, lambda: view.current_metric() == "loss", "the loss plot", 10)
-        await pilot.pause(0.6)  # one throttled redraw after the last data
-        await settle(pilot)
 
     assert snap_compare(polaris, terminal_size=WIDE, run_before=run_before(open_failed, metrics))
 

@@ -14,18 +14,17 @@ import pytest
 from textual.pilot import Pilot
 
 from ezpz_tui.ui.app import EzpzApp
-from ezpz_tui.ui.widgets.metrics import MetricsView
 from ezpz_tui.ui.widgets.topology import TopologyGrid
 from tests.functional.test_app_snapshots import (  # noqa: F401  (polaris is a fixture)
     WIDE,
     Snap,
+    metrics,
     open_failed,
     polaris,
     run_before,
     set_field,
     settle,
 )
-from tests.pilots import until
 
 THEMES = pytest.mark.parametrize("theme", ["ezpz-catppuccin-latte", "ezpz-catppuccin-mocha"])
 
@@ -39,15 +38,6 @@ def themed(theme: str) -> Callable[[Pilot[None]], Awaitable[None]]:
         assert pilot.app.current_theme.name == theme
 
     return step
-
-
-async def metrics(pilot: Pilot[None]) -> None:
-    await pilot.press("t")
-    await settle(pilot)
-    view = pilot.app.query_one(MetricsView)
-    await until(pilot, lambda: view.current_metric() == "loss", "the loss plot", 10)
-    await pilot.pause(0.6)  # one throttled redraw after the last data
-    await settle(pilot)
 
 
 async def tp2_grid(pilot: Pilot[None]) -> None:

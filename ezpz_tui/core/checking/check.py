@@ -90,17 +90,21 @@ class Context:
             return detect_launcher_kind(self.alloc, self.which, self.python)
         return chosen
 
-    def python_json(self, code: str) -> dict[str, Any]:
-        """Run ``code`` in this Python and read the JSON it prints; raises TimeoutExpired."""
-        proc = subprocess.run(
-            [self.python, "-c", code],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=self.timeout_s,
-            env=dict(self.env),
-            stdin=subprocess.DEVNULL,
-        )
+    def python_json(self, code: str, python: str | None = None) -> dict[str, Any]:
+        """Run ``code`` in ``python`` (default: the probed one) and read the JSON it prints;
+        ``error`` when that Python cannot start; raises TimeoutExpired."""
+        try:
+            proc = subprocess.run(
+                [python or self.python, "-c", code],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=self.timeout_s,
+                env=dict(self.env),
+                stdin=subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            return {"error": exc.strerror or str(exc)}
         lines = proc.stdout.strip().splitlines()
         if not lines:
             tail = proc.stderr.strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]

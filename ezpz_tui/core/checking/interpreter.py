@@ -9,15 +9,10 @@ read from package metadata in both interpreters: nothing imports torch.
 
 from __future__ import annotations
 
-import json
 import os
-import platform
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -66,36 +61,6 @@ def _which(word: str, env: Mapping[str, str]) -> str | None:
     return shutil.which(word, path=env.get("PATH", os.defpath))
 
 
-def own_facts() -> dict[str, Any]:
-    """This interpreter's prefix, Python and torch versions (metadata only)."""
-    try:
-        torch: str | None = metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        torch = None
-    return {"prefix": sys.prefix, "python": platform.python_version(), "torch": torch}
-
-
-def facts_of(python: str, env: Mapping[str, str], timeout_s: float) -> dict[str, Any]:
-    """The same facts from another interpreter; ``error`` when it cannot answer."""
-    try:
-        proc = subprocess.run(
-            [python, "-c", _FACTS],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout_s,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-        )
-    except OSError as exc:
-        return {"error": exc.strerror or str(exc)}
-    try:
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        tail = proc.stderr.strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
-        return {"error": tail[0]}
-
-
 @declare("rank python")
 def rank_python(ctx: Context) -> Verdict:
     if ctx.plan is None:
@@ -103,16 +68,15 @@ def rank_python(ctx: Context) -> Verdict:
     python = rank_interpreter(ctx.plan.command, ctx.env)
     if python is None:
         return ok(f"{ctx.plan.command[0]} is not a Python program; nothing to compare.")
-    theirs = facts_of(python, ctx.env, ctx.timeout_s)
+    theirs = ctx.python_json(_FACTS, python)
     if "error" in theirs:
         return error(
             f"The ranks' Python {python} does not run: {theirs['error']}.",
             "Give the command a Python that exists on every host, or load its module first.",
         )
-    probed = ctx.python
-    ours = own_facts() if probed == sys.executable else facts_of(probed, ctx.env, ctx.timeout_s)
+    ours = ctx.python_json(_FACTS)
     if "error" in ours:
-        return warning(f"{probed} does not run: {ours['error']}.", "See the torch row.")
+        return warning(f"{ctx.python} does not run: {ours['error']}.", "See the torch row.")
     return compare(python, theirs, ours)
 
 
