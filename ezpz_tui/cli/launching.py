@@ -100,8 +100,9 @@ def session_for(args: argparse.Namespace) -> Any:
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
-    from ezpz_tui.core.launching.outputs import RunStoreError, launch_error
+    from ezpz_tui.core.launching.outputs import launch_error
     from ezpz_tui.core.launching.plan import LaunchRefused
+    from ezpz_tui.core.runs.record import RunStoreError
 
     try:
         plan = plan_from_args(args, tp=args.tp, pp=args.pp, cp=args.cp)
@@ -209,8 +210,8 @@ def report_end(handle: Any) -> int:
     As srun does, a run that failed exits with its first failed rank's status (128+N for a
     signal), not with whatever the launcher returned while its other ranks were stopped.
     """
-    from ezpz_tui.core.launching.ending import how
-    from ezpz_tui.core.launching.exit_meanings import meaning
+    from ezpz_tui.core.runs.ending import how
+    from ezpz_tui.core.runs.exit_meanings import meaning
     from ezpz_tui.core.watching.tails import read_tail
     from ezpz_tui.core.words import rank_ranges
     from runtime.rundir import LAUNCHER_LOG, RankState, RunDir, State, read_statuses

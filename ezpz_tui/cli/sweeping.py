@@ -45,8 +45,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from ezpz_tui.cli.comparing import table_lines
     from ezpz_tui.core.comparing.compare import compare
     from ezpz_tui.core.comparing.sweep import layout_label, plan_sweep, run_sweep, with_steps
-    from ezpz_tui.core.launching.outputs import RunStoreError, launch_error
+    from ezpz_tui.core.launching.outputs import launch_error
     from ezpz_tui.core.launching.processes import deferred_signals
+    from ezpz_tui.core.runs.record import RunStoreError
 
     try:
         base = plan_from_args(args)

@@ -27,8 +27,9 @@ from ezpz_tui.core.launching.launcher import (
 from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan, LaunchRefused, Problem, check
 from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S
 from ezpz_tui.core.launching.rendezvous import resolves
-from ezpz_tui.core.launching.runstore import RunStore, RunStoreError, record_launch
+from ezpz_tui.core.launching.runstore import RunStore, record_launch
 from ezpz_tui.core.launching.supervisor import RunHandle, StopResult, Supervisor
+from ezpz_tui.core.runs.record import RunStoreError
 
 OUTPUTS_VAR = "EZPZ_OUTPUTS"
 PLACEHOLDER_RUN_ID = "<run-id>"

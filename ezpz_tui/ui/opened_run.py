@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ezpz_tui.core.launching.runstore import read_run_toml
+from ezpz_tui.core.runs.record import read_run_toml
 from ezpz_tui.core.watching.followers import RunFollower
 from ezpz_tui.core.watching.monitor import RunMonitor
 from ezpz_tui.core.watching.progress import Progress

@@ -24,8 +24,8 @@ from textual.widgets import Footer, Input, Static, TabbedContent, Tabs
 
 from ezpz_tui import config
 from ezpz_tui.core.checking.check import Check
-from ezpz_tui.core.launching.liveness import run_state
-from ezpz_tui.core.launching.runstore import read_run_toml
+from ezpz_tui.core.runs.liveness import run_state
+from ezpz_tui.core.runs.record import read_run_toml
 from ezpz_tui.keymap.table import DEFAULT_KEYMAP
 from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.messages import RunsStopped

@@ -30,7 +30,7 @@ from textual.widgets import Footer
 
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.plan import LaunchPlan
-from ezpz_tui.core.launching.runstore import read_run_toml
+from ezpz_tui.core.runs.record import read_run_toml
 from ezpz_tui.core.session import Session
 from ezpz_tui.core.watching.followers import LAUNCHER
 from ezpz_tui.core.watching.monitor import TEXT

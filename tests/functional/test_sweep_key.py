@@ -8,8 +8,8 @@ from pathlib import Path
 from textual.widgets import Input, TabbedContent
 
 from ezpz_tui.core.comparing.sweep_record import read_sweep
-from ezpz_tui.core.launching.liveness import run_state
-from ezpz_tui.core.launching.runstore import read_run_toml
+from ezpz_tui.core.runs.liveness import run_state
+from ezpz_tui.core.runs.record import read_run_toml
 from ezpz_tui.ui.screens.confirm import ConfirmScreen
 from ezpz_tui.ui.screens.search import SearchScreen
 from ezpz_tui.ui.widgets.compare import CompareView

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from ezpz_tui.core.launching.runstore import read_run_toml
+from ezpz_tui.core.runs.record import read_run_toml
 from runtime.env import SIZE_VARS
 from tests.fixtures.cli import base_env, cli, kill_leftovers, run_dirs
 from tests.fixtures.runs import first_run_logged, wait_for

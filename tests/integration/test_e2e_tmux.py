@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from ezpz_tui.core.launching.runstore import read_run_toml
+from ezpz_tui.core.runs.record import read_run_toml
 from tests.envs import without_job
 from tests.procs import processes_of
 

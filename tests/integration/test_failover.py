@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from ezpz_tui.core.launching.runstore import read_run_toml
+from ezpz_tui.core.runs.record import read_run_toml
 from tests.fixtures.cli import base_env, cli, kill_leftovers, run_dirs
 from tests.fixtures.stand_ins import AURORA, STAND_IN
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ezpz_tui.core.launching.runstore import read_run_toml
+from ezpz_tui.core.runs.record import read_run_toml
 from runtime.env import RANK_VARS, SIZE_VARS, _expand_counts, expand_nodelist
 from tests.fixtures.runs import first_run_logged
 

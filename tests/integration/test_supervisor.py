@@ -17,10 +17,11 @@ import pytest
 
 from ezpz_tui.core.launching import supervisor as supervisor_module
 from ezpz_tui.core.launching.launcher import Launch
-from ezpz_tui.core.launching.liveness import run_state
-from ezpz_tui.core.launching.processes import proc_stat
-from ezpz_tui.core.launching.runstore import RunStore, read_run_toml, record_launch
+from ezpz_tui.core.launching.runstore import RunStore, record_launch
 from ezpz_tui.core.launching.supervisor import START_FAILED_CODE, RunHandle, Supervisor
+from ezpz_tui.core.runs.liveness import run_state
+from ezpz_tui.core.runs.record import read_run_toml
+from runtime.procfs import proc_stat
 from runtime.rundir import FINAL, State
 from tests.procs import processes_of
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ezpz_tui.core.comparing.sweep_record import latest_sweep
-from ezpz_tui.core.launching.runstore import read_run_toml
+from ezpz_tui.core.runs.record import read_run_toml
 from runtime.rundir import SWEEPS, RunDir, read_state
 from tests.fixtures.cli import PY, REPO, base_env, cli, kill_leftovers
 from tests.fixtures.cli import run_dirs as all_dirs

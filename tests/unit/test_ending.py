@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ezpz_tui.core.launching.ending import (
+from ezpz_tui.core.runs.ending import (
     cause_of,
     derived_state,
     final_statuses,

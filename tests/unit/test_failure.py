@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from ezpz_tui.core.launching.exit_meanings import describe_end, meaning
-from ezpz_tui.core.launching.runstore import read_run_toml
+from ezpz_tui.core.runs.exit_meanings import describe_end, meaning
+from ezpz_tui.core.runs.record import read_run_toml
 from ezpz_tui.core.watching.failure import (
     explain,
     format_failure,

@@ -27,7 +27,7 @@ def _lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_the_contracts_hold() -> None:
     done = _lint_imports(REPO)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Contracts: 3 kept, 0 broken." in done.stdout
+    assert "Contracts: 4 kept, 0 broken." in done.stdout
 
 
 def test_a_forbidden_import_breaks_a_contract(tmp_path: Path) -> None:
@@ -40,6 +40,24 @@ def test_a_forbidden_import_breaks_a_contract(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     assert "runtime never imports ezpz_tui, textual or rich BROKEN" in done.stdout
     assert f"runtime.env -> textual (l.{len(lines) + 1})" in done.stdout
+
+
+def test_watching_importing_launching_breaks_the_layers(tmp_path: Path) -> None:
+    """What a run's watcher reads about runs lives in core/runs: the moment watching reaches
+    for launching again, the two packages are one tangle again."""
+    for package in ("runtime", "ezpz_tui"):
+        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("*.pyc"))
+    monitor = tmp_path / "ezpz_tui" / "core" / "watching" / "monitor.py"
+    lines = monitor.read_text().splitlines()
+    monitor.write_text("\n".join([*lines, "import ezpz_tui.core.launching.plan"]) + "\n")
+    done = _lint_imports(tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "core is layered, ui above it and runs at its bottom BROKEN" in done.stdout
+    assert "ezpz_tui.core.watching is not allowed to import ezpz_tui.core.launching" in done.stdout
+    assert (
+        f"ezpz_tui.core.watching.monitor -> ezpz_tui.core.launching.plan (l.{len(lines) + 1})"
+        in done.stdout
+    )
 
 
 _IMPORT_THE_TUI = """

@@ -16,15 +16,10 @@ import pytest
 
 from ezpz_tui import __version__
 from ezpz_tui.core.launching.launcher import Launch
-from ezpz_tui.core.launching.liveness import run_state
-from ezpz_tui.core.launching.processes import start_ticks, this_machine
-from ezpz_tui.core.launching.runstore import (
-    RunStore,
-    RunStoreError,
-    read_run_toml,
-    record_launch,
-    update_run_meta,
-)
+from ezpz_tui.core.launching.runstore import RunStore, record_launch, update_run_meta
+from ezpz_tui.core.runs.liveness import run_state
+from ezpz_tui.core.runs.pids import start_ticks, this_machine
+from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 from runtime.rundir import STALE_AFTER_S, State, read_state, write_state
 
 LOST, UNKNOWN = State.LOST, State.UNKNOWN

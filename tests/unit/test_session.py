@@ -17,8 +17,8 @@ import pytest
 
 from ezpz_tui.core.launching.allocation import detect_allocation
 from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused
-from ezpz_tui.core.launching.runstore import read_run_toml
 from ezpz_tui.core.launching.supervisor import RunHandle
+from ezpz_tui.core.runs.record import read_run_toml
 from ezpz_tui.core.session import Session
 from runtime.rundir import FINAL, RunDir
 from tests.fixtures.runs import wait_for

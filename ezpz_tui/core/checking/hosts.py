@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ezpz_tui.core.checking.check import Context, Verdict, declare, error, ok, warning
 from ezpz_tui.core.launching.allocation import MACHINE_KIND
-from ezpz_tui.core.launching.plan import short_host
+from ezpz_tui.core.runs.hosts import short_host
 from runtime.env import expand_nodelist, hostname, pbs_hosts
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ezpz_tui.core.comparing.sweep_record import read_sweep
-from ezpz_tui.core.launching.runstore import RunStoreError, read_run_toml
+from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 from runtime.rundir import RunDir
 
 _MAX_CHAIN = 1000

@@ -136,7 +136,7 @@ def run_sweep(
     ``on_event`` and ``should_stop`` are called in the thread that runs the sweep (a TUI posts
     a message from ``on_event`` and answers ``should_stop`` from its worker's cancellation).
 
-    ``OSError`` (and :class:`~ezpz_tui.core.launching.outputs.RunStoreError`) when the
+    ``OSError`` (and :class:`~ezpz_tui.core.runs.record.RunStoreError`) when the
     outputs directory refuses the sweep's record or a run; the record then says ``stopped``
     where it can still be written.
     """

@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ezpz_tui.core.launching.allocation import Allocation
-from ezpz_tui.core.launching.plan import LaunchPlan, short_host
+from ezpz_tui.core.launching.plan import LaunchPlan
+from ezpz_tui.core.runs.hosts import short_host
 from runtime.rundir import BAD_HOSTS
 
 

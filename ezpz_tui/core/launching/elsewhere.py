@@ -16,9 +16,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ezpz_tui.core.launching.liveness import run_state
-from ezpz_tui.core.launching.processes import process_alive, this_machine
-from ezpz_tui.core.watching.ezpz_layout import is_ezpz_run
+from ezpz_tui.core.runs.ezpz_layout import is_ezpz_run
+from ezpz_tui.core.runs.liveness import run_state
+from ezpz_tui.core.runs.pids import process_alive, this_machine
 from runtime.rundir import RunState, read_state
 
 TETHER = "ezpz_tui.core.launching.tether"

@@ -20,9 +20,10 @@ from pathlib import Path
 
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.bad_hosts import add_bad_hosts, is_listed
-from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused, check, short_host
-from ezpz_tui.core.launching.runstore import RunStoreError
+from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused, check
 from ezpz_tui.core.launching.supervisor import RunHandle
+from ezpz_tui.core.runs.hosts import short_host
+from ezpz_tui.core.runs.record import RunStoreError
 from ezpz_tui.core.watching.failure import Failure, explain, format_failure, outcome
 from runtime.rundir import State
 

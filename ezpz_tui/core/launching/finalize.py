@@ -109,7 +109,7 @@ def speed_summary(run_dir: Path) -> dict[str, Any]:
 
 def build_summary(run_dir: Path, ds: Any) -> dict[str, Any]:
     """The whole ``summary.json`` object."""
-    from ezpz_tui.core.launching.runstore import RunStoreError, read_run_toml
+    from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 
     state = read_state(run_dir)
     try:

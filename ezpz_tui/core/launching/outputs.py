@@ -19,13 +19,7 @@ import errno
 import os
 from pathlib import Path
 
-
-class RunStoreError(Exception):
-    """A run cannot be made, found or read; the message is meant for the user as is.
-
-    Defined here rather than in :mod:`runstore` (which re-exports it) so that this module, which
-    the run store uses, needs nothing from it.
-    """
+from ezpz_tui.core.runs.record import RunStoreError
 
 
 class OutputsError(RunStoreError):

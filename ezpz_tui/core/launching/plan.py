@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ezpz_tui.core.launching.allocation import Allocation
+from ezpz_tui.core.runs.hosts import short_host
 from runtime.env import RANK_VARS, RENDEZVOUS_VARS, RUN_DIR_VAR, SIZE_VARS
 
 LAUNCHERS = ("auto", "mpiexec", "srun", "mpirun", "torchrun")
@@ -55,12 +56,6 @@ class RankPlace(NamedTuple):
     pp_rank: int
     cp_rank: int
     dp_rank: int
-
-
-def short_host(host: str) -> str:
-    """``x3005c0s13b0n0.hsn.cm.polaris.alcf.anl.gov`` -> ``x3005c0s13b0n0``: hostfiles and
-    scheduler lists mix short and full names for the same node."""
-    return host.split(".")[0]
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,8 @@
-"""Processes on this node: which one a pid is, which belong to a run, and how to end them.
+"""Processes on this node: which belong to a run, and how to end them.
 
-UI-free, so the supervisor, the run store and the CLI share one answer to each question.
-
-Identity. A pid alone can be handed to a stranger once its process is reaped; a pid plus the
-kernel's start time (``/proc/PID/stat``, clock ticks since boot) names one process, on one boot
-of one machine in one pid namespace (:func:`this_machine`). Zombies count as gone: they hold
-nothing and only their parent can remove them.
+UI-free, so the supervisor, the run store and the CLI share one answer to each question. Which
+process a pid names (pid plus start time, on this machine) is :mod:`ezpz_tui.core.runs.pids`'s,
+since readers that only ask whether a run lives need it too.
 
 Finding a run's processes. A session is not enough: MPICH's Hydra puts its proxy and every rank
 in a session of their own, and a daemonizing helper escapes any session. So a process belongs to
@@ -25,16 +22,15 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import NamedTuple
 
+from ezpz_tui.core.runs.pids import environ_has, start_ticks, this_machine
 from runtime.env import RUN_DIR_VAR
-from runtime.procfs import ProcStat, all_processes, proc_stat
+from runtime.procfs import ProcStat, all_processes
 from runtime.rundir import RunState
 
 log = logging.getLogger(__name__)
@@ -42,55 +38,6 @@ log = logging.getLogger(__name__)
 DEFAULT_GRACE_S = (5.0, 5.0)  # after SIGINT, after SIGTERM
 KILL_WAIT_S = 5.0  # after SIGKILL: only a process stuck in the kernel (D state) outlives this
 _POLL_S = 0.05
-
-
-def start_ticks(pid: int) -> int | None:
-    stat = proc_stat(pid)
-    return stat.start_ticks if stat else None
-
-
-def process_alive(pid: int, ticks: int | None) -> bool:
-    """Whether that very process still runs: a zombie or a reused pid does not count."""
-    if pid <= 0:
-        return False
-    stat = proc_stat(pid)
-    if stat is None:
-        if os.path.isdir("/proc/self"):
-            return False
-        try:  # no procfs (macOS): existence is all one can learn
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    if stat.gone:
-        return False
-    return ticks is None or stat.start_ticks == ticks
-
-
-class Machine(NamedTuple):
-    """Host, boot and pid namespace: pids can only be checked where all three match."""
-
-    host: str
-    boot_id: str | None
-    pid_ns: int | None
-
-
-def _read_small(path: str) -> str | None:
-    try:
-        with open(path, encoding="ascii", errors="replace") as fh:
-            return fh.read().strip() or None
-    except OSError:
-        return None
-
-
-def this_machine() -> Machine:
-    try:
-        pid_ns: int | None = os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        pid_ns = None
-    return Machine(socket.gethostname(), _read_small("/proc/sys/kernel/random/boot_id"), pid_ns)
 
 
 def supervised_here(state: RunState) -> RunState:
@@ -158,17 +105,6 @@ def deferred_signals(
 def live_processes() -> dict[int, ProcStat]:
     """Every process on this node that is not a zombie, by pid."""
     return {pid: st for pid, st in all_processes().items() if not st.gone}
-
-
-def environ_has(pid: int, needles: Iterable[bytes]) -> bool:
-    try:
-        if os.getuid() != 0 and os.stat(f"/proc/{pid}").st_uid != os.getuid():
-            return False  # unreadable, and not ours to signal anyway
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            data = b"\0" + fh.read() + b"\0"
-    except OSError:
-        return False
-    return any(needle in data for needle in needles)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from typing import Any
 
 from ezpz_tui.core.launching.allocation import run_tool
 from ezpz_tui.core.launching.batch_script import batch_dir
-from ezpz_tui.core.launching.runstore import RunStore, RunSummary, positive_int
+from ezpz_tui.core.launching.runstore import RunStore, RunSummary
+from ezpz_tui.core.runs.record import positive_int
 from runtime.atomic import write_atomic
 from runtime.rundir import State
 

@@ -12,7 +12,7 @@ What the files hold is :mod:`runtime.rundir`'s business; what is decided here:
   ``pending`` state; :func:`record_launch` adds the launcher command built for that directory
   (and writes the hostfile it names) just before it starts.
 * Runs are listed in the state a reader should believe
-  (:func:`ezpz_tui.core.launching.liveness.run_state`), ``lost`` included.
+  (:func:`ezpz_tui.core.runs.liveness.run_state`), ``lost`` included.
 * Every filesystem error while a run is made (outputs a file, under a file, read-only, full)
   is an :class:`~ezpz_tui.core.launching.outputs.OutputsError` naming the outputs directory and
   the cause; a run directory left half made by one is removed. A made run holds a small reserve
@@ -20,7 +20,7 @@ What the files hold is :mod:`runtime.rundir`'s business; what is decided here:
 * Any direct subdirectory that looks like a run (:meth:`runtime.rundir.RunDir.looks_like_run`)
   is listed, and ezpz's own runs one level further down (``<module>/<timestamp>``, listed by
   that relative id) with the state their files show
-  (:mod:`ezpz_tui.core.watching.ezpz_layout`); listing never raises.
+  (:mod:`ezpz_tui.core.runs.ezpz_layout`); listing never raises.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import contextlib
 import os
 import re
 import shutil
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,11 +39,12 @@ import tomli_w
 
 from ezpz_tui import __version__
 from ezpz_tui.core.launching.launcher import Launch
-from ezpz_tui.core.launching.liveness import run_state
-from ezpz_tui.core.launching.outputs import OutputsError, RunStoreError, cause, creating, listing
+from ezpz_tui.core.launching.outputs import OutputsError, cause, creating, listing
 from ezpz_tui.core.launching.processes import supervised_here
 from ezpz_tui.core.launching.reserve import make_reserve
-from ezpz_tui.core.watching.ezpz_layout import ezpz_runs_below
+from ezpz_tui.core.runs.ezpz_layout import ezpz_runs_below
+from ezpz_tui.core.runs.liveness import run_state
+from ezpz_tui.core.runs.record import RunStoreError, positive_int, read_run_toml
 from runtime.atomic import write_atomic
 from runtime.rundir import (
     FINAL,
@@ -55,15 +55,10 @@ from runtime.rundir import (
     write_state,
 )
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
-
 _RESERVED = frozenset({"run_id", "created", "created_epoch", "parent", "version", "sizes", "plan"})
 _MAX_COLLISIONS = 10_000
 
-__all__ = ["OutputsError", "RunStore", "RunStoreError", "RunSummary"]
+__all__ = ["OutputsError", "RunStore", "RunSummary"]
 
 
 @dataclass(frozen=True)
@@ -109,20 +104,6 @@ def _dump_toml(data: Mapping[str, Any]) -> bytes:
     return tomli_w.dumps(_tomlable(data, "run")).encode("utf-8")
 
 
-def read_run_toml(run_dir: Path) -> dict[str, Any]:
-    """All a run records about itself; :class:`RunStoreError` with a readable message when
-    unusable."""
-    path = RunDir(run_dir).run_toml
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RunStoreError(f"{run_dir} has no {RUN_TOML}") from None
-    except OSError as exc:
-        raise RunStoreError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:  # TOMLDecodeError and UnicodeDecodeError both are
-        raise RunStoreError(f"{path} is not valid TOML: {exc}") from None
-
-
 def _check_meta(meta: Mapping[str, Any]) -> None:
     clash = sorted(_RESERVED & set(meta))
     if clash:
@@ -166,13 +147,6 @@ def record_launch(launch: Launch) -> None:
 
 
 # --- sizes ------------------------------------------------------------------------------------
-
-
-def positive_int(value: Any) -> int | None:
-    """A whole number above zero, or None for anything else a record may hold (bools too)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value if value > 0 else None
 
 
 def _sizes(plan: Mapping[str, Any], sizes: Mapping[str, Any] | None) -> dict[str, int]:

@@ -34,9 +34,10 @@ from ezpz_tui.core.launching.batch_script import (
     launch_line,
     recorded_facts,
 )
-from ezpz_tui.core.launching.outputs import RunStoreError, cause
+from ezpz_tui.core.launching.outputs import cause
 from ezpz_tui.core.launching.plan import LaunchPlan, validate
-from ezpz_tui.core.launching.runstore import RunStore, read_run_toml
+from ezpz_tui.core.launching.runstore import RunStore
+from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 from runtime.atomic import write_atomic
 from runtime.rundir import State
 

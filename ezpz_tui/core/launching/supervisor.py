@@ -17,7 +17,7 @@ fails fast, as ``srun --kill-on-bad-exit`` and torchrun do: one ``stat`` of the 
 every :data:`FAIL_FAST_POLL_S` says whether a rank ended, and a rank that failed on its own
 account stops the rest of the job (MPICH's Hydra would let its peers run on into a collective
 that never completes). When the launcher has exited, the watcher gives every rank its true end
-(:mod:`~ezpz_tui.core.launching.ending`) before the run's.
+(:mod:`~ezpz_tui.core.runs.ending`) before the run's.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ezpz_tui.core.launching.ending import cause_of, finalise, first_failure, status_dir_stamp
 from ezpz_tui.core.launching.finalize import start_finalize
 from ezpz_tui.core.launching.launcher import Launch
 from ezpz_tui.core.launching.processes import (
@@ -43,11 +42,12 @@ from ezpz_tui.core.launching.processes import (
     RunProcesses,
     signal_name,
     start_session,
-    start_ticks,
     supervised_here,
 )
 from ezpz_tui.core.launching.reserve import NO_SPACE, nearly_full, no_space, release_reserve
 from ezpz_tui.core.launching.tether import Tether, start_tether
+from ezpz_tui.core.runs.ending import cause_of, finalise, first_failure, status_dir_stamp
+from ezpz_tui.core.runs.pids import start_ticks
 from ezpz_tui.core.watching.raised import RaisedWatch
 from runtime.env import RANK_VARS, RUN_DIR_VAR
 from runtime.rundir import (

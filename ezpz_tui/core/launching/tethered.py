@@ -13,14 +13,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ezpz_tui.core.launching.ending import cause_of, finalise, first_failure, world_size_of
-from ezpz_tui.core.launching.processes import (
-    DEFAULT_GRACE_S,
-    RunProcesses,
-    process_alive,
-    supervised_here,
-)
+from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S, RunProcesses, supervised_here
 from ezpz_tui.core.launching.reserve import release_reserve
+from ezpz_tui.core.runs.ending import cause_of, finalise, first_failure, world_size_of
+from ezpz_tui.core.runs.pids import process_alive
 from runtime.rundir import (
     HEARTBEAT_S,
     RankState,

@@ -29,10 +29,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ezpz_tui.core.launching.ending import first_failure
-from ezpz_tui.core.launching.exit_meanings import describe_end, meaning
-from ezpz_tui.core.launching.liveness import run_state
-from ezpz_tui.core.launching.runstore import RunStoreError, read_run_toml
+from ezpz_tui.core.runs.ending import first_failure
+from ezpz_tui.core.runs.exit_meanings import describe_end, meaning
+from ezpz_tui.core.runs.liveness import run_state
+from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 from ezpz_tui.core.watching.launcher_messages import MAX_READ, LauncherMessage, read_messages
 from ezpz_tui.core.watching.tails import read_tail, strip_ansi
 from ezpz_tui.core.words import rank_ranges

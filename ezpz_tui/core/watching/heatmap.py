@@ -23,7 +23,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from ezpz_tui.core.launching.plan import short_host
+from ezpz_tui.core.runs.hosts import short_host
 
 BUCKETS = 8
 """Colour steps of the scale: enough to see a gradient, few enough to tell apart at a glance."""

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from ezpz_tui.core.runs.ezpz_layout import ezpz_logs
 from ezpz_tui.core.watching import fscalls
-from ezpz_tui.core.watching.ezpz_layout import ezpz_logs
 from runtime.rundir import (
     EZPZ_HISTORY_FILE,
     EZPZ_METRICS_FILE,

@@ -18,7 +18,7 @@ from operator import add
 from pathlib import Path
 from typing import NamedTuple
 
-from ezpz_tui.core.launching.ending import derived_state
+from ezpz_tui.core.runs.ending import derived_state
 from ezpz_tui.core.watching.followers import LAUNCHER, Batch
 from ezpz_tui.core.watching.raised import raised_exception
 from ezpz_tui.core.watching.stragglers import SLOW_FACTOR, StepTimes

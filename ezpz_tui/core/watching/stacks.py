@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ezpz_tui.core.launching.processes import environ_has, proc_stat
+from ezpz_tui.core.runs.pids import environ_has
 from ezpz_tui.core.words import rank_ranges
 from runtime.env import RUN_DIR_VAR
+from runtime.procfs import proc_stat
 from runtime.rundir import RANK_ENDED, RankStatus, RunDir, read_statuses
 
 WAIT_S = 5.0  # for the dumps to appear: a rank stuck in C code still dumps at once

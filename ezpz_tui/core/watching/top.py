@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ezpz_tui.core.launching.ending import derived_state
+from ezpz_tui.core.runs.ending import derived_state
 from ezpz_tui.core.watching.stragglers import SLOW_FACTOR, StepTimes
 from ezpz_tui.core.watching.telemetry import human_bytes, percent, read_last, read_tail
 from runtime.record_columns import RecordColumns, parse_columns

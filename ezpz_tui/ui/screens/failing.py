@@ -147,7 +147,7 @@ class FailureControl(RunControl):
         from ezpz_tui.core.launching.bad_hosts import exclude_listed, read_bad_hosts
         from ezpz_tui.core.launching.failover import without_host
         from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused
-        from ezpz_tui.core.launching.runstore import RunStoreError, read_run_toml
+        from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 
         assert self.session is not None
         host, blamed = failure.node_fault_host, True
@@ -215,8 +215,9 @@ class FailureControl(RunControl):
         self, failure: Failure, host: str, plan: LaunchPlan, retry: int = 0
     ) -> None:
         from ezpz_tui.core.launching.bad_hosts import add_bad_hosts, bad_hosts_path, read_bad_hosts
-        from ezpz_tui.core.launching.outputs import RunStoreError, launch_error
+        from ezpz_tui.core.launching.outputs import launch_error
         from ezpz_tui.core.launching.plan import LaunchRefused
+        from ezpz_tui.core.runs.record import RunStoreError
 
         session = self.session
         assert session is not None

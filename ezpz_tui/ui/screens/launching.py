@@ -40,8 +40,9 @@ class RunControl(RegionNavigation):
 
     @work(thread=True, group="launch")
     def _launch_worker(self, plan: LaunchPlan, relaunch: bool) -> None:
-        from ezpz_tui.core.launching.outputs import RunStoreError, launch_error
+        from ezpz_tui.core.launching.outputs import launch_error
         from ezpz_tui.core.launching.plan import LaunchRefused
+        from ezpz_tui.core.runs.record import RunStoreError
 
         assert self.session is not None
         try:
@@ -167,7 +168,7 @@ class RunControl(RegionNavigation):
         """What the relaunch changes, from the live run's record and the plan's preview."""
         from ezpz_tui.core.launching.change import change_lines, relaunch_change
         from ezpz_tui.core.launching.plan import LaunchRefused
-        from ezpz_tui.core.launching.runstore import RunStoreError, read_run_toml
+        from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 
         assert self.session is not None
         try:

@@ -78,7 +78,8 @@ class SweepControl(CompareControl):
     @work(thread=True, exclusive=True, group="sweep")
     def _sweep_worker(self, plan: SweepPlan, stop: threading.Event) -> None:
         from ezpz_tui.core.comparing.sweep import run_sweep
-        from ezpz_tui.core.launching.outputs import RunStoreError, launch_error
+        from ezpz_tui.core.launching.outputs import launch_error
+        from ezpz_tui.core.runs.record import RunStoreError
 
         assert self.session is not None
         try:

@@ -32,7 +32,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from ezpz_tui.core.launching.plan import short_host
+from ezpz_tui.core.runs.hosts import short_host
 from ezpz_tui.core.watching.heatmap import (
     BUCKETS,
     FIGURE_KEYS,

@@ -52,7 +52,7 @@ class AllocationPanel(Static):
 
     def tick(self) -> None:
         from ezpz_tui.core.launching.allocation import format_duration
-        from ezpz_tui.core.launching.plan import short_host
+        from ezpz_tui.core.runs.hosts import short_host
 
         alloc = self.alloc
         if alloc is None:

@@ -203,8 +203,8 @@ class RunDetails:
 
 def read_run_details(path: Path) -> RunDetails:
     """State and plan of a run, never raising on a half-written or foreign run."""
-    from ezpz_tui.core.launching.liveness import run_state
-    from ezpz_tui.core.launching.runstore import read_run_toml
+    from ezpz_tui.core.runs.liveness import run_state
+    from ezpz_tui.core.runs.record import read_run_toml
     from ezpz_tui.core.watching.tracked import tracker_line
 
     try:

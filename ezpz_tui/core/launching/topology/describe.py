@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from ezpz_tui.core.launching.plan import short_host
 from ezpz_tui.core.launching.topology.model import (
     COLOUR_BY,
     COORD_FIELD,
@@ -14,6 +13,7 @@ from ezpz_tui.core.launching.topology.model import (
     Cell,
     Topology,
 )
+from ezpz_tui.core.runs.hosts import short_host
 
 
 def rank_summary(ranks: Sequence[int], limit: int = 3) -> str:

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from ezpz_tui.core.launching.plan import short_host
 from ezpz_tui.core.launching.topology.describe import describe_colour, legend, span_text
 from ezpz_tui.core.launching.topology.fold import fold_rows
 from ezpz_tui.core.launching.topology.model import (
@@ -17,6 +16,7 @@ from ezpz_tui.core.launching.topology.model import (
     HostRow,
     Topology,
 )
+from ezpz_tui.core.runs.hosts import short_host
 
 SpanKind = Literal["text", "heading", "index", "label", "cell", "idle", "dim", "note", "reason"]
 

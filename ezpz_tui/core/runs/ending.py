@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from ezpz_tui.core.launching.exit_meanings import describe_end
+from ezpz_tui.core.runs.exit_meanings import describe_end
 from runtime.rundir import (
     RankState,
     RankStatus,

@@ -16,8 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ezpz_tui.core.launching.processes import process_alive, this_machine
-from ezpz_tui.core.watching.ezpz_layout import ezpz_state
+from ezpz_tui.core.runs.ezpz_layout import ezpz_state
+from ezpz_tui.core.runs.pids import process_alive, this_machine
 from runtime.rundir import STALE_AFTER_S, RunState, State, read_state
 
 

@@ -1,0 +1,44 @@
+"""Reading what a run records about itself (``run.toml``), as every reader of a run does.
+
+The run store in :mod:`ezpz_tui.core.launching.runstore` writes the record; the watcher, the
+failure explanation and the comparison only read it, so reading lives here, below them all,
+and a reader never needs the code that makes runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from runtime.rundir import RUN_TOML, RunDir
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+
+class RunStoreError(Exception):
+    """A run cannot be made, found or read; the message is meant for the user as is."""
+
+
+def read_run_toml(run_dir: Path) -> dict[str, Any]:
+    """All a run records about itself; :class:`RunStoreError` with a readable message when
+    unusable."""
+    path = RunDir(run_dir).run_toml
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunStoreError(f"{run_dir} has no {RUN_TOML}") from None
+    except OSError as exc:
+        raise RunStoreError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # TOMLDecodeError and UnicodeDecodeError both are
+        raise RunStoreError(f"{path} is not valid TOML: {exc}") from None
+
+
+def positive_int(value: Any) -> int | None:
+    """A whole number above zero, or None for anything else a record may hold (bools too)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if value > 0 else None
