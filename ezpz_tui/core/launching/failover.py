@@ -201,8 +201,8 @@ class Failover:
     def relaunch(self, exclusion: Exclusion) -> Relaunch:
         """What a person agreed to: record the host in bad_hosts.txt, stop the session's run if
         one is alive, relaunch the planned plan with the failed run as the parent."""
-        if exclusion.host is None:
-            return self._launch(exclusion, 0, [], None)
+        if exclusion.host is None or exclusion.plan is None:
+            return self._launch(exclusion, 0, [], None)  # refused: nothing is written
         said, unrecorded = self._record(exclusion.failure, exclusion.host)
         return self._launch(exclusion, 0, said, unrecorded)
 
