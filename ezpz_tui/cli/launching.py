@@ -100,9 +100,8 @@ def session_for(args: argparse.Namespace) -> Any:
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
-    from ezpz_tui.core.launching.outputs import launch_error
-    from ezpz_tui.core.launching.plan import LaunchRefused
-    from ezpz_tui.core.runs.record import RunStoreError
+    from ezpz_tui.core.failover import Failover
+    from ezpz_tui.core.launch_result import NotStarted
 
     try:
         plan = plan_from_args(args, tp=args.tp, pp=args.pp, cp=args.cp)
@@ -113,32 +112,22 @@ def cmd_launch(args: argparse.Namespace) -> int:
     session = session_for(args)
     if args.dry_run:
         return _dry_run(session, plan)
-    try:
-        handle = session.launch(plan)
-    except LaunchRefused as exc:
-        for problem in exc.problems:
-            print(f"ezpz-tui: {problem.message}", file=sys.stderr)
+    result = session.launch(plan)
+    if isinstance(result, NotStarted):
+        for reason in result.reasons:
+            say(f"ezpz-tui: {reason}")
         return 2
-    except (OSError, RunStoreError) as exc:  # the outputs directory: a file, read-only, full
-        return fail(launch_error(session.store.outputs, exc))
-    except ValueError as exc:
-        return fail(str(exc))
-    print(f"ezpz-tui: run {handle.run_dir}", file=sys.stderr)
-    code = _follow(handle, quiet=args.quiet)
-    if not args.retries or handle.state.state != "failed":
-        return code
-    from ezpz_tui.core.launching.failover import retry_after_node_faults
-
-    return retry_after_node_faults(
-        lambda plan, parent: session.launch(plan, parent=parent),
-        lambda handle: _follow(handle, quiet=args.quiet),
-        handle,
-        code,
-        plan,
-        session.alloc,
-        args.retries,
-        lambda line: print(f"ezpz-tui: {line}", file=sys.stderr),
-    )
+    failover = Failover(session, args.retries)
+    while True:
+        handle = result.handle
+        say(f"ezpz-tui: run {handle.run_dir}")
+        code = _follow(handle, quiet=args.quiet)
+        step = failover.after(handle, plan)
+        for line in step.said:
+            say(f"ezpz-tui: {line}")
+        if step.result is None or isinstance(step.result, NotStarted):
+            return code
+        result = step.result
 
 
 def _follow(handle: Any, quiet: bool) -> int:

@@ -45,9 +45,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from ezpz_tui.cli.comparing import table_lines
     from ezpz_tui.core.comparing.compare import compare
     from ezpz_tui.core.comparing.sweep import layout_label, plan_sweep, run_sweep, with_steps
-    from ezpz_tui.core.launching.outputs import launch_error
     from ezpz_tui.core.launching.processes import deferred_signals
-    from ezpz_tui.core.runs.record import RunStoreError
 
     try:
         base = plan_from_args(args)
@@ -63,14 +61,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     say(f"ezpz-tui: sweeping {', '.join(layout_label(p) for p in sweep.runs)}")
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     with deferred_signals(stops) as stop_requested:
-        try:
-            outcome = run_sweep(
-                session, sweep, args.steps, _Progress(), lambda: bool(stop_requested)
-            )
-        except (OSError, RunStoreError) as exc:
-            return fail(launch_error(session.store.outputs, exc))
-        except ValueError as exc:  # a launch this plan cannot make here
-            return fail(str(exc))
+        outcome = run_sweep(session, sweep, args.steps, _Progress(), lambda: bool(stop_requested))
+    if outcome.halted is not None:
+        return fail(" ".join(outcome.halted.reasons))
     say(f"ezpz-tui: sweep {outcome.record.sweep_id} {outcome.record.state}")
     if outcome.run_dirs:
         try:

@@ -5,6 +5,10 @@ validation), make a fresh run directory that records it, build the launch for th
 record the launch, start it under the supervisor. The run store and the supervisor never call
 each other; this is where their work meets. A relaunch stops the current run completely before
 the next one starts and names it as the parent, so the old run stays on disk for comparison.
+
+A launch or a relaunch answers with a :data:`~ezpz_tui.core.launch_result.LaunchResult`, never
+an exception for a plan, an outputs directory or a value that cannot make a run: the errors are
+told apart and worded here, once, for every caller.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ezpz_tui.core.launch_result import LaunchResult, Started, not_started
 from ezpz_tui.core.launching.allocation import Allocation, probe_node_address
 from ezpz_tui.core.launching.bad_hosts import bad_hosts_path, exclude_listed, read_bad_hosts
 from ezpz_tui.core.launching.launcher import (
@@ -159,20 +164,38 @@ class Session:
             return self.supervisor.start(launch)
         return self.supervisor.relaunch(old, launch, grace_s)
 
-    def launch(self, plan: LaunchPlan, parent: str | None = None) -> RunHandle:
-        """Start ``plan`` in a new run directory; :class:`LaunchRefused` if it has errors."""
-        self.current = self._start(self._prepare(plan, parent), None, DEFAULT_GRACE_S)
-        return self.current
+    def launch(self, plan: LaunchPlan, parent: str | None = None) -> LaunchResult:
+        """Start ``plan`` in a new run directory, or say why not."""
+        return self._run(plan, parent, None, DEFAULT_GRACE_S, "launch")
 
     def relaunch(
-        self, plan: LaunchPlan, grace_s: tuple[float, float] = DEFAULT_GRACE_S
-    ) -> RunHandle:
-        """Stop the current run (waiting until none of its processes is left), start ``plan``."""
+        self,
+        plan: LaunchPlan,
+        grace_s: tuple[float, float] = DEFAULT_GRACE_S,
+        parent: str | None = None,
+    ) -> LaunchResult:
+        """Stop the current run (waiting until none of its processes is left, or only its
+        leftovers when it has ended), start ``plan``; its parent is ``parent``, else the run
+        stopped. A failover names the failed run, which may no longer be the current one."""
         old = self.current
-        if old is None:
-            return self.launch(plan)
-        self.current = self._start(self._prepare(plan, old.run_dir.name), old, grace_s)
-        return self.current
+        if parent is None and old is not None:
+            parent = old.run_dir.name
+        return self._run(plan, parent, old, grace_s, "relaunch")
+
+    def _run(
+        self,
+        plan: LaunchPlan,
+        parent: str | None,
+        old: RunHandle | None,
+        grace_s: tuple[float, float],
+        verb: str,
+    ) -> LaunchResult:
+        try:
+            launch = self._prepare(plan, parent)
+            self.current = self._start(launch, old, grace_s)
+        except (OSError, RunStoreError, ValueError) as exc:  # LaunchRefused is a ValueError
+            return not_started(exc, self.store.outputs, verb)
+        return Started(self.current)
 
     def stop(self, grace_s: tuple[float, float] = DEFAULT_GRACE_S) -> StopResult | None:
         return None if self.current is None else self.current.stop(grace_s)

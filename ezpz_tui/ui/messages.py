@@ -21,6 +21,7 @@ from textual.message import Message
 if TYPE_CHECKING:
     from ezpz_tui.core.comparing.compare import Comparison
     from ezpz_tui.core.comparing.sweep import SweepEvent
+    from ezpz_tui.core.failover import Exclusion
     from ezpz_tui.core.launching.allocation import Allocation
     from ezpz_tui.core.launching.plan import LaunchPlan
     from ezpz_tui.core.launching.supervisor import RunHandle
@@ -100,16 +101,10 @@ class FailureExplained(Message):
 
 @dataclass(eq=False)
 class ExclusionPlanned(Message):
-    """What "exclude host and relaunch" would do after ``failure``: launch ``plan`` without
-    ``host`` (``blamed``: a node fault named it, else it is the first failing rank's host), or
-    why it cannot (``refused``)."""
+    """What "exclude host and relaunch" would do after a failure, or why it cannot: the
+    person is asked before anything is written."""
 
-    failure: Failure
-    host: str | None
-    blamed: bool
-    plan: LaunchPlan | None
-    refused: str | None
-    retry: int = 0  # an unattended retry's number ([launch] retries), 0 when the user asked
+    exclusion: Exclusion
 
 
 @dataclass(eq=False)

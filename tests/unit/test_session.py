@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ezpz_tui.core.launch_result import LaunchResult, NotStarted, Started
 from ezpz_tui.core.launching.allocation import detect_allocation
 from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused
 from ezpz_tui.core.launching.supervisor import RunHandle
@@ -37,6 +38,11 @@ POLARIS_HOSTS = [
 ]
 
 
+def started(result: LaunchResult) -> RunHandle:
+    assert isinstance(result, Started), result
+    return result.handle
+
+
 def ranks_started(handle: RunHandle, ranks: int = 2) -> bool:
     """The launcher runs and has started every rank's wrapper, which has started the command."""
     return handle.poll() == "running" and len(RunDir(handle.run_dir).statuses()) == ranks
@@ -56,7 +62,7 @@ def session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Session
 @pytest.mark.slow
 def test_relaunch_twenty_times_while_starting(session: Session) -> None:
     asked: list[tuple[int, int, int]] = [SIZES[0]]
-    handles = [session.launch(LaunchPlan(ppn=2, command=LONG_DEMO))]
+    handles = [started(session.launch(LaunchPlan(ppn=2, command=LONG_DEMO)))]
     began = time.monotonic()
     for i in range(1, RELAUNCHES + 1):
         # Alternate: relaunch as soon as the launcher runs (a stop racing the launcher's start of
@@ -67,7 +73,8 @@ def test_relaunch_twenty_times_while_starting(session: Session) -> None:
             wait_for(lambda: ranks_started(handles[-1]), 60, f"run {i - 1}'s ranks to start")
         tp, pp, cp = SIZES[i % len(SIZES)]
         asked.append((tp, pp, cp))
-        handles.append(session.relaunch(LaunchPlan(ppn=2, tp=tp, pp=pp, cp=cp, command=LONG_DEMO)))
+        plan = LaunchPlan(ppn=2, tp=tp, pp=pp, cp=cp, command=LONG_DEMO)
+        handles.append(started(session.relaunch(plan)))
         assert session.current is handles[-1]
     wait_for(lambda: ranks_started(handles[-1]), 60, "the last run's ranks to start")
     result = session.stop()
@@ -147,8 +154,10 @@ def test_a_launcher_missing_from_this_node_is_a_problem_of_the_plan(tmp_path: Pa
         ("error", "launcher"),
     ]
     assert "mpiexec, which is not on PATH on this node" in preview.problems[1].message
-    with pytest.raises(LaunchRefused, match="not on PATH on this node"):
-        session.launch(LaunchPlan())
+    result = session.launch(LaunchPlan())
+    assert isinstance(result, NotStarted) and result.kind == "refused"
+    assert (result.title, result.must_fix) == ("Not launched", False)
+    assert "not on PATH on this node" in result.text
     assert not (tmp_path / "outputs").exists()
 
 
@@ -157,10 +166,10 @@ def test_relaunch_carries_the_launcher_flags_read_back_from_the_run(session: Ses
     """The TUI relaunches the plan the form reads back from the opened run's run.toml."""
     flags = ("-prepend-rank",)  # Hydra's: harmless, and visible in the argv
     sleeper = (PY, "-c", "import time; time.sleep(60)")
-    first = session.launch(LaunchPlan(ppn=1, command=sleeper, launcher_args=flags))
+    first = started(session.launch(LaunchPlan(ppn=1, command=sleeper, launcher_args=flags)))
     recorded = LaunchPlan.from_dict(read_run_toml(first.run_dir)["plan"])
     assert recorded.launcher_args == flags
-    second = session.relaunch(recorded.with_changes(tp=1))
+    second = started(session.relaunch(recorded.with_changes(tp=1)))
     record = read_run_toml(second.run_dir)
     assert record["plan"]["launcher_args"] == list(flags)
     argv = record["launch"]["argv"]
@@ -189,20 +198,23 @@ def test_launch_of_an_invalid_plan_is_refused_with_every_problem(tmp_path: Path)
         command=(),
     )
     with pytest.raises(LaunchRefused) as refused:
-        session.launch(plan)
+        session.check(plan)
     problems = refused.value.problems
     assert all(p.level == "error" for p in problems)
     fields = [p.field for p in problems]
     for field in ("nodes", "exclude", "pp", "env", "command"):
         assert field in fields, fields
     assert fields.count("env") == 2
-    message = str(refused.value)
-    for problem in problems:
-        assert problem.message in message
+    result = session.launch(plan)
+    assert isinstance(result, NotStarted)
+    assert (result.kind, result.title, result.must_fix) == ("refused", "Not launched", False)
+    assert result.reasons == tuple(p.message for p in problems)  # every problem, one a line
+    assert result.text.splitlines() == [p.message for p in problems]
     assert not outputs.exists() or list(outputs.iterdir()) == []
     assert session.supervisor.handles == ()
     assert session.current is None
 
-    with pytest.raises(LaunchRefused):
-        session.relaunch(plan)
+    again = session.relaunch(plan)
+    assert isinstance(again, NotStarted) and again.reasons == result.reasons
+    assert again.title == "Not relaunched"
     assert not outputs.exists() or list(outputs.iterdir()) == []

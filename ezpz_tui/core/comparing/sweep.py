@@ -8,7 +8,11 @@ layouts measured side by side on shared nodes would measure each other.
 
 :func:`plan_sweep` decides what runs, in order (TP, then PP, then CP, each in the order given),
 checking each layout with the one plan validation (:func:`ezpz_tui.core.launching.plan.check`);
-an invalid one is skipped with its reason. :func:`run_sweep` runs the plan and blocks; the CLI
+an invalid one is skipped with its reason. A launch refused when its turn comes is recorded and
+the sweep goes on; one the outputs directory (or a value) refuses ends the sweep, and so does an
+outputs directory that cannot hold the sweep's record: the outcome says why
+(:attr:`SweepOutcome.halted`), in the session's own words. :func:`run_sweep` runs the plan and
+blocks; the CLI
 calls it in its main thread, the TUI from a worker thread. ``should_stop`` is polled while a run
 goes on (every ``poll_s``): once it says stop, the current run is stopped cleanly (as Ctrl-C on
 ``ezpz-tui launch`` does) and no other run starts. It is a callable, not a flag the sweep
@@ -32,6 +36,7 @@ from ezpz_tui.core.comparing.sweep_record import (
     new_sweep,
     write_sweep,
 )
+from ezpz_tui.core.launch_result import NotStarted, not_started
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.plan import DEMO_MODULE, LaunchPlan, LaunchRefused, check
 from ezpz_tui.core.launching.supervisor import RunHandle
@@ -106,17 +111,21 @@ class SweepEvent:
 
 @dataclass(frozen=True)
 class SweepOutcome:
-    """How the sweep went: its record (run ids in order) and every run's final state."""
+    """How the sweep went: its record (run ids in order) and every run's final state;
+    ``halted``: why it ended before its plan was through, when the outputs directory (or a value
+    a launch could not take) stopped it."""
 
     record: SweepRecord
     run_dirs: tuple[Path, ...]
     states: tuple[State, ...]
     stopped: bool
     refused: tuple[str, ...] = ()
+    halted: NotStarted | None = None
 
     @property
     def all_succeeded(self) -> bool:
-        return not self.refused and all(s == State.SUCCEEDED for s in self.states)
+        ok = all(s == State.SUCCEEDED for s in self.states)
+        return ok and not self.refused and self.halted is None
 
 
 def _never() -> bool:
@@ -135,10 +144,6 @@ def run_sweep(
 
     ``on_event`` and ``should_stop`` are called in the thread that runs the sweep (a TUI posts
     a message from ``on_event`` and answers ``should_stop`` from its worker's cancellation).
-
-    ``OSError`` (and :class:`~ezpz_tui.core.runs.record.RunStoreError`) when the
-    outputs directory refuses the sweep's record or a run; the record then says ``stopped``
-    where it can still be written.
     """
     total = len(plan.runs)
     record = SweepRecord(
@@ -152,22 +157,30 @@ def run_sweep(
         command=plan.runs[0].command if plan.runs else (),
     )
     outputs = session.store.outputs
-    record = new_sweep(outputs, record)
+    try:
+        record = new_sweep(outputs, record)
+    except OSError as exc:
+        return SweepOutcome(record, (), (), False, halted=not_started(exc, outputs, "launch"))
     run_dirs: list[Path] = []
     states: list[State] = []
     refused: list[str] = []
     stopped = False
+    halted: NotStarted | None = None
     try:
         for index, run_plan in enumerate(plan.runs):
             if should_stop():
                 stopped = True
                 break
-            try:
-                handle = session.launch(run_plan, parent=record.sweep_id)
-            except LaunchRefused as exc:
-                refused.append(f"{layout_label(run_plan)}: {exc}")
-                on_event(SweepEvent("refused", index, total, run_plan, message=str(exc)))
+            result = session.launch(run_plan, parent=record.sweep_id)
+            if isinstance(result, NotStarted) and result.kind == "refused":
+                said = " ".join(result.reasons)
+                refused.append(f"{layout_label(run_plan)}: {said}")
+                on_event(SweepEvent("refused", index, total, run_plan, message=said))
                 continue
+            if isinstance(result, NotStarted):
+                halted = result
+                break
+            handle = result.handle
             record = record.with_run(handle.run_dir.name)
             write_sweep(outputs, record)
             run_dirs.append(handle.run_dir)
@@ -182,9 +195,11 @@ def run_sweep(
             on_event(SweepEvent("ended", index, total, run_plan, handle))
             if stopped:
                 break
+    except OSError as exc:  # the sweep's record could not be rewritten
+        halted = not_started(exc, outputs, "launch")
     finally:
         record = _record_end(outputs, record, stopped or len(states) + len(refused) < total)
-    return SweepOutcome(record, tuple(run_dirs), tuple(states), stopped, tuple(refused))
+    return SweepOutcome(record, tuple(run_dirs), tuple(states), stopped, tuple(refused), halted)
 
 
 def _record_end(outputs: Path, record: SweepRecord, stopped: bool) -> SweepRecord:

@@ -2,11 +2,14 @@
 
 At scale a failed node is the most common reason a good job fails, and the same node fails the
 next attempt too. So the host a failure implicates (:attr:`Failure.node_fault_host`) goes to the
-outputs directory's ``bad_hosts.txt``, and ``ezpz-tui launch --retries N`` relaunches on the
-remaining hosts, each attempt its own run with ``parent`` naming the one that failed. A failure
-that does not look like a node's (an exception in the program, the OOM killer) is not retried:
-it would fail again wherever it ran. When the sizes no longer fit on what is left, the retry is
-refused with the plan's own reason rather than silently shrunk.
+outputs directory's ``bad_hosts.txt``, and the failed run's plan is relaunched on the remaining
+hosts, each attempt its own run with ``parent`` naming the one that failed. A failure that does
+not look like a node's (an exception in the program, the OOM killer) is not retried: it would
+fail again wherever it ran. When the sizes no longer fit on what is left, the retry is refused
+with the plan's own reason rather than silently shrunk.
+
+The flow that decides and relaunches is :class:`~ezpz_tui.core.failover.Failover`, one
+layer up, beside the session it drives; this module holds what it and ``ezpz-tui why`` share.
 
 Only runs on a scheduler's nodes name a faulty host (:func:`explain` decides): on a workstation
 the one host is this machine, and excluding it would only make every later launch refuse.
@@ -19,13 +22,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ezpz_tui.core.launching.allocation import Allocation
-from ezpz_tui.core.launching.bad_hosts import add_bad_hosts, is_listed
-from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused, check
-from ezpz_tui.core.launching.supervisor import RunHandle
+from ezpz_tui.core.launching.bad_hosts import (
+    add_bad_hosts,
+    is_listed,
+)
+from ezpz_tui.core.launching.plan import LaunchPlan, check
 from ezpz_tui.core.runs.hosts import short_host
-from ezpz_tui.core.runs.record import RunStoreError
 from ezpz_tui.core.watching.failure import Failure, explain, format_failure, outcome
-from runtime.rundir import State
 
 
 def record_node_fault(failure: Failure) -> list[str]:
@@ -65,54 +68,3 @@ def without_host(plan: LaunchPlan, alloc: Allocation, host: str) -> LaunchPlan:
         plan = plan.with_changes(exclude=(*plan.exclude, short_host(host)))
     check(plan, alloc)
     return plan
-
-
-Say = Callable[[str], None]
-
-
-def retry_after_node_faults(
-    launch: Callable[[LaunchPlan, str], RunHandle],
-    follow: Callable[[RunHandle], int],
-    first: RunHandle,
-    code: int,
-    plan: LaunchPlan,
-    alloc: Allocation,
-    retries: int,
-    say: Say,
-) -> int:
-    """Relaunch ``plan`` without each failed run's faulty host, at most ``retries`` times.
-
-    ``launch(plan, parent)`` starts a run, ``follow(handle)`` waits for its end and returns its
-    exit status; ``code`` is the status of ``first``. Returns the status of the last run.
-    """
-    handle = first
-    for attempt in range(1, retries + 1):
-        if handle.state.state != State.FAILED:
-            break
-        failure = explain(handle.run_dir)
-        host = failure.node_fault_host if failure is not None else None
-        if failure is None or host is None:
-            cause = failure.cause if failure is not None else str(handle.state.state)
-            say(f"not retrying: {cause} does not look like a node fault")
-            break
-        try:
-            added = record_node_fault(failure)
-        except OSError as exc:
-            say(f"cannot record {host} in bad_hosts.txt: {exc}")
-            added = []
-        if added:
-            say(f"added {host} to {failure.run_dir.parent / 'bad_hosts.txt'}")
-        try:
-            plan = without_host(plan, alloc, host)
-        except LaunchRefused as refused:
-            say(f"cannot retry without {host}: {refused}")
-            break
-        say(f"retry {attempt} of {retries} without {host} (after {failure.cause})")
-        try:
-            handle = launch(plan, handle.run_dir.name)
-        except (OSError, ValueError, RunStoreError) as exc:  # LaunchRefused is a ValueError
-            say(f"cannot retry without {host}: {exc}")
-            break
-        say(f"run {handle.run_dir}")
-        code = follow(handle)
-    return code

@@ -15,7 +15,9 @@ first failing rank's host, and says so in its question, since the fault may well
 program's. The relaunch is the failed run's own plan (the launch form's when the run has no
 readable record) without that host, refused with the plan's reason when the sizes no longer
 fit on what is left, before anything is written; it stops a run of this session still alive
-first and names the failed run as its parent.
+first and names the failed run as its parent. Those decisions, and the unattended retries of
+``[launch] retries``, are :class:`~ezpz_tui.core.launching.failover.Failover`'s, the flow
+``ezpz-tui launch --retries`` drives too: this only asks the person and shows what it did.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from typing import TYPE_CHECKING
 
 from textual import work
 
-from ezpz_tui.ui.messages import BadHostsRead, ExclusionPlanned, FailureExplained, Launched
+from ezpz_tui.ui.messages import BadHostsRead, ExclusionPlanned, FailureExplained
 from ezpz_tui.ui.screens.launching import RunControl
 
 if TYPE_CHECKING:
+    from ezpz_tui.core.failover import Decision, Exclusion, Failover, Relaunch
     from ezpz_tui.core.launching.plan import LaunchPlan
     from ezpz_tui.core.watching.failure import Failure
     from ezpz_tui.ui.opened_run import OpenedRun
@@ -46,8 +49,7 @@ class FailureControl(RunControl):
     def __init__(self) -> None:
         super().__init__()
         self._failures_shown: set[Path] = set()  # runs whose failure opened by itself once
-        self._retry_of: dict[str, int] = {}  # run id -> which unattended retry it is
-        self._retried: set[str] = set()  # failed runs already retried: once each
+        self.failover: Failover | None = None  # made with the session
         self.bad_hosts: list[str] = []
 
     # --- the opened run's failure -------------------------------------------------------------
@@ -101,19 +103,25 @@ class FailureControl(RunControl):
     def _retry_unattended(self, failure: Failure) -> bool:
         """``[launch] retries``: a run started here that failed with a node fault is relaunched
         without that node, as ``ezpz-tui launch --retries N`` does; whether one is under way."""
-        retry, retries = self._retry_of.get(failure.run_id, 0) + 1, self.start.settings.retries
-        started_here = self._handle_of(failure.run_dir) is not None
-        if failure.node_fault_host is None or not started_here or retry > retries:
+        if self.failover is None:
             return False
-        if failure.run_id in self._retried:
+        decision = self.failover.decide(failure)
+        if decision.under_way:
             return True
-        self._retried.add(failure.run_id)
+        if not decision.attempt:
+            return False
         self.notify(
-            f"Retry {retry}/{retries}: {failure.node_fault_host} failed; relaunching without it.",
+            f"Retry {decision.attempt}/{decision.retries}: {failure.node_fault_host} failed; "
+            "relaunching without it.",
             timeout=8,
         )
-        self._plan_exclusion(failure, None, retry)
+        self._retry(failure, decision)
         return True
+
+    @work(thread=True, group="launch")
+    def _retry(self, failure: Failure, decision: Decision) -> None:
+        assert self.failover is not None
+        self._relaunched(self.failover.retry(failure, decision))
 
     def _show_failure(self, failure: Failure) -> None:
         from ezpz_tui.ui.screens.failure import EXCLUDE, FailureScreen
@@ -135,60 +143,27 @@ class FailureControl(RunControl):
 
     def action_exclude_and_relaunch(self) -> None:
         failure = self.failure_on_screen()
-        if failure is None or self.session is None:
+        if failure is None or self.failover is None:
             self.notify("No failed run is open: nothing to exclude.", timeout=4)
             return
         self._plan_exclusion(failure, self.form.plan)
 
     @work(thread=True, group="exclude")
-    def _plan_exclusion(
-        self, failure: Failure, form_plan: LaunchPlan | None, retry: int = 0
-    ) -> None:
-        from ezpz_tui.core.launching.bad_hosts import exclude_listed, read_bad_hosts
-        from ezpz_tui.core.launching.failover import without_host
-        from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused
-        from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
-
-        assert self.session is not None
-        host, blamed = failure.node_fault_host, True
-        if host is None:
-            host, blamed = failure.host, False
-        if host is None:
-            said = "No host to exclude: the failure names none."
-            self.post_message(ExclusionPlanned(failure, None, False, None, said))
-            return
-        try:
-            plan = LaunchPlan.from_dict(read_run_toml(failure.run_dir).get("plan", {}))
-        except (RunStoreError, ValueError, TypeError):
-            plan = form_plan
-        if plan is None:
-            said = f"{failure.run_id} has no readable plan, and the launch form's has errors."
-            self.post_message(ExclusionPlanned(failure, host, blamed, None, said))
-            return
-        session = self.session
-        try:
-            listed = read_bad_hosts(session.store.outputs) if session.exclude_bad else []
-            plan = without_host(exclude_listed(plan, session.alloc, listed), session.alloc, host)
-        except LaunchRefused as refused:
-            self.post_message(ExclusionPlanned(failure, host, blamed, None, str(refused)))
-            return
-        self.post_message(ExclusionPlanned(failure, host, blamed, plan, None, retry))
+    def _plan_exclusion(self, failure: Failure, form_plan: LaunchPlan | None) -> None:
+        assert self.failover is not None
+        self.post_message(ExclusionPlanned(self.failover.exclusion(failure, form_plan)))
 
     def on_exclusion_planned(self, message: ExclusionPlanned) -> None:
         from ezpz_tui.ui.screens.confirm import ConfirmScreen
 
-        failure, host, plan = message.failure, message.host, message.plan
-        if message.refused is not None or plan is None or host is None or self.session is None:
-            where = f"without {host}" if host else ""
-            self._show_error(f"Cannot relaunch {failure.run_id} {where}", message.refused or "")
+        exclusion = message.exclusion
+        failure, host = exclusion.failure, exclusion.host
+        if exclusion.refused is not None:
+            self._show_error(exclusion.refused.title, exclusion.refused.text)
             return
-        if message.retry:
-            self._exclude_and_relaunch(failure, host, plan, message.retry)
-            return
-        hosts = plan.hosts_used(self.session.alloc)
         why = (
             f"{host} was named by the failure."
-            if message.blamed
+            if exclusion.blamed
             else f"No node fault was named: {host} is rank {failure.rank}'s host, and the fault "
             "may be the program's."
         )
@@ -198,6 +173,7 @@ class FailureControl(RunControl):
             if alive is not None and alive.wait(0) is None
             else ""
         )
+        hosts = exclusion.hosts
         question = (
             f"{why} Add {host} to bad_hosts.txt and relaunch {failure.run_id}'s plan on "
             f"{len(hosts)} host(s) without it ({', '.join(h.split('.')[0] for h in hosts)})?"
@@ -206,45 +182,26 @@ class FailureControl(RunControl):
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self._exclude_and_relaunch(failure, host, plan)
+                self._exclude_and_relaunch(exclusion)
 
         self.app.push_screen(ConfirmScreen(question, self.keymap), answered)
 
     @work(thread=True, group="launch")
-    def _exclude_and_relaunch(
-        self, failure: Failure, host: str, plan: LaunchPlan, retry: int = 0
-    ) -> None:
-        from ezpz_tui.core.launching.bad_hosts import add_bad_hosts, bad_hosts_path, read_bad_hosts
-        from ezpz_tui.core.launching.outputs import launch_error
-        from ezpz_tui.core.launching.plan import LaunchRefused
-        from ezpz_tui.core.runs.record import RunStoreError
+    def _exclude_and_relaunch(self, exclusion: Exclusion) -> None:
+        assert self.failover is not None
+        self._relaunched(self.failover.relaunch(exclusion))
 
-        session = self.session
-        assert session is not None
-        outputs = session.store.outputs
-        try:
-            add_bad_hosts(outputs, [host], failure.run_id, failure.cause)
-        except OSError as exc:
-            message = f"Cannot add {host} to {bad_hosts_path(outputs)}: {exc}"
-            self.app.call_from_thread(self._show_error, "Not relaunched", message)
-            return
-        self.post_message(BadHostsRead(read_bad_hosts(outputs)))
-        alive = session.current
-        if alive is not None and alive.wait(0) is None:
-            alive.stop()
-        try:
-            handle = session.launch(plan, parent=failure.run_id)
-        except LaunchRefused as exc:
-            self.app.notify(str(exc), title="Not relaunched", severity="error")
-        except (OSError, RunStoreError) as exc:
-            message = launch_error(outputs, exc)
-            self.app.call_from_thread(self._show_error, "Not relaunched", message)
-        except ValueError as exc:
-            self.app.notify(str(exc), title="Relaunch failed", severity="error")
-        else:
-            if retry:
-                self._retry_of[handle.run_dir.name] = retry
-            self.post_message(Launched(handle))
+    def _relaunched(self, relaunch: Relaunch) -> None:
+        """From a worker: what a relaunch after a failure did, told; bad_hosts.txt read again
+        for the allocation pane."""
+        from ezpz_tui.core.launching.bad_hosts import read_bad_hosts
+
+        assert self.session is not None
+        if relaunch.unrecorded is not None:
+            self.app.notify(relaunch.unrecorded, title="bad_hosts.txt", severity="warning")
+        self.post_message(BadHostsRead(read_bad_hosts(self.session.store.outputs)))
+        if relaunch.result is not None:
+            self._launched(relaunch.result)
 
     # --- bad_hosts.txt in the allocation pane -------------------------------------------------
 

@@ -16,6 +16,7 @@ from ezpz_tui.ui.messages import Launched, RelaunchAsked, RunsStopped, StopElsew
 from ezpz_tui.ui.screens.regions import RegionNavigation
 
 if TYPE_CHECKING:
+    from ezpz_tui.core.launch_result import LaunchResult
     from ezpz_tui.core.launching.plan import LaunchPlan
     from ezpz_tui.core.launching.supervisor import RunHandle
     from ezpz_tui.core.session import Session
@@ -40,22 +41,20 @@ class RunControl(RegionNavigation):
 
     @work(thread=True, group="launch")
     def _launch_worker(self, plan: LaunchPlan, relaunch: bool) -> None:
-        from ezpz_tui.core.launching.outputs import launch_error
-        from ezpz_tui.core.launching.plan import LaunchRefused
-        from ezpz_tui.core.runs.record import RunStoreError
-
         assert self.session is not None
-        try:
-            handle = self.session.relaunch(plan) if relaunch else self.session.launch(plan)
-        except LaunchRefused as exc:
-            self.app.notify(str(exc), title="Not launched", severity="error")
-        except (OSError, RunStoreError) as exc:  # the outputs directory: a file, read-only, full
-            message = launch_error(self.session.store.outputs, exc)
-            self.app.call_from_thread(self._show_error, "Not launched", message)
-        except ValueError as exc:
-            self.app.notify(str(exc), title="Launch failed", severity="error")
+        result = self.session.relaunch(plan) if relaunch else self.session.launch(plan)
+        self._launched(result)
+
+    def _launched(self, result: LaunchResult) -> None:
+        """From a worker: open the run that started, or say why none did."""
+        from ezpz_tui.core.launch_result import NotStarted
+
+        if not isinstance(result, NotStarted):
+            self.post_message(Launched(result.handle))
+        elif result.must_fix:
+            self.app.call_from_thread(self._show_error, result.title, result.text)
         else:
-            self.post_message(Launched(handle))
+            self.app.notify(result.text, title=result.title, severity="error")
 
     def _show_error(self, title: str, message: str) -> None:
         """A dialog that stays until read: the user must fix something before trying again."""
@@ -166,6 +165,7 @@ class RunControl(RegionNavigation):
     @work(thread=True, exclusive=True, group="relaunch")
     def _ask_relaunch(self, handle: RunHandle, plan: LaunchPlan) -> None:
         """What the relaunch changes, from the live run's record and the plan's preview."""
+        from ezpz_tui.core.launch_result import refusal
         from ezpz_tui.core.launching.change import change_lines, relaunch_change
         from ezpz_tui.core.launching.plan import LaunchRefused
         from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
@@ -176,7 +176,7 @@ class RunControl(RegionNavigation):
             preview = self.session.preview(plan)
             record = read_run_toml(handle.run_dir)
         except LaunchRefused as exc:
-            self.app.notify(str(exc), title="Not relaunched", severity="error")
+            self._launched(refusal(exc, "Not relaunched"))
             return
         except RunStoreError as exc:
             lines = [f"(the run's record cannot be read: {exc})"]

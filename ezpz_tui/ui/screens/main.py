@@ -250,6 +250,7 @@ class MainScreen(DocumentControl):
         self.app.push_screen(StacksScreen(title, message.lines, self.keymap))
 
     def on_allocation_detected(self, message: AllocationDetected) -> None:
+        from ezpz_tui.core.failover import Failover
         from ezpz_tui.core.launching.plan import default_plan
         from ezpz_tui.core.launching.supervisor import Supervisor
         from ezpz_tui.core.session import Session
@@ -258,6 +259,7 @@ class MainScreen(DocumentControl):
         launch = self.start.settings
         supervisor = Supervisor(launch.kill_on_bad_exit, launch.raised_grace_s, launch.telemetry_s)
         self.session = Session(alloc, self.start.outputs, supervisor)
+        self.failover = Failover(self.session, launch.retries)
         self.session.supervisor.add_listener(
             lambda handle, state: self.post_message(RunStateChanged(handle, state))
         )

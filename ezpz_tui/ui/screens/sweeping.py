@@ -78,23 +78,20 @@ class SweepControl(CompareControl):
     @work(thread=True, exclusive=True, group="sweep")
     def _sweep_worker(self, plan: SweepPlan, stop: threading.Event) -> None:
         from ezpz_tui.core.comparing.sweep import run_sweep
-        from ezpz_tui.core.launching.outputs import launch_error
-        from ezpz_tui.core.runs.record import RunStoreError
 
         assert self.session is not None
-        try:
-            outcome = run_sweep(
-                self.session,
-                plan,
-                on_event=lambda event: self.post_message(SweepProgress(event, None)),
-                should_stop=stop.is_set,
-            )
-        except (OSError, RunStoreError) as exc:
-            message = launch_error(self.session.store.outputs, exc)
-            self.post_message(SweepProgress(None, f"The sweep stopped: {message}"))
+        outcome = run_sweep(
+            self.session,
+            plan,
+            on_event=lambda event: self.post_message(SweepProgress(event, None)),
+            should_stop=stop.is_set,
+        )
+        if outcome.halted is not None:
+            said = f"The sweep stopped: {outcome.halted.text}"
         else:
             best = "stopped" if outcome.stopped else f"{len(outcome.run_dirs)} runs"
-            self.post_message(SweepProgress(None, f"Sweep {outcome.record.sweep_id}: {best}"))
+            said = f"Sweep {outcome.record.sweep_id}: {best}"
+        self.post_message(SweepProgress(None, said))
 
     async def on_sweep_progress(self, message: SweepProgress) -> None:
         from textual.widgets import TabbedContent
