@@ -1,9 +1,9 @@
 """When the opened run failed: why (``w``), and one key to exclude the failing host and relaunch.
 
 Everything that reads or writes a file runs in a thread worker and reports back with a message
-(``ezpz_tui.ui.messages``): :func:`explain` reads the run's state, statuses, logs and
-the launcher's log; planning the relaunch reads the run's record and ``bad_hosts.txt``;
-excluding writes ``bad_hosts.txt`` and launches. The UI thread only shows what they found.
+(``ezpz_tui.ui.messages``): :func:`explain` reads the run's state, statuses, logs and the
+launcher's log; planning the relaunch reads the run's record and ``bad_hosts.txt``; excluding
+writes ``bad_hosts.txt`` and launches. The UI thread only shows what they found.
 
 The failure is read once when the opened run is first seen ``failed`` (and again on ``w``). The
 dialog opens by itself once per run, and only for a run the person was watching: one this
@@ -23,44 +23,34 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from textual import work
-
 from ezpz_tui.ui.messages import BadHostsRead, ExclusionPlanned, FailureExplained, Launched
-from ezpz_tui.ui.screens.launching import RunControl
 
 if TYPE_CHECKING:
     from ezpz_tui.core.launching.plan import LaunchPlan
     from ezpz_tui.core.watching.failure import Failure
+    from ezpz_tui.ui.main.host import Host
+    from ezpz_tui.ui.main.launches import Launches
     from ezpz_tui.ui.opened_run import OpenedRun
-    from ezpz_tui.ui.widgets.run_panel import RunPanel
 
 LIVE_STATES = frozenset({"pending", "running"})
 FAILURE_ACTIONS = frozenset({"show_failure", "exclude_and_relaunch"})
 
 
-class FailureControl(RunControl):
-    """The failure keys of a screen that shows an opened run in ``run_panel``."""
+class Failures:
+    """The opened run's failure: read it, show it, retry or relaunch without its host."""
 
-    run_panel: RunPanel
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._failures_shown: set[Path] = set()  # runs whose failure opened by itself once
+    def __init__(self, host: Host, launches: Launches) -> None:
+        self.host = host
+        self.launches = launches
+        self._shown: set[Path] = set()  # runs whose failure opened by itself once
         self._retry_of: dict[str, int] = {}  # run id -> which unattended retry it is
         self._retried: set[str] = set()  # failed runs already retried: once each
-        self.bad_hosts: list[str] = []
 
-    # --- the opened run's failure -------------------------------------------------------------
-
-    def failure_on_screen(self) -> Failure | None:
-        opened = self.opened
+    def on_screen(self) -> Failure | None:
+        opened = self.host.opened
         return opened.failure if opened is not None else None
 
-    def check_failure_action(self, action: str) -> bool:
-        """The failure keys act (and show in the footer) only while a failed run is open."""
-        return self.failure_on_screen() is not None
-
-    def run_state_seen(self, opened: OpenedRun, state: str, started_here: bool) -> None:
+    def seen(self, opened: OpenedRun, state: str, started_here: bool) -> None:
         """The opened run is ``state`` now: remember that it was watched live, and read why
         it failed the first time it is seen failed."""
         if state in LIVE_STATES or started_here:
@@ -69,93 +59,86 @@ class FailureControl(RunControl):
             opened.explaining = True
             self._explain(opened, show=False)
 
-    @work(thread=True, group="explain")
+    def show(self) -> None:
+        """``w``: read the failure afresh (ranks may have ended since) and show it."""
+        opened = self.host.opened
+        if opened is None or opened.failure is None:
+            self.host.notify("No failed run is open.", timeout=4)
+            return
+        self._explain(opened, show=True)
+
     def _explain(self, opened: OpenedRun, show: bool) -> None:
+        self.host.in_thread(lambda: self._explain_worker(opened, show), "explain")
+
+    def _explain_worker(self, opened: OpenedRun, show: bool) -> None:
         from ezpz_tui.core.watching.failure import explain
 
         try:
             failure = explain(opened.path)
         except Exception as exc:  # explain never raises on bad input; a bug must not either
-            self.app.notify(f"Could not read why the run failed: {exc!r}", severity="error")
+            self.host.notify(f"Could not read why the run failed: {exc!r}", severity="error")
             failure = None
-        self.post_message(FailureExplained(opened, failure, show))
+        self.host.post_message(FailureExplained(opened, failure, show))
 
-    def on_failure_explained(self, message: FailureExplained) -> None:
-        opened, failure = message.run, message.failure
-        if opened is not self.opened:
-            return
+    def explained(self, message: FailureExplained) -> None:
+        """The opened run's failure is read: keys, an unattended retry, or the dialog."""
+        opened, failure, host = message.run, message.failure, self.host
         opened.failure = failure
-        self.run_panel.show_failure(failure, self.keymap)
-        self.refresh_bindings()
+        host.refresh_bindings()
         if failure is None:
             if message.show:
-                self.notify(f"{opened.path.name} has not failed.", timeout=4)
+                host.notify(f"{opened.path.name} has not failed.", timeout=4)
             return
         if self._retry_unattended(failure):
             return
-        first_time = opened.watched and opened.path not in self._failures_shown
+        first_time = opened.watched and opened.path not in self._shown
         if message.show or first_time:
-            self._failures_shown.add(opened.path)
-            self._show_failure(failure)
+            self._shown.add(opened.path)
+            host.show_failure(failure, self.exclude_and_relaunch)
 
     def _retry_unattended(self, failure: Failure) -> bool:
         """``[launch] retries``: a run started here that failed with a node fault is relaunched
         without that node, as ``ezpz-tui launch --retries N`` does; whether one is under way."""
-        retry, retries = self._retry_of.get(failure.run_id, 0) + 1, self.start.settings.retries
-        started_here = self._handle_of(failure.run_dir) is not None
+        retry, retries = self._retry_of.get(failure.run_id, 0) + 1, self.host.settings.retries
+        started_here = self.launches.handle_of(failure.run_dir) is not None
         if failure.node_fault_host is None or not started_here or retry > retries:
             return False
         if failure.run_id in self._retried:
             return True
         self._retried.add(failure.run_id)
-        self.notify(
+        self.host.notify(
             f"Retry {retry}/{retries}: {failure.node_fault_host} failed; relaunching without it.",
             timeout=8,
         )
-        self._plan_exclusion(failure, None, retry)
+        self._plan(failure, None, retry)
         return True
-
-    def _show_failure(self, failure: Failure) -> None:
-        from ezpz_tui.ui.screens.failure import EXCLUDE, FailureScreen
-
-        def closed(answer: str | None) -> None:
-            if answer == EXCLUDE:
-                self.action_exclude_and_relaunch()
-
-        self.app.push_screen(FailureScreen(failure, self.keymap), closed)
-
-    def action_show_failure(self) -> None:
-        opened = self.opened
-        if opened is None or opened.failure is None:
-            self.notify("No failed run is open.", timeout=4)
-            return
-        self._explain(opened, show=True)  # read afresh: ranks may have ended since
 
     # --- exclude the failing host and relaunch ------------------------------------------------
 
-    def action_exclude_and_relaunch(self) -> None:
-        failure = self.failure_on_screen()
-        if failure is None or self.session is None:
-            self.notify("No failed run is open: nothing to exclude.", timeout=4)
+    def exclude_and_relaunch(self) -> None:
+        failure = self.on_screen()
+        if failure is None or self.host.session is None:
+            self.host.notify("No failed run is open: nothing to exclude.", timeout=4)
             return
-        self._plan_exclusion(failure, self.form.plan)
+        self._plan(failure, self.host.plan)
 
-    @work(thread=True, group="exclude")
-    def _plan_exclusion(
-        self, failure: Failure, form_plan: LaunchPlan | None, retry: int = 0
-    ) -> None:
+    def _plan(self, failure: Failure, form_plan: LaunchPlan | None, retry: int = 0) -> None:
+        self.host.in_thread(lambda: self._plan_worker(failure, form_plan, retry), "exclude")
+
+    def _plan_worker(self, failure: Failure, form_plan: LaunchPlan | None, retry: int) -> None:
         from ezpz_tui.core.launching.bad_hosts import exclude_listed, read_bad_hosts
         from ezpz_tui.core.launching.failover import without_host
         from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused
         from ezpz_tui.core.launching.runstore import RunStoreError, read_run_toml
 
-        assert self.session is not None
+        session, post = self.host.session, self.host.post_message
+        assert session is not None
         host, blamed = failure.node_fault_host, True
         if host is None:
             host, blamed = failure.host, False
         if host is None:
             said = "No host to exclude: the failure names none."
-            self.post_message(ExclusionPlanned(failure, None, False, None, said))
+            post(ExclusionPlanned(failure, None, False, None, said))
             return
         try:
             plan = LaunchPlan.from_dict(read_run_toml(failure.run_dir).get("plan", {}))
@@ -163,36 +146,34 @@ class FailureControl(RunControl):
             plan = form_plan
         if plan is None:
             said = f"{failure.run_id} has no readable plan, and the launch form's has errors."
-            self.post_message(ExclusionPlanned(failure, host, blamed, None, said))
+            post(ExclusionPlanned(failure, host, blamed, None, said))
             return
-        session = self.session
         try:
             listed = read_bad_hosts(session.store.outputs) if session.exclude_bad else []
             plan = without_host(exclude_listed(plan, session.alloc, listed), session.alloc, host)
         except LaunchRefused as refused:
-            self.post_message(ExclusionPlanned(failure, host, blamed, None, str(refused)))
+            post(ExclusionPlanned(failure, host, blamed, None, str(refused)))
             return
-        self.post_message(ExclusionPlanned(failure, host, blamed, plan, None, retry))
+        post(ExclusionPlanned(failure, host, blamed, plan, None, retry))
 
-    def on_exclusion_planned(self, message: ExclusionPlanned) -> None:
-        from ezpz_tui.ui.screens.confirm import ConfirmScreen
-
+    def planned(self, message: ExclusionPlanned) -> None:
         failure, host, plan = message.failure, message.host, message.plan
-        if message.refused is not None or plan is None or host is None or self.session is None:
+        session = self.host.session
+        if message.refused is not None or plan is None or host is None or session is None:
             where = f"without {host}" if host else ""
-            self._show_error(f"Cannot relaunch {failure.run_id} {where}", message.refused or "")
+            self.host.show_error(f"Cannot relaunch {failure.run_id} {where}", message.refused or "")
             return
         if message.retry:
-            self._exclude_and_relaunch(failure, host, plan, message.retry)
+            self._relaunch(failure, host, plan, message.retry)
             return
-        hosts = plan.hosts_used(self.session.alloc)
+        hosts = plan.hosts_used(session.alloc)
         why = (
             f"{host} was named by the failure."
             if message.blamed
             else f"No node fault was named: {host} is rank {failure.rank}'s host, and the fault "
             "may be the program's."
         )
-        alive = self._current()
+        alive = self.launches.current()
         stop = (
             f" {alive.run_dir.name} is still running and will be stopped first."
             if alive is not None and alive.wait(0) is None
@@ -203,59 +184,39 @@ class FailureControl(RunControl):
             f"{len(hosts)} host(s) without it ({', '.join(h.split('.')[0] for h in hosts)})?"
             f"{stop}"
         )
+        self.host.confirm(question, lambda: self._relaunch(failure, host, plan))
 
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._exclude_and_relaunch(failure, host, plan)
+    def _relaunch(self, failure: Failure, host: str, plan: LaunchPlan, retry: int = 0) -> None:
+        work = lambda: self._relaunch_worker(failure, host, plan, retry)  # noqa: E731
+        self.host.in_thread(work, "launch")
 
-        self.app.push_screen(ConfirmScreen(question, self.keymap), answered)
-
-    @work(thread=True, group="launch")
-    def _exclude_and_relaunch(
-        self, failure: Failure, host: str, plan: LaunchPlan, retry: int = 0
-    ) -> None:
+    def _relaunch_worker(self, failure: Failure, host: str, plan: LaunchPlan, retry: int) -> None:
         from ezpz_tui.core.launching.bad_hosts import add_bad_hosts, bad_hosts_path, read_bad_hosts
         from ezpz_tui.core.launching.outputs import RunStoreError, launch_error
         from ezpz_tui.core.launching.plan import LaunchRefused
 
-        session = self.session
+        session, ui = self.host.session, self.host
         assert session is not None
         outputs = session.store.outputs
         try:
             add_bad_hosts(outputs, [host], failure.run_id, failure.cause)
         except OSError as exc:
-            message = f"Cannot add {host} to {bad_hosts_path(outputs)}: {exc}"
-            self.app.call_from_thread(self._show_error, "Not relaunched", message)
+            said = f"Cannot add {host} to {bad_hosts_path(outputs)}: {exc}"
+            ui.show_error("Not relaunched", said)
             return
-        self.post_message(BadHostsRead(read_bad_hosts(outputs)))
+        ui.post_message(BadHostsRead(read_bad_hosts(outputs)))
         alive = session.current
         if alive is not None and alive.wait(0) is None:
             alive.stop()
         try:
             handle = session.launch(plan, parent=failure.run_id)
         except LaunchRefused as exc:
-            self.app.notify(str(exc), title="Not relaunched", severity="error")
+            ui.notify(str(exc), title="Not relaunched", severity="error")
         except (OSError, RunStoreError) as exc:
-            message = launch_error(outputs, exc)
-            self.app.call_from_thread(self._show_error, "Not relaunched", message)
+            ui.show_error("Not relaunched", launch_error(outputs, exc))
         except ValueError as exc:
-            self.app.notify(str(exc), title="Relaunch failed", severity="error")
+            ui.notify(str(exc), title="Relaunch failed", severity="error")
         else:
             if retry:
                 self._retry_of[handle.run_dir.name] = retry
-            self.post_message(Launched(handle))
-
-    # --- bad_hosts.txt in the allocation pane -------------------------------------------------
-
-    @work(thread=True, group="bad-hosts")
-    def _read_bad_hosts(self) -> None:
-        from ezpz_tui.core.launching.bad_hosts import read_bad_hosts
-
-        if self.session is not None:
-            self.post_message(BadHostsRead(read_bad_hosts(self.session.store.outputs)))
-
-    def on_bad_hosts_read(self, message: BadHostsRead) -> None:
-        from ezpz_tui.ui.widgets.panels import AllocationPanel
-
-        self.bad_hosts = message.hosts
-        self.query_one(AllocationPanel).set_bad_hosts(message.hosts)
+            ui.post_message(Launched(handle))
