@@ -238,3 +238,11 @@ def test_documents_wrap_round() -> None:
     assert neighbour([1, 2, 3], 3, 1) == 1
     assert neighbour([1, 2, 3], 1, -1) == 3
     assert neighbour([1, 2, 3], None, 1) == 1 and neighbour([1, 2, 3], None, -1) == 3
+
+
+def test_the_main_screen_is_composed_not_inherited() -> None:
+    """Each concern is an object the screen owns: at most 3 project classes in its MRO."""
+    from ezpz_tui.ui.main.screen import MainScreen
+
+    ours = [c for c in MainScreen.__mro__ if c.__module__.startswith("ezpz_tui.")]
+    assert len(ours) <= 3, ours

@@ -138,6 +138,7 @@ class MainScreen(Screen[None]):
         self.started = False  # every region mounted and the start-up run (if any) opened
         self.views_mounted = False
         self._views_lock = asyncio.Lock()
+        self._ui_thread = threading.get_ident()  # the app's, once mounted
         self.regions = Regions(self)
         self.launches = Launches(self)
         self.failures = Failures(self, self.launches)
@@ -158,6 +159,7 @@ class MainScreen(Screen[None]):
         yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
+        self._ui_thread = threading.get_ident()
         if self.app.size.width < NARROW:
             self.query_one("#right").display = False
         self._fit_width()
@@ -255,7 +257,7 @@ class MainScreen(Screen[None]):
 
     def _on_ui(self, call: Callable[..., object], *args: object) -> None:
         """``call(*args)`` on the UI thread, from whichever thread asks."""
-        if threading.get_ident() == self.app._thread_id:
+        if threading.get_ident() == self._ui_thread:
             call(*args)
         else:
             self.app.call_from_thread(call, *args)
