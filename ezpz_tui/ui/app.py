@@ -24,8 +24,8 @@ from textual.command import CommandPalette, Provider
 from ezpz_tui import config
 from ezpz_tui.keymap.overrides import apply_overrides
 from ezpz_tui.keymap.table import DEFAULT_KEYMAP
+from ezpz_tui.ui.main.screen import MainScreen, StartUp
 from ezpz_tui.ui.palette import ActionsProvider, ChordKeys, bindings_for
-from ezpz_tui.ui.screens.main import MainScreen, StartUp
 
 if TYPE_CHECKING:
     from ezpz_tui.core.checking.check import Check
@@ -119,7 +119,7 @@ class EzpzApp(App[None]):
                 self.exit()
             elif answer:
                 self.notify("Stopping runs before quitting …")
-                self.main.stop_runs(alive, then_exit=True)
+                self.main.launches.stop_runs(alive, then_exit=True)
 
         question = f"{len(alive)} run(s) still running. Stop them and quit?"
         self.push_screen(QuitScreen(question, self.keymap), answered)

@@ -28,9 +28,9 @@ from ezpz_tui import config
 from ezpz_tui.core.checking.check import Check
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.ui.app import EzpzApp
+from ezpz_tui.ui.main.regions import RUN_VIEW_MIN
 from ezpz_tui.ui.screens.failure import FailureScreen
 from ezpz_tui.ui.screens.help import HelpScreen
-from ezpz_tui.ui.screens.regions import RUN_VIEW_MIN
 from ezpz_tui.ui.widgets.launch_form import LaunchForm
 from ezpz_tui.ui.widgets.logview import LogView
 from ezpz_tui.ui.widgets.metrics import MetricsView

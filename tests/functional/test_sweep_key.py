@@ -43,7 +43,7 @@ async def test_a_sweep_runs_every_layout_and_ends_ranked(tmp_path: Path, mpiexec
         await settle(pilot)
         await sweep(pilot, "tp=1,2 steps=3")
         tabs = app.query_one(TabbedContent)
-        await until(pilot, lambda: not app.main.sweeping, "the sweep's end", 120)
+        await until(pilot, lambda: not app.main.sweeps.sweeping, "the sweep's end", 120)
         await until(pilot, lambda: tabs.active == "tab-compare", "the Compare tab", 10)
         view = app.query_one(CompareView)
 
@@ -80,7 +80,7 @@ async def test_x_stops_the_sweep_and_starts_no_more(tmp_path: Path, mpiexec: str
         await pilot.press("X")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question", 10)
         await pilot.press("y")
-        await until(pilot, lambda: not app.main.sweeping, "the sweep's end", 60)
+        await until(pilot, lambda: not app.main.sweeps.sweeping, "the sweep's end", 60)
         assert run_state(first).state == "stopped"
         assert run_dirs(outputs) == [first], "no other run started"
         assert processes_of(first) == []

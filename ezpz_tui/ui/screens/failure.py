@@ -47,15 +47,6 @@ def failure_text(failure: Failure) -> Text:
     return text
 
 
-def summary_line(failure: Failure, keymap: Keymap) -> Text:
-    """One line for the Run tab: the cause, and the keys that say more and recover."""
-    text = Text("✗ ", "bold red", no_wrap=True, overflow="ellipsis", end="")
-    text.append(failure.cause, "red")
-    text.append(f"  {keymap['show_failure'].label}: why", "dim")
-    text.append(f" · {keymap['exclude_and_relaunch'].label}: exclude host and relaunch", "dim")
-    return text
-
-
 class FailureScreen(ModalScreen[str | None]):
     """Shows ``failure``; closes with ``EXCLUDE`` on the exclude key, None on Esc."""
 

@@ -7,7 +7,7 @@ run's id and notes and what differs in their record.
 Runs are columns here (the CLI prints a row per run): a person compares a handful of layouts,
 and a figure's row reads across them in under 90 columns.
 
-The comparison is read in a worker by the screen (:mod:`ezpz_tui.ui.screens.comparing`); this
+The comparison is read in a worker by the screen (:mod:`ezpz_tui.ui.main.comparison`); this
 widget only shows it.
 """
 

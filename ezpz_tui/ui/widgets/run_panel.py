@@ -39,8 +39,6 @@ from ezpz_tui.core.watching.monitor import (
 )
 from ezpz_tui.keymap.table import DEFAULT_KEYMAP, Keymap
 from ezpz_tui.ui.palette import bindings_for
-from ezpz_tui.ui.screens.line import LineScreen
-from ezpz_tui.ui.screens.search import SearchScreen
 from ezpz_tui.ui.widgets.logview import LogView, rank_name, styled
 from ezpz_tui.ui.widgets.ranks import RankList
 from ezpz_tui.ui.widgets.runs import STATE_STYLE, RunDetails
@@ -51,6 +49,15 @@ if TYPE_CHECKING:
 NO_RUN = "No run opened. Launch one (r), or pick one in the runs list and press Enter."
 OLDER_CHUNK = 2000  # lines read back per step when scrolling above the buffer
 SHORT_BUFFER = 200  # a selected rank holding fewer lines has its earlier ones read back
+
+
+def summary_line(failure: Failure, keymap: Keymap) -> Text:
+    """One line for the Run tab: the cause, and the keys that say more and recover."""
+    text = Text("✗ ", "bold red", no_wrap=True, overflow="ellipsis", end="")
+    text.append(failure.cause, "red")
+    text.append(f"  {keymap['show_failure'].label}: why", "dim")
+    text.append(f" · {keymap['exclude_and_relaunch'].label}: exclude host and relaunch", "dim")
+    return text
 
 
 class RunPanel(Vertical):
@@ -79,6 +86,21 @@ class RunPanel(Vertical):
 
         line: LogLine
         text: str
+
+    @dataclass(eq=False)
+    class FilterWanted(Message):
+        """``&``: the screen asks for the log's filter, starting from ``current``, and hands
+        the answer to :meth:`RunPanel.filter_by`."""
+
+        prompt: str
+        current: str
+
+    @dataclass(eq=False)
+    class WholeLine(Message):
+        """Enter on a log line: the screen shows ``text`` whole in a dialog."""
+
+        title: str
+        text: Text
 
     def __init__(self, clock: Callable[[], float] = time.time, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -142,8 +164,6 @@ class RunPanel(Vertical):
         line = self.query_one("#run-failure", Static)
         line.display = failure is not None
         if failure is not None:
-            from ezpz_tui.ui.screens.failure import summary_line
-
             line.update(summary_line(failure, keymap))
 
     def apply(self, changes: Changes) -> None:
@@ -244,18 +264,19 @@ class RunPanel(Vertical):
             ([f"@{','.join(map(str, sorted(log.filter.ranks)))}"] if log.filter.ranks else [])
             + ([log.filter.text] if log.filter.text else [])
         )
-
-        def answered(spec: str | None) -> None:
-            if spec is None or self.monitor is None:
-                return
-            line_filter, problem = parse_filter(spec)
-            if problem:
-                self.notify(problem, severity="warning")
-            source = self.monitor.all_lines if log.rank is None else self.monitor.lines_of(log.rank)
-            log.set_filter(line_filter, source)
-
         prompt = "filter: @0,3-5 for ranks, then text; empty clears (Enter)"
-        self.app.push_screen(SearchScreen(prompt, current, allow_empty=True), answered)
+        self.post_message(self.FilterWanted(prompt, current))
+
+    def filter_by(self, spec: str | None) -> None:
+        """The filter typed after ``&`` (None: the prompt was closed, nothing changes)."""
+        if spec is None or self.monitor is None:
+            return
+        log = self.log
+        line_filter, problem = parse_filter(spec)
+        if problem:
+            self.notify(problem, severity="warning")
+        source = self.monitor.all_lines if log.rank is None else self.monitor.lines_of(log.rank)
+        log.set_filter(line_filter, source)
 
     @on(LogView.WantOlder)
     def _want_older(self, event: LogView.WantOlder) -> None:
@@ -293,4 +314,4 @@ class RunPanel(Vertical):
         title = f"{rank_name(line[RANK])}, byte {line[OFFSET]}, {line[LENGTH]} bytes"
         shown = styled(text)
         shown.no_wrap = False
-        self.app.push_screen(LineScreen(title, shown))
+        self.post_message(self.WholeLine(title, shown))

@@ -1,4 +1,4 @@
-"""The main screen: the regions, what fills them, and the run opened in the Run tab.
+"""The main screen: the regions, what fills them, and the Messages between them.
 
 Layout: a summary bar on top; the left sidebar holds the allocation and the doctor; the main
 column holds the topology grid (the "top" region) over tabs for the launch form, the opened run
@@ -6,44 +6,59 @@ and metrics; the right sidebar holds the runs list. Everything that touches a pr
 a probe runs in a thread worker and reports back with a message (``ezpz_tui.ui.messages``); the
 UI thread only renders models.
 
+The screen composes widgets and routes Messages. Each concern is an object it owns, with its own
+state, that sees the screen only through :class:`~ezpz_tui.ui.main.host.Host`: launching and
+stopping (:mod:`.launches`), the opened run's failure (:mod:`.failures`), the Compare tab
+(:mod:`.comparison`), sweeps (:mod:`.sweeps`), batch submissions (:mod:`.submissions`), the
+opened run's stacks and trackers (:mod:`.run_tools`) and moving between regions
+(:mod:`.regions`). What the command palette offers is :mod:`.commands`.
+
 The first frame is the frame of the regions alone: their widgets (the form, the lists, the grid)
 are imported and mounted right after it has been painted, the Run and Metrics views the first
 time a run opens or their tab shows. Until the regions are there the screen's keys wait.
-
-The keys that launch and stop runs are ``screens.launching``, the failure keys (why, exclude the
-host and relaunch) ``screens.failing``; moving between the regions is ``screens.regions``,
-between documents (``ctrl+n``/``ctrl+b``: rank logs, runs) ``screens.documents``; what the
-command palette offers is ``screens.commands``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 
+from ezpz_tui.ui.main.comparison import COMPARE_TAB, Comparison
+from ezpz_tui.ui.main.failures import FAILURE_ACTIONS, Failures
+from ezpz_tui.ui.main.launches import Launches
+from ezpz_tui.ui.main.regions import Regions
+from ezpz_tui.ui.main.run_tools import RunTools
+from ezpz_tui.ui.main.submissions import Submissions
+from ezpz_tui.ui.main.sweeps import Sweeps
 from ezpz_tui.ui.messages import (
     AllocationDetected,
+    BadHostsRead,
     BatchRead,
+    ComparisonReady,
+    ExclusionPlanned,
+    FailureExplained,
+    Launched,
     OverlayLoaded,
     ParentFound,
     PreviewReady,
     RanksExpected,
+    RelaunchAsked,
+    RunsStopped,
     RunStateChanged,
-    StacksCollected,
+    StopElsewhereAsked,
+    SweepProgress,
 )
 from ezpz_tui.ui.palette import APP_ACTIONS, PaletteCommand, global_bindings
-from ezpz_tui.ui.screens.comparing import COMPARE_TAB
-from ezpz_tui.ui.screens.documents import DocumentControl
-from ezpz_tui.ui.screens.failing import FAILURE_ACTIONS
-from ezpz_tui.ui.screens.heat import HEATMAP_TAB
 from ezpz_tui.ui.widgets.panels import AllocationPanel, DoctorPanel, SummaryBar
 from ezpz_tui.ui.widgets.runs import RunsPanel
 
@@ -53,14 +68,19 @@ if TYPE_CHECKING:
     from ezpz_tui.core.launching.allocation import Allocation
     from ezpz_tui.core.launching.plan import LaunchPlan
     from ezpz_tui.core.session import Session
+    from ezpz_tui.core.watching.failure import Failure
     from ezpz_tui.keymap.table import Keymap
     from ezpz_tui.ui.opened_run import OpenedRun
+    from ezpz_tui.ui.widgets.compare import CompareView
+    from ezpz_tui.ui.widgets.heatmap import Heatmap
     from ezpz_tui.ui.widgets.launch_form import LaunchForm
+    from ezpz_tui.ui.widgets.metric_cursor import PlotCursor
     from ezpz_tui.ui.widgets.metrics import MetricsView
     from ezpz_tui.ui.widgets.ranks import RankList
     from ezpz_tui.ui.widgets.run_panel import RunPanel
     from ezpz_tui.ui.widgets.topology import TopologyGrid
 
+HEATMAP_TAB = "tab-heatmap"
 TABS = (
     ("Launch", "tab-launch"),
     ("Run", "tab-run"),
@@ -88,25 +108,44 @@ class StartUp:
     attach: Path | None = None
 
 
-class MainScreen(DocumentControl):
+def neighbour(items: Sequence[Any], current: Any, step: int) -> Any:
+    """The item ``step`` away from ``current`` in ``items``, wrapping round as vim's
+    ``:bnext`` does; from an item not there, the first (forward) or the last (back)."""
+    index = items.index(current) + step if current in items else 0 if step > 0 else -1
+    return items[index % len(items)]
+
+
+class MainScreen(Screen[None]):
     BINDINGS = global_bindings()
 
     # Mounted after the first frame; the run views the first time a run opens or a tab shows.
+    form: LaunchForm
     grid: TopologyGrid
     run_panel: RunPanel
     metrics: MetricsView
+    compare_view: CompareView
+    heatmap: Heatmap
 
     def __init__(self, start: StartUp, keymap: Keymap) -> None:
         super().__init__()
         self.start = start
         self.keymap = keymap
+        self.settings = start.settings
         self.clock = start.clock
         self.session: Session | None = None
         self.doctor_checks: list[Check] | None = None
         self.opened: OpenedRun | None = None
         self.started = False  # every region mounted and the start-up run (if any) opened
-        self._run_views_lock = asyncio.Lock()
-        self._run_views_mounted = False
+        self.views_mounted = False
+        self._views_lock = asyncio.Lock()
+        self._ui_thread = threading.get_ident()  # the app's, once mounted
+        self.regions = Regions(self)
+        self.launches = Launches(self)
+        self.failures = Failures(self, self.launches)
+        self.comparison = Comparison(self)
+        self.sweeps = Sweeps(self)
+        self.submissions = Submissions(self)
+        self.run_tools = RunTools(self)
 
     # --- layout and start-up ----------------------------------------------------------------
 
@@ -120,6 +159,7 @@ class MainScreen(DocumentControl):
         yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
+        self._ui_thread = threading.get_ident()
         if self.app.size.width < NARROW:
             self.query_one("#right").display = False
         self._fit_width()
@@ -150,7 +190,7 @@ class MainScreen(DocumentControl):
         if start.alloc is not None:
             self.post_message(AllocationDetected(start.alloc))
         self.set_interval(1.0, self._tick)
-        self.set_interval(RUNS_REFRESH_S, self._refresh_runs)
+        self.set_interval(RUNS_REFRESH_S, self.refresh_runs)
         if start.attach is not None:
             await self.open_run(start.attach)
             # After the tab switch has settled: it would otherwise pass the focus on again.
@@ -162,14 +202,14 @@ class MainScreen(DocumentControl):
         """The screen's own keys wait for its regions (a key typed ahead at start-up); the
         failure keys act (and show in the footer) while a failed run is open."""
         if action in FAILURE_ACTIONS:
-            return self.started and self.check_failure_action(action)
+            return self.started and self.failures.on_screen() is not None
         return self.started or action in APP_ACTIONS
 
     async def _mount_run_views(self) -> None:
         """The Run and Metrics tabs' views (the follower, the log, plotext), mounted the first
         time a run opens or either tab is shown."""
-        async with self._run_views_lock:
-            if self._run_views_mounted:
+        async with self._views_lock:
+            if self.views_mounted:
                 return
             from ezpz_tui.ui.widgets.compare import CompareView
             from ezpz_tui.ui.widgets.heatmap import Heatmap
@@ -179,12 +219,12 @@ class MainScreen(DocumentControl):
             self.run_panel = RunPanel(self.clock, id="run-panel")
             self.metrics = MetricsView(id="metrics")
             self.compare_view = CompareView(id="compare")
+            self.heatmap = Heatmap(id="heatmap")
             await self.query_one("#tab-run").mount(self.run_panel)
             await self.query_one("#tab-metrics").mount(self.metrics)
             await self.query_one(f"#{COMPARE_TAB}").mount(self.compare_view)
-            self.heatmap = Heatmap(id="heatmap")
             await self.query_one(f"#{HEATMAP_TAB}").mount(self.heatmap)
-            self._run_views_mounted = True
+            self.views_mounted = True
 
     def on_unmount(self) -> None:
         if self.opened is not None:
@@ -200,7 +240,93 @@ class MainScreen(DocumentControl):
         self._fit_width()
         if self.started:
             run_view = self.query_one(TabbedContent).active != "tab-launch"
-            self.call_after_refresh(self.make_room_for_runs, run_view)
+            self.call_after_refresh(self.regions.make_room_for_runs, run_view)
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        self.regions.focused(event.widget)
+
+    # --- the Host interface: what the controllers may ask ------------------------------------
+
+    @property
+    def plan(self) -> LaunchPlan | None:
+        return self.form.plan if self.form.can_launch else None
+
+    @property
+    def plan_errors(self) -> list[str]:
+        return [p.message for p in self.form.problems if p.level == "error"]
+
+    def _on_ui(self, call: Callable[..., object], *args: object) -> None:
+        """``call(*args)`` on the UI thread, from whichever thread asks."""
+        if threading.get_ident() == self._ui_thread:
+            call(*args)
+        else:
+            self.app.call_from_thread(call, *args)
+
+    def in_thread(self, work: Callable[[], None], group: str, exclusive: bool = False) -> None:
+        self._on_ui(lambda: self.run_worker(work, group=group, exclusive=exclusive, thread=True))
+
+    def confirm(self, question: str, on_yes: Callable[[], None], lines: Sequence[str] = ()) -> None:
+        from ezpz_tui.ui.screens.confirm import ConfirmScreen
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                on_yes()
+
+        screen = ConfirmScreen(question, self.keymap, list(lines) or None)
+        self._on_ui(self.app.push_screen, screen, answered)
+
+    def show_error(self, title: str, message: str) -> None:
+        from ezpz_tui.ui.screens.message import MessageScreen
+
+        self._on_ui(self.app.push_screen, MessageScreen(title, message, self.keymap))
+
+    def prompt(
+        self,
+        prompt: str,
+        value: str,
+        on_answer: Callable[[str | None], None],
+        allow_empty: bool = False,
+    ) -> None:
+        from ezpz_tui.ui.screens.search import SearchScreen
+
+        dialog = SearchScreen(prompt, value=value, allow_empty=allow_empty)
+        self._on_ui(self.app.push_screen, dialog, on_answer)
+
+    def show_failure(self, failure: Failure, on_exclude: Callable[[], None]) -> None:
+        from ezpz_tui.ui.screens.failure import EXCLUDE, FailureScreen
+
+        def closed(answer: str | None) -> None:
+            if answer == EXCLUDE:
+                on_exclude()
+
+        self._on_ui(self.app.push_screen, FailureScreen(failure, self.keymap), closed)
+
+    def show_lines(self, title: str, lines: list[str]) -> None:
+        from ezpz_tui.ui.screens.stacks import StacksScreen
+
+        self._on_ui(self.app.push_screen, StacksScreen(title, lines, self.keymap))
+
+    def copy_to_clipboard(self, text: str) -> None:
+        self._on_ui(self.app.copy_to_clipboard, text)
+
+    def show_tab(self, pane: str) -> None:
+        self.query_one(TabbedContent).active = pane
+
+    def refresh_runs(self) -> None:
+        self._on_ui(self._refresh_runs)
+
+    def refresh_comparison(self, only_if_live: bool = False) -> None:
+        if not self.views_mounted:
+            return  # nothing to show it in yet: the first run opened reads it
+        opened = self.opened.path if self.opened else None
+        marked = tuple(sorted(self.query_one(RunsPanel).compared, key=lambda p: p.name))
+        shown = self.compare_view.comparison
+        live = shown is not None and any(r.partial for r in shown.runs)
+        visible = self.query_one(TabbedContent).active == COMPARE_TAB
+        self.comparison.refresh((opened, marked), visible, live, only_if_live)
+
+    def exit_app(self) -> None:
+        self.app.exit()
 
     # --- workers: everything that waits ------------------------------------------------------
 
@@ -231,23 +357,14 @@ class MainScreen(DocumentControl):
 
         self.post_message(OverlayLoaded(path, load_store(path), asked))
 
-    @work(thread=True, exclusive=True, group="stacks")
-    def _collect_stacks(self, run_dir: Path) -> None:
-        from ezpz_tui.core.watching.stacks import format_report, request_stacks
+    @work(thread=True, group="bad-hosts")
+    def _read_bad_hosts(self) -> None:
+        from ezpz_tui.core.launching.bad_hosts import read_bad_hosts
 
-        try:
-            lines = format_report(request_stacks(run_dir))
-        except OSError as exc:
-            lines = [f"cannot ask the ranks of {run_dir.name}: {exc.strerror or exc}"]
-        self.post_message(StacksCollected(run_dir, lines))
+        if self.session is not None:
+            self.post_message(BadHostsRead(read_bad_hosts(self.session.store.outputs)))
 
     # --- what the workers report --------------------------------------------------------------
-
-    def on_stacks_collected(self, message: StacksCollected) -> None:
-        from ezpz_tui.ui.screens.stacks import StacksScreen
-
-        title = f"Python stacks of {message.run_dir.name}"
-        self.app.push_screen(StacksScreen(title, message.lines, self.keymap))
 
     def on_allocation_detected(self, message: AllocationDetected) -> None:
         from ezpz_tui.core.failover import Failover
@@ -255,11 +372,10 @@ class MainScreen(DocumentControl):
         from ezpz_tui.core.launching.supervisor import Supervisor
         from ezpz_tui.core.session import Session
 
-        alloc = message.alloc
-        launch = self.start.settings
+        alloc, launch = message.alloc, self.settings
         supervisor = Supervisor(launch.kill_on_bad_exit, launch.raised_grace_s, launch.telemetry_s)
         self.session = Session(alloc, self.start.outputs, supervisor)
-        self.failover = Failover(self.session, launch.retries)
+        self.failures.failover = Failover(self.session, launch.retries)
         self.session.supervisor.add_listener(
             lambda handle, state: self.post_message(RunStateChanged(handle, state))
         )
@@ -279,6 +395,9 @@ class MainScreen(DocumentControl):
     def on_preview_ready(self, message: PreviewReady) -> None:
         self.form.set_preview(message.preview)
 
+    def on_bad_hosts_read(self, message: BadHostsRead) -> None:
+        self.query_one(AllocationPanel).set_bad_hosts(message.hosts)
+
     def on_runs_panel_listed(self, message: RunsPanel.Listed) -> None:
         assert self.session is not None
         mine = {h.run_dir for h in self.session.supervisor.handles}
@@ -288,14 +407,14 @@ class MainScreen(DocumentControl):
             opened.state = details.state.state
             opened.monitor.run_state = details.state
             self.run_panel.show_details(details)
-            self.run_state_seen(opened, opened.state, opened.path in mine)
+            self.failures.seen(opened, opened.state, opened.path in mine)
         self._update_summary()
 
     def on_run_state_changed(self, message: RunStateChanged) -> None:
         opened = self.opened
         if opened is not None and opened.path == message.handle.run_dir:
             opened.monitor.run_state = message.state
-            self.run_state_seen(opened, message.state.state, started_here=True)
+            self.failures.seen(opened, message.state.state, started_here=True)
         self._refresh_runs()
 
     def on_ranks_expected(self, message: RanksExpected) -> None:
@@ -328,6 +447,32 @@ class MainScreen(DocumentControl):
         if message.run is self.opened and message.parent not in self.query_one(RunsPanel).compared:
             self._load_overlay(message.parent, asked=False)
 
+    def on_failure_explained(self, message: FailureExplained) -> None:
+        if message.run is self.opened:
+            self.run_panel.show_failure(message.failure, self.keymap)
+            self.failures.explained(message)
+
+    def on_exclusion_planned(self, message: ExclusionPlanned) -> None:
+        self.failures.planned(message)
+
+    async def on_launched(self, message: Launched) -> None:
+        await self.launches.launched(message)
+
+    def on_relaunch_asked(self, message: RelaunchAsked) -> None:
+        self.launches.relaunch_asked(message)
+
+    def on_stop_elsewhere_asked(self, message: StopElsewhereAsked) -> None:
+        self.launches.stop_elsewhere_asked(message)
+
+    def on_runs_stopped(self, message: RunsStopped) -> None:
+        self.launches.runs_stopped(message)
+
+    def on_comparison_ready(self, message: ComparisonReady) -> None:
+        self.compare_view.show(message.comparison)
+
+    async def on_sweep_progress(self, message: SweepProgress) -> None:
+        await self.sweeps.progress(message)
+
     # --- what the widgets report -------------------------------------------------------------
 
     def on_rank_list_selected(self, message: RankList.Selected) -> None:
@@ -345,6 +490,17 @@ class MainScreen(DocumentControl):
         else:
             self._load_overlay(message.path)
 
+    @on(RunsPanel.SubmitAsked)
+    def _submit_asked(self, message: RunsPanel.SubmitAsked) -> None:
+        self.submissions.submit(message.path)
+
+    @on(RunsPanel.Open)
+    async def _open_requested(self, message: RunsPanel.Open) -> None:
+        """Enter in the runs list: read the run (the list steps aside where the run's log
+        needs its room: :meth:`Regions.make_room_for_runs`)."""
+        await self.open_run(message.path)
+        self.run_panel.ranks.focus()
+
     def on_launch_form_changed(self, message: LaunchForm.Changed) -> None:
         form = self.form
         if form.plan is not None and form.alloc is not None:
@@ -354,6 +510,32 @@ class MainScreen(DocumentControl):
         else:
             self._preview_worker(message.plan)
 
+    def on_run_panel_filter_wanted(self, message: RunPanel.FilterWanted) -> None:
+        panel = self.run_panel
+        self.prompt(message.prompt, message.current, panel.filter_by, allow_empty=True)
+
+    def on_run_panel_whole_line(self, message: RunPanel.WholeLine) -> None:
+        from ezpz_tui.ui.screens.line import LineScreen
+
+        self.app.push_screen(LineScreen(message.title, message.text))
+
+    def on_plot_cursor_step_chosen(self, message: PlotCursor.StepChosen) -> None:
+        """Enter on the plot's cursor: that rank's log at that step, in the Run tab (ctrl+o
+        comes back to the plot: the view history remembers tabs)."""
+        self.show_tab("tab-run")
+        said = self.run_panel.show_step(message.rank, message.step, message.span)
+        if said:
+            self.set_focus(self.run_panel.log)  # at once: see Regions.focus
+            self.notify(said, timeout=3)
+        else:
+            self.app.bell()
+
+    def on_heatmap_chosen(self, message: Heatmap.Chosen) -> None:
+        """Enter on a cell: that rank's log, in the Run tab."""
+        self.show_tab("tab-run")
+        if self.run_panel.ranks.select_rank(message.rank):
+            self.run_panel.log.focus()
+
     @on(TabbedContent.TabActivated)
     async def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
         """The grid shows the plan being edited; the Run and Metrics tabs need the height."""
@@ -361,31 +543,9 @@ class MainScreen(DocumentControl):
         self.grid.display = launch
         if not launch:
             await self._mount_run_views()
-        self.call_after_refresh(self.make_room_for_runs, not launch)
+        self.call_after_refresh(self.regions.make_room_for_runs, not launch)
         self.refresh_comparison()
-        self.update_heatmap()
-
-    async def _step_tab(self, step: int) -> None:
-        tabs = self.query_one(TabbedContent)
-        ids = [pane.id for pane in tabs.query(TabPane) if pane.id]
-        pane = ids[(ids.index(tabs.active) + step) % len(ids)]
-        if pane != "tab-launch":
-            await self._mount_run_views()
-        tabs.active = pane
-        self._focus_region("main")
-
-    async def action_next_tab(self) -> None:
-        await self._step_tab(1)
-
-    async def action_previous_tab(self) -> None:
-        await self._step_tab(-1)
-
-    @on(RunsPanel.Open)
-    async def _open_requested(self, message: RunsPanel.Open) -> None:
-        """Enter in the runs list: read the run (the list steps aside where the run's log
-        needs its room: :meth:`make_room_for_runs`)."""
-        await self.open_run(message.path)
-        self.run_panel.ranks.focus()
+        self._update_heatmap()
 
     # --- the opened run ----------------------------------------------------------------------
 
@@ -397,19 +557,29 @@ class MainScreen(DocumentControl):
         path = Path(path)
         if self.opened is not None:
             self.opened.stop()
-        self.opened = OpenedRun(path, self.start.settings, self, self.run_panel, self.metrics)
-        self.opened.start(read_only=self._handle_of(path) is None)
+        self.opened = OpenedRun(path, self.settings, self, self.run_panel, self.metrics)
+        self.opened.start(read_only=self.launches.handle_of(path) is None)
         self.refresh_bindings()  # the failure keys belong to the run that was open
-        self.query_one(TabbedContent).active = "tab-run"
+        self.show_tab("tab-run")
         self.refresh_comparison()  # in the background, ready when the Compare tab is asked for
         self._refresh_runs()
         self._update_summary()
+
+    def _update_heatmap(self) -> None:
+        """Every rank one cell, filled only while its tab shows: a 16k-rank job's cells cost
+        nothing while the user reads a log."""
+        if self.opened is None or not self.views_mounted:
+            return
+        if self.query_one(TabbedContent).active == HEATMAP_TAB:
+            from ezpz_tui.core.watching.rank_rows import heat_values
+
+            self.heatmap.set_data(*heat_values(self.opened.monitor))
 
     def _tick(self) -> None:
         self.query_one(AllocationPanel).tick()
         if self.opened is not None:
             self.run_panel.tick()
-            self.update_heatmap()
+            self._update_heatmap()
         self._update_summary()
 
     def _refresh_runs(self) -> None:
@@ -421,7 +591,7 @@ class MainScreen(DocumentControl):
 
     def _update_summary(self) -> None:
         opened = self.opened
-        handle = self._handle_of(opened.path) if opened else self._current()
+        handle = self.launches.handle_of(opened.path) if opened else self.launches.current()
         alloc = self.session.alloc if self.session else None
         checks, progress = self.doctor_checks, opened.progress if opened else None
         name = opened.path.name if opened else handle.run_dir.name if handle else None
@@ -443,14 +613,92 @@ class MainScreen(DocumentControl):
             slow=slow,
         )
 
-    # --- actions -----------------------------------------------------------------------------
+    # --- documents: ctrl+n / ctrl+b ----------------------------------------------------------
+
+    async def _step_document(self, step: int) -> None:
+        """The next rank's log while the Run tab is focused, else the next run of the runs
+        list, opened where the view stands (from Metrics the next run shows in Metrics)."""
+        focused = self.focused
+        in_run_tab = (
+            self.opened is not None
+            and self.views_mounted
+            and focused is not None
+            and self.run_panel in focused.ancestors_with_self
+        )
+        if in_run_tab and self._step_rank(step):
+            return
+        runs_panel = self.query_one(RunsPanel)
+        paths = [run.path for run in runs_panel.runs]
+        if not paths:
+            self.app.bell()
+            return
+        path = neighbour(paths, self.opened.path if self.opened else None, step)
+        tabs = self.query_one(TabbedContent)
+        tab = tabs.active
+        await self.open_run(path)
+        from ezpz_tui.ui.widgets.table import VimTable
+
+        runs_panel.query_one(VimTable).move_cursor(row=paths.index(path))
+        if tab != "tab-launch":  # a run view stays the view it was
+            tabs.active = tab
+            if focused is not None and focused.is_attached:
+                self.set_focus(focused)
+
+    def _step_rank(self, step: int) -> bool:
+        """The next rank's log in the log view; False when the run has no rank logs yet."""
+        assert self.opened is not None
+        ranks = sorted(r for r in self.opened.monitor.ranks if r >= 0)
+        if not ranks:
+            return False
+        panel = self.run_panel
+        current = panel.log.rank if panel.log.rank is not None else panel.ranks.selected
+        panel.ranks.select_rank(neighbour(ranks, current, step))
+        return True
+
+    async def _step_tab(self, step: int) -> None:
+        tabs = self.query_one(TabbedContent)
+        ids = [pane.id for pane in tabs.query(TabPane) if pane.id]
+        pane = neighbour(ids, tabs.active, step)
+        if pane != "tab-launch":
+            await self._mount_run_views()
+        tabs.active = pane
+        self.regions.focus("main")
+
+    # --- actions: the key table's names, each handed to the object that does it ---------------
+
+    def action_launch(self) -> None:
+        if not self.sweeps.refuses_launch():
+            self.launches.launch()
+
+    def action_relaunch(self) -> None:
+        if not self.sweeps.refuses_launch():
+            self.launches.relaunch()
+
+    def action_stop_run(self) -> None:
+        if not self.sweeps.stop():
+            self.launches.stop()
+
+    def action_edit_sizes(self) -> None:
+        """From anywhere, the launch form in normal mode with its cursor on TP: ``+`` then
+        relaunch tries the next layout."""
+        self.show_tab("tab-launch")
+        self.form.focus()
+        self.form.move_cursor("tp")
+
+    def action_sweep(self) -> None:
+        self.sweeps.start()
+
+    def action_show_failure(self) -> None:
+        self.failures.show()
+
+    def action_exclude_and_relaunch(self) -> None:
+        self.failures.exclude_and_relaunch()
 
     def action_show_stacks(self) -> None:
-        if self.opened is None:
-            self.app.notify("Open a run first: its ranks are asked for their stacks.")
-            return
-        self.app.notify("Asking every rank for its Python stacks …")
-        self._collect_stacks(self.opened.path)
+        self.run_tools.show_stacks()
+
+    def action_copy_trackers(self) -> None:
+        self.run_tools.copy_trackers()
 
     def action_rerun_doctor(self) -> None:
         session = self.session
@@ -460,9 +708,57 @@ class MainScreen(DocumentControl):
         self._update_summary()
         self.query_one(DoctorPanel).run(session.alloc, self.form.plan, session.store.outputs)
 
+    async def action_next_tab(self) -> None:
+        await self._step_tab(1)
+
+    async def action_previous_tab(self) -> None:
+        await self._step_tab(-1)
+
+    async def action_next_document(self) -> None:
+        await self._step_document(1)
+
+    async def action_previous_document(self) -> None:
+        await self._step_document(-1)
+
+    def action_focus_left(self) -> None:
+        self.regions.focus("left")
+
+    def action_focus_main(self) -> None:
+        self.regions.focus("main")
+
+    def action_focus_top(self) -> None:
+        self.regions.focus("top")
+
+    def action_focus_right(self) -> None:
+        self.regions.focus("right")
+
+    def action_region_left(self) -> None:
+        self.regions.step(-1)
+
+    def action_region_right(self) -> None:
+        self.regions.step(1)
+
+    def action_toggle_left_sidebar(self) -> None:
+        self.regions.toggle("#left")
+
+    def action_toggle_right_sidebar(self) -> None:
+        self.regions.toggle("#right")
+
+    def action_history_back(self) -> None:
+        self.regions.back()
+
+    def action_history_forward(self) -> None:
+        self.regions.forward()
+
+    def action_toggle_fullscreen(self) -> None:
+        self.regions.toggle_fullscreen()
+
+    def action_search(self) -> None:
+        self.regions.search()
+
     def palette_commands(self) -> Iterable[PaletteCommand]:
         if not self.started:
             return ()
-        from ezpz_tui.ui.screens.commands import main_commands
+        from ezpz_tui.ui.main.commands import main_commands
 
-        return main_commands(self)
+        return main_commands(self, self.keymap, self.query_one(RunsPanel).runs, self.open_run)

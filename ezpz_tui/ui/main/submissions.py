@@ -4,9 +4,9 @@ Reading the run and asking ``qsub``/``sbatch`` wait on the disk and the schedule
 in thread workers; the question in between shows the script (its directives and the launch, the
 comments left out) and nothing is submitted unless the answer is yes. The walltime, queue and
 account are those of the last ``ezpz-tui submit`` into the same outputs (one hour and the
-scheduler's defaults before the first). The job then appears in
-the runs list as ``queued``, as ``ezpz-tui submit`` would have left it. The question shows
-the lines that decide what runs where; the script kept under ``<outputs>/.batch/`` is whole.
+scheduler's defaults before the first). The job then appears in the runs list as ``queued``, as
+``ezpz-tui submit`` would have left it. The question shows the lines that decide what runs
+where; the script kept under ``<outputs>/.batch/`` is whole.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from textual import on, work
-
-from ezpz_tui.ui.screens.heat import HeatmapControl
-from ezpz_tui.ui.widgets.runs import RunsPanel
+if TYPE_CHECKING:
+    from ezpz_tui.core.launching.batch_script import BatchJob
+    from ezpz_tui.ui.main.host import Host
 
 # Lines of the script the question leaves out to fit 80x24: the shell, comments, the job's
 # name, where its output goes and the submission id (all kept in the script itself).
@@ -26,7 +25,7 @@ _PLUMBING = ("#!", "# ", "#PBS -N", "#PBS -j", "#PBS -o", "#SBATCH --job-name", 
 _WIDTH = 70
 
 
-def _essential(script: str) -> list[str]:
+def essential(script: str) -> list[str]:
     """The script's directives, directory and launch, wrapped to the dialog's width."""
     lines = []
     for line in script.splitlines():
@@ -35,22 +34,19 @@ def _essential(script: str) -> list[str]:
     return lines
 
 
-if TYPE_CHECKING:
-    from ezpz_tui.core.launching.batch_script import BatchJob
+class Submissions:
+    """Submits the plan of a run of the runs list, after a yes."""
 
+    def __init__(self, host: Host) -> None:
+        self.host = host
 
-class SubmitControl(HeatmapControl):
-    """Submits the plan of the run the runs list's cursor is on, after a yes."""
-
-    @on(RunsPanel.SubmitAsked)
-    def _submit_asked(self, message: RunsPanel.SubmitAsked) -> None:
-        if self.session is None:
-            self.notify("The allocation is still being read; try again in a moment.")
+    def submit(self, path: Path) -> None:
+        if self.host.session is None:
+            self.host.notify("The allocation is still being read; try again in a moment.")
             return
-        self._prepare_batch(message.path)
+        self.host.in_thread(lambda: self._prepare(path), "submit")
 
-    @work(thread=True, group="submit")
-    def _prepare_batch(self, path: Path) -> None:
+    def _prepare(self, path: Path) -> None:
         from ezpz_tui.core.launching.batch_script import render
         from ezpz_tui.core.launching.submission import (
             SubmitError,
@@ -59,37 +55,29 @@ class SubmitControl(HeatmapControl):
             prepare,
         )
 
-        assert self.session is not None
-        store = self.session.store
+        session = self.host.session
+        assert session is not None
+        store = session.store
         try:
             source, record = plan_source(store, str(path))
             request = last_request(store.outputs)  # the queue and account used last time
-            job = prepare(record, source, request, self.session.alloc, store.outputs)
+            job = prepare(record, source, request, session.alloc, store.outputs)
         except SubmitError as exc:
-            self.app.notify(str(exc), title="Not submitted", severity="error")
+            self.host.notify(str(exc), title="Not submitted", severity="error")
             return
-        self.app.call_from_thread(self._ask_to_submit, job, render(job))
-
-    def _ask_to_submit(self, job: BatchJob, script: str) -> None:
-        from ezpz_tui.ui.screens.confirm import ConfirmScreen
-
+        script = render(job)
         tool = "qsub" if job.scheduler == "PBS" else "sbatch"
         question = f"Submit the plan of {job.source} with {tool}?"
+        send = lambda: self._submit(job, script)  # noqa: E731
+        self.host.confirm(question, lambda: self.host.in_thread(send, "submit"), essential(script))
 
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._submit_batch(job, script)
-
-        self.app.push_screen(ConfirmScreen(question, self.keymap, _essential(script)), answered)
-
-    @work(thread=True, group="submit")
-    def _submit_batch(self, job: BatchJob, script: str) -> None:
+    def _submit(self, job: BatchJob, script: str) -> None:
         from ezpz_tui.core.launching.submission import SubmitError, submit
 
         try:
             done = submit(job, script)
         except SubmitError as exc:
-            self.app.notify(str(exc), title="Not submitted", severity="error")
+            self.host.notify(str(exc), title="Not submitted", severity="error")
             return
-        self.app.notify(f"{job.scheduler} job {done.job_id} queued ({job.submission})")
-        self.app.call_from_thread(self._refresh_runs)
+        self.host.notify(f"{job.scheduler} job {done.job_id} queued ({job.submission})")
+        self.host.refresh_runs()

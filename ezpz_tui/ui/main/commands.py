@@ -8,8 +8,9 @@ keeps one (and remembered in config.toml).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ezpz_tui.ui.palette import PaletteCommand, keymap_commands
@@ -17,25 +18,32 @@ from ezpz_tui.ui.screens.theme_picker import keep_theme
 from ezpz_tui.ui.widgets.runs import RunsPanel
 
 if TYPE_CHECKING:
-    from ezpz_tui.ui.screens.main import MainScreen
+    from textual.screen import Screen
+
+    from ezpz_tui.core.launching.runstore import RunSummary
+    from ezpz_tui.keymap.table import Keymap
 
 RUNS_OFFERED = 50
 """The newest runs the palette names (open, attach, compare); older ones are in the runs list."""
 
 
-def main_commands(screen: MainScreen) -> Iterator[PaletteCommand]:
-    """The palette's commands over ``screen``, in the order it lists them before typing."""
-    yield from keymap_commands(screen.keymap, screen)
-    runs = screen.query_one(RunsPanel).runs[:RUNS_OFFERED]
+def main_commands(
+    screen: Screen[None],
+    keymap: Keymap,
+    listed: Sequence[RunSummary],
+    open_run: Callable[[Path], Awaitable[None]],
+) -> Iterator[PaletteCommand]:
+    """The palette's commands over ``screen`` (which ``open_run`` opens runs in) with the runs
+    ``listed``, in the order it lists them before typing."""
+    yield from keymap_commands(keymap, screen)
+    runs = listed[:RUNS_OFFERED]
     for run in runs:
-        yield PaletteCommand(
-            f"Open run {run.run_id}", run.state, partial(screen.open_run, run.path)
-        )
+        yield PaletteCommand(f"Open run {run.run_id}", run.state, partial(open_run, run.path))
     for run in runs:
         yield PaletteCommand(
             f"Attach to run {run.run_id}",
             f"{run.state}; follow its logs and metrics, read-only",
-            partial(screen.open_run, run.path),
+            partial(open_run, run.path),
         )
     for run in runs:
         yield PaletteCommand(

@@ -1,0 +1,1 @@
+"""The main screen (:mod:`.screen`) and the objects it owns, one concern each."""

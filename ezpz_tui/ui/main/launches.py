@@ -1,0 +1,179 @@
+"""Starting and stopping runs from the main screen (``r``, ``R``, ``X``), and what is alive.
+
+A launch or a stop waits on processes, so each runs in a thread worker and reports back with a
+message (``Launched``, ``RunsStopped``, ...); a relaunch or a stop of a live run asks first. A
+run another process supervises (a CLI launch, a run left running) is stopped through that
+supervisor (:mod:`~ezpz_tui.core.launching.elsewhere`), after a question of its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ezpz_tui.ui.messages import Launched, RelaunchAsked, RunsStopped, StopElsewhereAsked
+
+if TYPE_CHECKING:
+    from ezpz_tui.core.launch_result import LaunchResult
+    from ezpz_tui.core.launching.plan import LaunchPlan
+    from ezpz_tui.core.launching.supervisor import RunHandle
+    from ezpz_tui.ui.main.host import Host
+
+
+class Launches:
+    """Launch, relaunch and stop the runs of the host's session."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+
+    # --- what is alive ------------------------------------------------------------------------
+
+    def handle_of(self, path: Path) -> RunHandle | None:
+        """This process's handle of the run in ``path``; None for a run it did not start."""
+        session = self.host.session
+        if session is None:
+            return None
+        return next((h for h in session.supervisor.handles if h.run_dir == path), None)
+
+    def current(self) -> RunHandle | None:
+        """The session's latest run (alive or not); None before the first launch."""
+        session = self.host.session
+        return session.current if session else None
+
+    # --- the keys -----------------------------------------------------------------------------
+
+    def launch(self) -> None:
+        host = self.host
+        if host.session is None:
+            host.notify("Still detecting the allocation.", severity="warning")
+        elif host.plan is None:
+            host.notify("Fix the plan first: " + " ".join(host.plan_errors), severity="error")
+        else:
+            self._start(host.plan, relaunch=False)
+
+    def relaunch(self) -> None:
+        plan, handle = self.host.plan, self.current()
+        if plan is None or self.host.session is None:
+            self.launch()
+        elif handle is None or handle.wait(0) is not None:
+            self._start(plan, relaunch=handle is not None)
+        else:
+            self.host.in_thread(lambda: self._ask_relaunch(handle, plan), "relaunch", True)
+
+    def stop(self) -> None:
+        """Stop the opened run (or the session's latest), after a yes."""
+        host, opened = self.host, self.host.opened
+        if opened is not None and self.handle_of(opened.path) is None:
+            host.in_thread(lambda: self._may_stop_elsewhere(opened.path), "stop")
+            return
+        handle = self.handle_of(opened.path) if opened else self.current()
+        if handle is None or handle.wait(0) is not None:
+            host.notify("No run of this session is alive.")
+            return
+        host.confirm(f"Stop {handle.run_dir.name}?", lambda: self.stop_runs([handle], False))
+
+    def stop_runs(self, handles: list[RunHandle], then_exit: bool) -> None:
+        """Stop ``handles`` one after the other in a worker; ``then_exit``: quit afterwards."""
+        self.host.in_thread(lambda: self._stop_all(handles, then_exit), "stop")
+
+    # --- workers --------------------------------------------------------------------------------
+
+    def _start(self, plan: LaunchPlan, relaunch: bool) -> None:
+        self.host.in_thread(lambda: self._launch_worker(plan, relaunch), "launch")
+
+    def _launch_worker(self, plan: LaunchPlan, relaunch: bool) -> None:
+        session = self.host.session
+        assert session is not None
+        self.answer(session.relaunch(plan) if relaunch else session.launch(plan))
+
+    def answer(self, result: LaunchResult) -> None:
+        """Open the run that started, or say why none did: in a dialog that stays when
+        something must be fixed first, else in a notification (the form lists a plan's
+        errors already)."""
+        from ezpz_tui.core.launch_result import NotStarted
+
+        if not isinstance(result, NotStarted):
+            self.host.post_message(Launched(result.handle))
+        elif result.must_fix:
+            self.host.show_error(result.title, result.text)
+        else:
+            self.host.notify(result.text, title=result.title, severity="error")
+
+    def _ask_relaunch(self, handle: RunHandle, plan: LaunchPlan) -> None:
+        """What the relaunch changes, from the live run's record and the plan's preview."""
+        from ezpz_tui.core.launch_result import refusal
+        from ezpz_tui.core.launching.change import change_lines, relaunch_change
+        from ezpz_tui.core.launching.plan import LaunchRefused
+        from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
+
+        host, session = self.host, self.host.session
+        assert session is not None
+        try:
+            checked = session.check(plan)
+            preview = session.preview(plan)
+            record = read_run_toml(handle.run_dir)
+        except LaunchRefused as exc:
+            self.answer(refusal(exc, "Not relaunched"))
+            return
+        except RunStoreError as exc:
+            lines = [f"(the run's record cannot be read: {exc})"]
+        else:
+            argv = preview.command.argv if preview.command else ()
+            lines = change_lines(relaunch_change(record, handle.run_dir, checked, argv))
+        host.post_message(RelaunchAsked(handle, plan, lines))
+
+    def _stop_all(self, handles: list[RunHandle], then_exit: bool) -> None:
+        for handle in handles:
+            result = handle.stop()
+            if not result.clean:
+                left = ", ".join(map(str, result.remaining))
+                self.host.notify(f"Processes left after stop: {left}", severity="error")
+        self.host.post_message(RunsStopped(then_exit))
+
+    def _may_stop_elsewhere(self, path: Path) -> None:
+        """A run this process did not start: ask its supervisor here to stop it, if it has one
+        that can be asked."""
+        from ezpz_tui.core.launching.elsewhere import Refused, stoppable
+
+        pid = stoppable(path)
+        if isinstance(pid, Refused):
+            self.host.notify(f"Shown read-only, not stopped: {pid.reason}.", severity="warning")
+        else:
+            self.host.post_message(StopElsewhereAsked(path, pid))
+
+    def _stop_elsewhere(self, path: Path) -> None:
+        from ezpz_tui.core.launching.elsewhere import Refused, stop_elsewhere
+
+        ended = stop_elsewhere(path)
+        if isinstance(ended, Refused):
+            self.host.notify(ended.reason, severity="warning", timeout=8)
+        else:
+            self.host.notify(f"{path.name} {ended.state}", timeout=4)
+        self.host.post_message(RunsStopped(then_exit=False))
+
+    # --- what the workers reported -----------------------------------------------------------
+
+    def relaunch_asked(self, message: RelaunchAsked) -> None:
+        question = (
+            f"Relaunch? {message.handle.run_dir.name} is running: it is stopped first "
+            "(and stays on disk as the new run's parent), then:"
+        )
+        plan = message.plan
+        self.host.confirm(question, lambda: self._start(plan, relaunch=True), message.lines)
+
+    def stop_elsewhere_asked(self, message: StopElsewhereAsked) -> None:
+        path = message.run_dir
+        question = f"Stop {path.name}? It was not started here: its supervisor (pid {message.pid})"
+        question += " is asked to stop it."
+        stop = lambda: self._stop_elsewhere(path)  # noqa: E731
+        self.host.confirm(question, lambda: self.host.in_thread(stop, "stop"))
+
+    async def launched(self, message: Launched) -> None:
+        await self.host.open_run(message.handle.run_dir)
+        self.host.notify(f"Started {message.handle.run_dir.name}", timeout=4)
+
+    def runs_stopped(self, message: RunsStopped) -> None:
+        if message.then_exit:
+            self.host.exit_app()
+        else:
+            self.host.refresh_runs()

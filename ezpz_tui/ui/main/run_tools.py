@@ -1,0 +1,60 @@
+"""The opened run's tools one key away: every rank's stacks (``S``) and its trackers (``Y``).
+
+``S`` asks each rank of the opened run for its Python stacks (SIGUSR1; see
+:mod:`~ezpz_tui.core.watching.stacks`) and shows them grouped. ``Y`` copies the commands that
+open the run's trackers (``tensorboard --logdir …``, ``wandb sync …``), with absolute paths, for
+another tmux pane; the clipboard is the terminal's (OSC 52), which reaches the user's own machine
+over SSH and through tmux with ``set-clipboard on``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ezpz_tui.ui.main.host import Host
+
+
+class RunTools:
+    """``show_stacks`` and ``copy_trackers`` over the host's opened run."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+
+    def show_stacks(self) -> None:
+        opened = self.host.opened
+        if opened is None:
+            self.host.notify("Open a run first: its ranks are asked for their stacks.")
+            return
+        self.host.notify("Asking every rank for its Python stacks …")
+        self.host.in_thread(lambda: self._stacks(opened.path), "stacks", exclusive=True)
+
+    def _stacks(self, run_dir: Path) -> None:
+        from ezpz_tui.core.watching.stacks import format_report, request_stacks
+
+        try:
+            lines = format_report(request_stacks(run_dir))
+        except OSError as exc:
+            lines = [f"cannot ask the ranks of {run_dir.name}: {exc.strerror or exc}"]
+        self.host.show_lines(f"Python stacks of {run_dir.name}", lines)
+
+    def copy_trackers(self) -> None:
+        opened = self.host.opened
+        if opened is None:
+            self.host.notify("Open a run first: its trackers' commands are copied.", timeout=4)
+            return
+        self.host.in_thread(lambda: self._trackers(opened.path), "trackers")
+
+    def _trackers(self, run_dir: Path) -> None:
+        from ezpz_tui.core.watching.tracked import tracker_outputs
+
+        commands = [out.command for out in tracker_outputs(run_dir)]
+        if not commands:
+            self.host.notify(
+                "This run feeds no tracker (EZPZ_TRACKERS, or the launch form's trackers field).",
+                timeout=5,
+            )
+            return
+        self.host.copy_to_clipboard("\n".join(commands))
+        self.host.notify("Copied:\n" + "\n".join(commands), timeout=8)

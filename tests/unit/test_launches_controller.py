@@ -1,0 +1,110 @@
+"""The main screen's launching object, driven without a terminal through a stand-in host.
+
+A real session launches real 2-rank runs here (the demo under mpiexec): the object under test
+is what turns the keys into launches, questions and messages, and what it says when it cannot.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ezpz_tui.core.launching.allocation import detect_allocation
+from ezpz_tui.core.launching.plan import LaunchPlan
+from ezpz_tui.core.session import Session
+from ezpz_tui.ui.main.launches import Launches
+from ezpz_tui.ui.messages import Launched, RelaunchAsked, RunsStopped
+from tests.fixtures.host import FakeHost
+from tests.fixtures.runs import wait_for
+
+LONG_DEMO = (sys.executable, "-m", "runtime.examples.train", "--steps", "100000", "--sleep", "0.05")
+
+
+@pytest.fixture
+def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHost]:
+    monkeypatch.setenv("EZPZ_ACCELERATORS_PER_HOST", "cpu:2")
+    session = Session(detect_allocation(), tmp_path / "outputs")
+    yield FakeHost(session=session, plan=LaunchPlan(ppn=2, command=LONG_DEMO))
+    for result in session.supervisor.stop_all(grace_s=(1.0, 1.0)):
+        assert result.clean, result
+
+
+def test_launch_waits_for_the_allocation() -> None:
+    host = FakeHost()
+    Launches(host).launch()
+    assert host.said() == "Still detecting the allocation."
+    assert not host.groups  # nothing started
+
+
+def test_launch_with_plan_errors_says_them(host: FakeHost) -> None:
+    host.plan, host.plan_errors = None, ["TP=3 does not divide 2 ranks per node."]
+    Launches(host).launch()
+    assert host.notes == [
+        ("Fix the plan first: TP=3 does not divide 2 ranks per node.", "", "error")
+    ]
+    assert not host.groups
+
+
+def test_unwritable_outputs_open_a_dialog_that_stays(host: FakeHost, tmp_path: Path) -> None:
+    blocker = tmp_path / "outputs"
+    blocker.write_text("a file where the outputs directory should be\n")
+    Launches(host).launch()
+    assert host.groups == ["launch"]
+    [(title, message)] = host.errors
+    assert title == "Not launched"
+    assert str(blocker) in message
+    assert not host.posted  # no run to open
+
+
+def test_launch_then_stop_after_a_yes(host: FakeHost) -> None:
+    launches = Launches(host)
+    launches.launch()
+    [started] = host.posted
+    assert isinstance(started, Launched)
+    handle = started.handle
+    assert launches.handle_of(handle.run_dir) is handle
+    assert launches.current() is handle
+    launches.stop()
+    [asked] = host.asked
+    assert asked.question == f"Stop {handle.run_dir.name}?"
+    assert handle.wait(0) is None  # asked, not stopped yet
+    asked.yes()
+    assert isinstance(host.posted[-1], RunsStopped) and not host.posted[-1].then_exit
+    assert handle.state.state == "stopped"
+    launches.runs_stopped(host.posted[-1])
+    assert host.runs_refreshed == 1 and not host.exited
+
+
+def test_relaunch_of_a_live_run_asks_with_what_changes(host: FakeHost) -> None:
+    launches = Launches(host)
+    launches.launch()
+    first = host.posted[-1].handle
+    wait_for(lambda: first.poll() == "running", 30, "the first run to start")
+    host.plan = host.plan.with_changes(tp=2)
+    launches.relaunch()
+    asked = host.posted[-1]
+    assert isinstance(asked, RelaunchAsked) and asked.handle is first
+    assert "TP 1 → 2" in asked.lines, asked.lines
+    launches.relaunch_asked(asked)
+    assert first.run_dir.name in host.asked[-1].question
+    host.asked[-1].yes()
+    second = host.posted[-1]
+    assert isinstance(second, Launched) and second.handle is not first
+    assert first.wait(0) is not None  # stopped before the new one started
+    assert second.handle.state.state in ("pending", "running")
+
+
+def test_stop_then_exit_quits() -> None:
+    host = FakeHost()
+    Launches(host).runs_stopped(RunsStopped(then_exit=True))
+    assert host.exited and host.runs_refreshed == 0
+
+
+def test_stop_with_nothing_alive_says_so() -> None:
+    host = FakeHost()
+    Launches(host).stop()
+    assert host.said() == "No run of this session is alive."
+    assert not host.asked
