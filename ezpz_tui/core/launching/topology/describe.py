@@ -10,10 +10,10 @@ from ezpz_tui.core.launching.plan import short_host
 from ezpz_tui.core.launching.topology.model import (
     COLOUR_BY,
     COORD_FIELD,
-    MESH_ORDER,
     Cell,
     Topology,
 )
+from runtime.layout import MESH_ORDER
 
 
 def rank_summary(ranks: Sequence[int], limit: int = 3) -> str:
