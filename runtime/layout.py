@@ -86,17 +86,29 @@ class Layout(_Frozen):
     """
 
     _fields = ("world", "tp", "pp", "cp", "ranks_per_node")
-    __slots__ = _fields
+    __slots__ = (*_fields, "_axes")
     world: int
     tp: int
     pp: int
     cp: int
     ranks_per_node: int | None
+    _axes: dict[str, tuple[int, int]]
 
     def __init__(
         self, world: int, tp: int = 1, pp: int = 1, cp: int = 1, ranks_per_node: int | None = None
     ) -> None:
         super().__init__(world, tp, pp, cp, ranks_per_node)
+        # (stride, size) of each dimension in mesh order, worked out once: the topology grid
+        # asks coords() and group() for every rank of a plan on each keystroke. Empty when
+        # the layout has no places.
+        axes = {}
+        if not self.errors():
+            stride = world
+            for dim in MESH_ORDER:
+                size = self.size(dim)
+                stride //= size
+                axes[dim] = (stride, size)
+        object.__setattr__(self, "_axes", axes)
 
     def replace(self, **changes: int | None) -> Layout:
         """This layout with some fields changed."""
@@ -118,9 +130,7 @@ class Layout(_Frozen):
 
     def size(self, dim: str) -> int:
         """The size of mesh dimension ``dim`` (one of :data:`MESH_ORDER`)."""
-        if dim not in MESH_ORDER:
-            raise ValueError(f"{dim!r} is not a mesh dimension; those are {', '.join(MESH_ORDER)}")
-        return int(getattr(self, dim))
+        return int(getattr(self, _mesh_dim(dim)))
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -181,25 +191,23 @@ class Layout(_Frozen):
 
     def coords(self, rank: int) -> dict[str, int]:
         """``rank``'s coordinate on each dimension, in :data:`MESH_ORDER`: the C-order unravel
-        of ``rank`` over :attr:`shape`, as ``init_device_mesh`` places ranks. Only a
-        :attr:`valid` layout has places (callers check that once, not once per rank)."""
-        if not 0 <= rank < self.world:
-            raise ValueError(f"rank {rank} is not in a world of {self.world}")
-        inner_first: list[tuple[str, int]] = []
-        for dim in reversed(MESH_ORDER[1:]):
-            rank, coord = divmod(rank, self.size(dim))
-            inner_first.append((dim, coord))
-        inner_first.append((MESH_ORDER[0], rank))
-        return dict(reversed(inner_first))
+        of ``rank`` over :attr:`shape`, as ``init_device_mesh`` places ranks."""
+        self._check_place(rank)
+        return {dim: rank // stride % size for dim, (stride, size) in self._axes.items()}
 
     def group(self, rank: int, dim: str) -> int:
         """The index of ``rank``'s group along ``dim``: the ranks that differ from it only in
         ``dim``, i.e. those that meet in ``dim``'s collectives. Groups are counted in mesh order
         over the other dimensions, so group 0 holds rank 0."""
-        stride = 1
-        for inner in MESH_ORDER[MESH_ORDER.index(dim) + 1 :]:
-            stride *= self.size(inner)
-        return rank // (stride * self.size(dim)) * stride + rank % stride
+        self._check_place(rank)
+        stride, size = self._axes[_mesh_dim(dim)]
+        return rank // (stride * size) * stride + rank % stride
+
+    def _check_place(self, rank: int) -> None:
+        if not self._axes:
+            raise ValueError(f"No rank has a place: {self.errors()[0].message}")
+        if not 0 <= rank < self.world:
+            raise ValueError(f"Rank {rank} is not in a world of {self.world}.")
 
     def values(self, name: str) -> list[int]:
         """Every value size ``name`` (tp, pp or cp) may take with the others as they are,
@@ -233,6 +241,12 @@ def neighbour(values: list[int], now: int, direction: int) -> int | None:
     if direction > 0:
         return next((v for v in values if v > now), None)
     return next((v for v in reversed(values) if v < now), None)
+
+
+def _mesh_dim(dim: str) -> str:
+    if dim not in MESH_ORDER:
+        raise ValueError(f"{dim!r} is not a mesh dimension; those are {', '.join(MESH_ORDER)}")
+    return dim
 
 
 def _divisors(n: int) -> list[int]:

@@ -99,8 +99,12 @@ def test_coordinates_put_tp_innermost() -> None:
         (1, 1, 0, 1),
     ]
     assert list(layout.coords(5)) == list(MESH_ORDER)
-    with pytest.raises(ValueError, match="not in a world of 8"):
+    with pytest.raises(ValueError, match="Rank 8 is not in a world of 8"):
         layout.coords(8)
+    with pytest.raises(ValueError, match="No rank has a place: World size 6 is not divisible"):
+        Layout(6, tp=4).coords(0)
+    with pytest.raises(ValueError, match="not a mesh dimension"):
+        layout.group(0, "ep")
 
 
 def test_groups_hold_the_ranks_that_differ_in_one_dimension() -> None:
