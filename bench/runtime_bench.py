@@ -4,7 +4,9 @@ Three sections, each printed with the command that reruns it:
 
 - import: ``python -c "import runtime"`` against ``python -c pass`` (interleaved subprocesses),
   and ``-X importtime`` proof that importing runtime loads no torch, mpi4py, numpy or xarray;
-  the capture wrapper and the UI import it, so it must stay light.
+  the capture wrapper and the UI import it, so it must stay light. Then what
+  ``import runtime.layout`` (the parallel sizes, every rank's first import) adds on top of
+  ``import runtime``: the modules it brings and their cumulative time, target under 1 ms.
 - setup: ``runtime.setup()`` / ``runtime.cleanup()`` on 2 ranks under ``mpiexec`` (rank 0 picks
   MASTER_ADDR/PORT and broadcasts over MPI) against torchrun (rendezvous handed over in the
   environment), interleaved; ``bench/_setup_probe.py`` does the timing inside the ranks.
@@ -37,6 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # this checkout's runtime, whatever is installed
 PROBE = Path(__file__).resolve().parent / "_setup_probe.py"
 HEAVY = ("torch", "mpi4py", "numpy", "xarray")
+LAYOUT_BUDGET_US = 1000
 SECTIONS = ("import", "setup", "history")
 METRIC_NAMES = (
     "loss",
@@ -123,8 +126,24 @@ def bench_import(args: argparse.Namespace) -> bool:
     print(f'python -c "import runtime": {spread(subj_ms)} ms')
     print(f"import runtime costs {ms - mb:+.1f} ms over bare python (ratio {ms / mb:.2f}x)")
 
+    modules = import_times(py, env, "runtime")
+    heavy = sorted({n for n, _ in modules if n.split(".")[0] in HEAVY})
+    runtime_us = next((us for n, us in modules if n == "runtime"), 0)
+    print(
+        f"-X importtime: {len(modules)} modules imported, runtime package cumulative "
+        f"{runtime_us / 1e3:.1f} ms"
+    )
+    if heavy:
+        print(f"FAIL: import runtime loaded heavy modules: {', '.join(heavy)}")
+        return False
+    print(f"ok: no {', '.join(HEAVY)} module among them")
+    return bench_layout_import(py, env)
+
+
+def import_times(py: str, env: dict[str, str], module: str) -> list[tuple[str, int]]:
+    """(module, cumulative µs) for every module ``import module`` loads, from -X importtime."""
     proc = subprocess.run(
-        [py, "-X", "importtime", "-c", "import runtime"],
+        [py, "-X", "importtime", "-c", f"import {module}"],
         env=env,
         cwd=REPO,
         capture_output=True,
@@ -138,16 +157,24 @@ def bench_import(args: argparse.Namespace) -> bool:
         _, cumulative, name = (part.strip() for part in line[len("import time:") :].split("|"))
         if cumulative.isdigit():
             modules.append((name, int(cumulative)))
-    heavy = sorted({n for n, _ in modules if n.split(".")[0] in HEAVY})
-    runtime_us = next((us for n, us in modules if n == "runtime"), 0)
+    return modules
+
+
+def bench_layout_import(py: str, env: dict[str, str]) -> bool:
+    """What ``import runtime.layout`` adds to ``import runtime``: every rank pays it first.
+    The median of 5 runs, since one -X importtime figure on a busy machine is noise."""
+    base = {name for name, _ in import_times(py, env, "runtime")}
+    runs = [import_times(py, env, "runtime.layout") for _ in range(5)]
+    added = sorted({name for run in runs for name, _ in run} - base)
+    us = median([next((t for n, t in run if n == "runtime.layout"), 0) for run in runs])
     print(
-        f"-X importtime: {len(modules)} modules imported, runtime package cumulative "
-        f"{runtime_us / 1e3:.1f} ms"
+        f"-X importtime: import runtime.layout loads {', '.join(added)} beyond import "
+        f"runtime, {us / 1e3:.2f} ms cumulative (target < {LAYOUT_BUDGET_US / 1e3:.0f} ms)"
     )
-    if heavy:
-        print(f"FAIL: import runtime loaded heavy modules: {', '.join(heavy)}")
+    if added != ["runtime.layout"] or us >= LAYOUT_BUDGET_US:
+        print("FAIL: runtime.layout imports more than itself, or costs 1 ms or more")
         return False
-    print(f"ok: no {', '.join(HEAVY)} module among them")
+    print("ok: runtime.layout imports nothing but itself")
     return True
 
 

@@ -5,8 +5,8 @@ The order is the one that works on every launcher we support:
 2. MASTER_ADDR/MASTER_PORT: kept if the launcher set both (torchrun), otherwise rank 0 picks
    them and broadcasts over MPI, so mpiexec and srun need no wrapper script;
 3. bind the local accelerator before init_process_group so NCCL/XCCL never lands on device 0;
-4. process group with an explicit timeout, then a (pp, dp, cp, tp) device mesh, TP innermost so
-   tensor-parallel peers share a node;
+4. process group with an explicit timeout, then a (pp, dp, cp, tp) device mesh in
+   :data:`runtime.layout.MESH_ORDER`, TP innermost so tensor-parallel peers share a node;
 5. seeds per rank.
 """
 
@@ -22,8 +22,8 @@ from typing import Any
 
 from runtime import device as _device
 from runtime.env import RankInfo, rank_info, sizes_from_env
+from runtime.layout import CHOSEN, MESH_ORDER, Layout
 
-MESH_DIMS = ("pp", "dp", "cp", "tp")
 DEFAULT_TIMEOUT_S = float(os.environ.get("EZPZ_DIST_TIMEOUT", "300"))
 
 
@@ -64,7 +64,7 @@ class DistInfo:
         return None if self.mesh is None else self.mesh.get_group(dim)
 
     def describe(self) -> str:
-        dims = " ".join(f"{d}={self.sizes[d]}" for d in MESH_DIMS)
+        dims = " ".join(f"{d}={self.sizes[d]}" for d in MESH_ORDER)
         return (
             f"rank {self.rank}/{self.world_size} (local {self.local_rank}, node "
             f"{self.node_index}, via {self.source}) on {self.device} with "
@@ -156,24 +156,24 @@ def _seed(seed: int, rank: int) -> None:
     torch.manual_seed(seed + rank)
 
 
-def _resolve_sizes(world: int, tp: int | None, pp: int | None, cp: int | None) -> dict[str, int]:
+def _resolve_layout(world: int, tp: int | None, pp: int | None, cp: int | None) -> Layout:
+    """The sizes given, else the launcher's; :class:`SetupError` with the fix when
+    :class:`~runtime.layout.Layout` says they cannot run on ``world`` ranks."""
     env_sizes = sizes_from_env()
-    sizes = {
-        "tp": tp if tp is not None else env_sizes["tp"],
-        "pp": pp if pp is not None else env_sizes["pp"],
-        "cp": cp if cp is not None else env_sizes["cp"],
-    }
-    bad = [f"{k}={v}" for k, v in sizes.items() if v < 1]
+    given = {"tp": tp, "pp": pp, "cp": cp}
+    layout = Layout(world, **{k: env_sizes[k] if v is None else v for k, v in given.items()})
+    errors = layout.errors()
+    bad = [f"{r.field}={getattr(layout, r.field)}" for r in errors if r.field in CHOSEN]
     if bad:
         raise SetupError(f"Parallel sizes must be at least 1, got {', '.join(bad)}.")
-    model = sizes["tp"] * sizes["pp"] * sizes["cp"]
-    if world % model:
+    if any(r.field == "sizes" for r in errors):
         raise SetupError(
-            f"World size {world} is not divisible by tp*pp*cp = {sizes['tp']}*{sizes['pp']}*"
-            f"{sizes['cp']} = {model}."
+            f"World size {world} is not divisible by tp*pp*cp = {layout.tp}*{layout.pp}*"
+            f"{layout.cp} = {layout.model}."
         )
-    sizes["dp"] = world // model
-    return sizes
+    if errors:
+        raise SetupError(" ".join(r.message for r in errors))
+    return layout
 
 
 def setup(
@@ -198,7 +198,7 @@ def setup(
 
     env = dict(os.environ)
     info, comm = _discover(env)
-    sizes = _resolve_sizes(info.world_size, tp, pp, cp)
+    layout = _resolve_layout(info.world_size, tp, pp, cp)
     dev_choice = _device.device_type(env)
     reasons = {"device": dev_choice.reason}
     device = _device.get_device(info.local_rank, env)
@@ -215,7 +215,7 @@ def setup(
         info.source,
         device,
         None,
-        sizes,
+        layout.sizes,
         reasons=reasons,
     )
     if info.world_size > 1:
@@ -235,9 +235,7 @@ def setup(
             timeout=_dt.timedelta(seconds=timeout_s),
             device_id=device if device.type in ("cuda", "xpu") else None,
         )
-        dist_info.mesh = init_device_mesh(
-            device.type, tuple(sizes[d] for d in MESH_DIMS), mesh_dim_names=MESH_DIMS
-        )
+        dist_info.mesh = init_device_mesh(device.type, layout.shape, mesh_dim_names=MESH_ORDER)
     _seed(seed, info.rank)
     return dist_info
 

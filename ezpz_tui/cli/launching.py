@@ -69,7 +69,12 @@ def _dry_run(session: Any, plan: Any) -> int:
             notes=launch.notes,
             rank_env=_rank_env(launch),
             world_size=plan.world_size(session.alloc),
-            sizes={"tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "dp": plan.dp(session.alloc)},
+            sizes={
+                "tp": plan.tp,
+                "pp": plan.pp,
+                "cp": plan.cp,
+                "dp": plan.layout(session.alloc).dp,
+            },
         )
     print(json.dumps(out, indent=2))
     return 0 if launch is not None else 2

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 import runtime
-from runtime.dist import MESH_DIMS, DistInfo, replica_mesh
+from runtime.dist import DistInfo, replica_mesh
 from runtime.examples.context import ContextShard
 from runtime.examples.data import GlobalBatches
 from runtime.examples.model import TinyLM, apply_tensor_parallel, local_numel
@@ -46,6 +46,7 @@ from runtime.examples.pipeline import (
     whole_step,
 )
 from runtime.examples.reduce import StepReducer, tp_shards
+from runtime.layout import MESH_ORDER
 
 MAX_GRAD_NORM = 1.0
 
@@ -62,12 +63,12 @@ def check_groups(info: DistInfo, log: Any) -> None:
     """Prove every mesh dimension's group works with one all-reduce before training on it."""
     import torch.distributed as dist
 
-    for dim in MESH_DIMS:
+    for dim in MESH_ORDER:
         ones = torch.ones(1, device=info.device)
         dist.all_reduce(ones, group=info.group(dim))
         if int(ones.item()) != info.size(dim):
             raise RuntimeError(f"{dim} group all-reduce gave {ones.item()}, want {info.size(dim)}")
-    notes = [f"{d}={info.size(d)} (coord {info.coord(d)})" for d in MESH_DIMS]
+    notes = [f"{d}={info.size(d)} (coord {info.coord(d)})" for d in MESH_ORDER]
     log.info("process groups ok: %s", ", ".join(notes))
 
 

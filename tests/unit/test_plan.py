@@ -59,7 +59,7 @@ def test_default_plan_uses_everything() -> None:
     assert plan == LaunchPlan(ppn=4)
     assert plan.command == (sys.executable, "-m", "runtime.examples.train")
     assert plan.hosts_used(alloc) == alloc.hosts
-    assert (plan.world_size(alloc), plan.dp(alloc)) == (12, 12)
+    assert (plan.world_size(alloc), plan.layout(alloc).dp) == (12, 12)
     assert validate(plan, alloc) == []
 
 
@@ -68,7 +68,7 @@ def test_derived_sizes_follow_the_subset() -> None:
     plan = LaunchPlan(nodes=1, exclude=("x1000",), tp=2)
     assert plan.hosts_used(alloc) == ("x1001",)
     assert plan.ranks_per_node(alloc) == 4  # ppn unset: one rank per accelerator
-    assert (plan.world_size(alloc), plan.dp(alloc)) == (4, 2)
+    assert (plan.world_size(alloc), plan.layout(alloc).dp) == (4, 2)
 
 
 def test_exclude_by_short_name_matches_fqdn() -> None:
@@ -304,7 +304,7 @@ def test_rank_layout_matches_a_device_mesh_order() -> None:
     """Same coordinates as numpy's C-order unravel over (pp, dp, cp, tp), like init_device_mesh."""
     alloc = make_alloc(hosts=tuple(f"h{i}" for i in range(4)), per_host=6)
     plan = LaunchPlan(ppn=6, tp=3, pp=2, cp=2)
-    dp = plan.dp(alloc)
+    dp = plan.layout(alloc).dp
     for rank, place in enumerate(rank_layout(plan, alloc)):
         pp, rest = divmod(rank, dp * 2 * 3)
         d, rest = divmod(rest, 2 * 3)

@@ -120,7 +120,7 @@ def relaunch_change(
     plan, alloc = checked.plan, checked.alloc
     old_sizes = record.get("sizes") if isinstance(record.get("sizes"), Mapping) else {}
     old_plan = record.get("plan") if isinstance(record.get("plan"), Mapping) else {}
-    new_sizes = {**checked.sizes, "dp": plan.dp(alloc)}
+    new_sizes = {**checked.sizes, "dp": plan.layout(alloc).dp}
     old_hosts = record.get("hosts") if isinstance(record.get("hosts"), list) else []
     new_hosts = plan.hosts_used(alloc)
     new_dict = plan.to_dict()

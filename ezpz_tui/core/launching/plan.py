@@ -6,8 +6,8 @@ be invalid while someone is editing it; :func:`validate` says everything that is
 in sentences, instead of raising at the first problem. :func:`check` is the one gate to a
 launch: what it lets through (a :class:`CheckedPlan`) is never validated again.
 
-Ranks are laid out on a (pp, dp, cp, tp) mesh with TP innermost, the order
-:mod:`runtime.dist` builds, so neighbouring ranks on one host share a tensor-parallel group.
+The sizes themselves (which divide, where each rank sits on the (pp, dp, cp, tp) mesh) are
+:class:`runtime.layout.Layout`'s to say, the same object every rank builds its mesh from.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.runs.hosts import short_host
 from runtime.env import RANK_VARS, RENDEZVOUS_VARS, RUN_DIR_VAR, SIZE_VARS
+from runtime.layout import Layout
 
 LAUNCHERS = ("auto", "mpiexec", "srun", "mpirun", "torchrun")
 DEMO_MODULE = "runtime.examples.train"
@@ -102,10 +103,10 @@ class LaunchPlan:
     def world_size(self, alloc: Allocation) -> int:
         return len(self.hosts_used(alloc)) * max(self.ranks_per_node(alloc), 0)
 
-    def dp(self, alloc: Allocation) -> int:
-        """Data-parallel size; rounded down when the sizes do not divide (validate says so)."""
-        model = self.tp * self.pp * self.cp
-        return self.world_size(alloc) // model if model > 0 else 0
+    def layout(self, alloc: Allocation) -> Layout:
+        """The parallel sizes on the ranks this plan gets from ``alloc``."""
+        ranks_per_node = self.ranks_per_node(alloc)
+        return Layout(self.world_size(alloc), self.tp, self.pp, self.cp, ranks_per_node)
 
     def env_dict(self) -> dict[str, str]:
         return dict(self.env)
@@ -239,25 +240,10 @@ def validate(plan: LaunchPlan, alloc: Allocation) -> list[Problem]:
             "so ranks will share cores.",
         )
 
-    sizes = {"tp": plan.tp, "pp": plan.pp, "cp": plan.cp}
-    for name, value in sizes.items():
-        if value < 1:
-            error(name, f"{name.upper()} must be at least 1, not {value}.")
-    hosts = plan.hosts_used(alloc)
-    if min(sizes.values()) >= 1 and ppn >= 1 and hosts:
-        world, model = len(hosts) * ppn, plan.tp * plan.pp * plan.cp
-        if world % model:
-            error("sizes", f"World size {world} is not divisible by tp*pp*cp = {model}.")
-        if ppn % plan.tp and len(hosts) > 1:
-            if plan.tp > ppn:
-                why = f"TP={plan.tp} is larger than {ppn} ranks per node"
-            else:
-                why = f"TP={plan.tp} does not divide {ppn} ranks per node"
-            warning(
-                "tp",
-                f"{why}, so tensor-parallel groups span nodes and their all-reduces cross the "
-                "network.",
-            )
+    for reason in plan.layout(alloc).reasons():
+        # No ranks at all: the nodes, exclude and ppn problems above already say why.
+        if reason.field != "world":
+            problems.append(Problem(reason.level, reason.field, reason.message))
 
     if plan.launcher not in LAUNCHERS:
         error("launcher", f"Launcher {plan.launcher!r} is not one of {', '.join(LAUNCHERS)}.")
@@ -359,24 +345,15 @@ def rank_layout(plan: LaunchPlan, alloc: Allocation) -> list[RankPlace]:
 
     Block placement (ranks 0..ppn-1 on the first host), as mpiexec --ppn and srun do by default.
     """
+    layout = plan.layout(alloc)
+    if not layout.valid:
+        return []
     hosts = plan.hosts_used(alloc)
     ppn = plan.ranks_per_node(alloc)
-    tp, pp, cp = plan.tp, plan.pp, plan.cp
-    if not hosts or min(ppn, tp, pp, cp) < 1:
-        return []
-    world = len(hosts) * ppn
-    if world % (tp * pp * cp):
-        return []
-    dp = world // (tp * pp * cp)
-    inner = tp * cp * dp
-    return [
-        RankPlace(
-            host=hosts[rank // ppn],
-            local_rank=rank % ppn,
-            tp_rank=rank % tp,
-            pp_rank=rank // inner,
-            cp_rank=(rank // tp) % cp,
-            dp_rank=(rank // (tp * cp)) % dp,
+    places = []
+    for rank in range(layout.world):
+        at = layout.coords(rank)
+        places.append(
+            RankPlace(hosts[rank // ppn], rank % ppn, at["tp"], at["pp"], at["cp"], at["dp"])
         )
-        for rank in range(world)
-    ]
+    return places

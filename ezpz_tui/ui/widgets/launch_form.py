@@ -216,7 +216,7 @@ class LaunchForm(VerticalScroll, can_focus=True):
         dp = self.query_one("#dp", Static)
         if self.plan is not None:
             world = self.plan.world_size(self.alloc)
-            dp.update(f"DP {self.plan.dp(self.alloc)} · world {world}")
+            dp.update(f"DP {self.plan.layout(self.alloc).dp} · world {world}")
         self.post_message(self.Changed(self.plan if self.can_launch else None, self.problems))
 
     @property

@@ -9,11 +9,11 @@ from typing import NamedTuple
 from ezpz_tui.core.launching.topology.model import (
     COLOUR_BY,
     COORD_FIELD,
-    MESH_ORDER,
     Cell,
     Topology,
 )
 from ezpz_tui.core.runs.hosts import short_host
+from runtime.layout import MESH_ORDER
 
 
 def rank_summary(ranks: Sequence[int], limit: int = 3) -> str:

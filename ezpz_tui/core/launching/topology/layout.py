@@ -11,12 +11,12 @@ from ezpz_tui.core.launching.topology.describe import describe_colour, legend, s
 from ezpz_tui.core.launching.topology.fold import fold_rows
 from ezpz_tui.core.launching.topology.model import (
     COORD_FIELD,
-    MESH_ORDER,
     Cell,
     HostRow,
     Topology,
 )
 from ezpz_tui.core.runs.hosts import short_host
+from runtime.layout import MESH_ORDER
 
 SpanKind = Literal["text", "heading", "index", "label", "cell", "idle", "dim", "note", "reason"]
 

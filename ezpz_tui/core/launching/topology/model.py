@@ -3,21 +3,17 @@ the colour dimension. Built on every keystroke of the launch form, so linear in 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.plan import LaunchPlan, RankPlace, rank_layout, validate
 from ezpz_tui.core.launching.topology.fold import find_runs
+from runtime.layout import MESH_ORDER
 
 ColourBy = Literal["tp", "pp", "cp", "dp"]
 COLOUR_BY: tuple[ColourBy, ...] = ("tp", "pp", "cp", "dp")
 """The order ``cycle_colour`` steps through."""
-
-MESH_ORDER: tuple[ColourBy, ...] = ("pp", "dp", "cp", "tp")
-"""Mesh dimensions outermost first, as :func:`~ezpz_tui.core.launching.plan.rank_layout` lays
-ranks out; group indices count in this order, so group 0 always holds rank 0."""
 
 COORD_FIELD = {dim: RankPlace._fields.index(f"{dim}_rank") for dim in MESH_ORDER}
 """Where each coordinate sits in a :class:`RankPlace` tuple (read by index: this is hot)."""
@@ -116,15 +112,6 @@ class Topology:
         return sum(1 for row in self.rows if row.status == "used")
 
 
-def _group_index(place: RankPlace, radix: Sequence[tuple[int, int]]) -> int:
-    """Mixed-radix index of the coordinates other than the colour dimension, outermost first;
-    ``radix`` holds (field position, size) of those coordinates."""
-    index = 0
-    for position, size in radix:
-        index = index * size + place[position]
-    return index
-
-
 def _reason(plan: LaunchPlan, alloc: Allocation) -> str:
     """The first problem that stops ranks forming a mesh, in the words of :func:`validate`."""
     for problem in validate(plan, alloc):
@@ -149,11 +136,9 @@ def build_topology(plan: LaunchPlan, alloc: Allocation, colour_by: str = "tp") -
     # Beyond this slot ranks share a device; CPU hosts never run out of slots.
     devices = slots if cpu else accelerators
     places = rank_layout(plan, alloc)
-    world = len(used) * ppn
+    layout = plan.layout(alloc)
     reason = None if places else _reason(plan, alloc)
-    dp = plan.dp(alloc) if places else 0
-    sizes = {"tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "dp": dp}
-    radix = [(COORD_FIELD[d], sizes[d]) for d in MESH_ORDER if d != dim]
+    dp = layout.dp if places else 0
     coord_field = COORD_FIELD[dim]
 
     groups: dict[int, list[int]] = {}
@@ -170,7 +155,7 @@ def build_topology(plan: LaunchPlan, alloc: Allocation, colour_by: str = "tp") -
                 rank = first + slot
                 if places:
                     place = places[rank]
-                    group = _group_index(place, radix)
+                    group = layout.group(rank, dim)
                     groups.setdefault(group, []).append(rank)
                     coord = place[coord_field]
                     cell = Cell(host, slot, rank, group, coord, place, slot >= devices)
@@ -202,7 +187,7 @@ def build_topology(plan: LaunchPlan, alloc: Allocation, colour_by: str = "tp") -
         pp=plan.pp,
         cp=plan.cp,
         dp=dp,
-        world=world,
+        world=layout.world,
         groups=tuple(tuple(groups[g]) for g in sorted(groups)),
         reason=reason,
         notes=tuple(notes),
