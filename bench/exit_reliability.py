@@ -12,7 +12,7 @@ and checks each run directory: 2 rank logs, 2 status files with exit_code 0, 2 J
 one record per step, and the loss of the last record below the first on both ranks.
 
 Why a benchmark: ~8% of 2-rank gloo runs used to abort at interpreter exit ("terminate called
-without an active exception", DESIGN.md section 6). A single green test run says little about a
+without an active exception", docs/pitfalls.md). A single green test run says little about a
 failure that rare; 20 runs in a row does. Exit status is non-zero if any run failed, and each
 failing run's launcher output and rank log tails are printed.
 """

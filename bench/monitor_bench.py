@@ -8,7 +8,7 @@ up, key press to repaint p95 <= 100 ms, RSS <= 400 MB after 10 minutes.
 Method:
 
 - A writer (this file with ``--writer``, one process for all ranks) makes a run directory in the
-  layout of DESIGN.md section 3 through ``runtime.rundir`` (the sizes, a running state, and per
+  layout of docs/run-directory.md through ``runtime.rundir`` (the sizes, a running state, and per
   rank a running status, a log and a metrics file written with ``runtime.records.encode``) and
   appends to every file once per ``--flush-ms`` (buffered appends,
   one ``os.write`` per file and flush), paced to the target rates from its start: a flush writes

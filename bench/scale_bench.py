@@ -2,7 +2,7 @@
 
 ``python bench/scale_bench.py [--ranks 1024,4096,16384] [--idle-s 5] [--live-s 15] [--presses 40]``
 
-For each size a run directory in the layout of DESIGN.md section 3 is generated (run.toml with
+For each size a run directory in the layout of docs/run-directory.md is generated (run.toml with
 the world size, state.json, and per rank a status, a 40-line ezpz-like log with ANSI colour, 30
 metric records and 10 telemetry samples; 12 ranks a host, as on Aurora). Then, each in a fresh
 process running the real app headless (Textual's ``run_test``, attached to the run):

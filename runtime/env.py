@@ -5,7 +5,7 @@ launcher, the capture wrapper and the UI can ask the same questions without impo
 initialising MPI. Asking MPI itself is the job of :mod:`runtime.dist`, and only when no launcher
 variable answers.
 
-Order matters (DESIGN.md section 6): under ``mpiexec`` inside a Slurm allocation every rank sees
+Order matters (docs/pitfalls.md): under ``mpiexec`` inside a Slurm allocation every rank sees
 ``SLURM_PROCID=0``, so torchrun's and the MPI launchers' variables are read before Slurm's, and
 Slurm's only count when ``srun`` started the task (a step id is present).
 """

@@ -1,4 +1,4 @@
-"""The metric record on disk: one JSON object per line (DESIGN.md section 3).
+"""The metric record on disk: one JSON object per line (docs/run-directory.md).
 
 Writer and readers live together so the encoding of non-finite numbers has one definition.
 NaN and the infinities are written as the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``:

@@ -1,4 +1,4 @@
-"""The run directory (DESIGN.md section 3) as code: every name in it and its two records.
+"""The run directory (docs/run-directory.md) as code: every name in it and its two records.
 
 A run directory is the contract between the ranks, the supervisor, the run store, the followers
 and the CLI, and it is read by other versions of this program and by ezpz's own tools. Its names

@@ -157,7 +157,7 @@ def parse_table(text: str) -> Keymap:
 
 DEFAULT_KEYMAP = parse_table(
     """
-# DESIGN.md section 5, meanings kept as the author's site gives them. The order matters beyond
+# docs/keymap.md, meanings kept as the author's site gives them. The order matters beyond
 # the help screen's grouping: it decides which clash an override is told about first.
 [navigation]
 j,down     | cursor_down          |          | Next item

@@ -677,7 +677,7 @@ print(" ".join(m for m in ("torch", "numpy", "pandas", "xarray", "mpi4py") if m 
 
 
 def test_startup_does_not_import_torch(tmp_path: Path) -> None:
-    """The TUI process never imports torch (DESIGN.md section 2); checked in a fresh
+    """The TUI process never imports torch (docs/architecture.md); checked in a fresh
     interpreter, since this pytest process has imported torch for other tests."""
     env = {**os.environ, config.ENV_CONFIG_DIR: str(tmp_path), "EZPZ_ACCELERATORS_PER_HOST": "2"}
     done = subprocess.run(

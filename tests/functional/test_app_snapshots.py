@@ -1,6 +1,6 @@
 """Snapshots of the whole ezpz-tui screen on a fixture Polaris job, at 120x40 and 80x24.
 
-What makes them repeatable (DESIGN.md section 6): a fixture allocation (PBS, 2 hosts x 4 A100,
+What makes them repeatable (docs/pitfalls.md): a fixture allocation (PBS, 2 hosts x 4 A100,
 job id, walltime read 12m34s before a frozen clock), fixed doctor checks (one warning, one
 error), three fixture runs (succeeded, failed on one rank, stopped), a fixed terminal size, every
 worker finished before the picture, no notification (the config directory is empty) and no

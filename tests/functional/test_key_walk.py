@@ -1,6 +1,7 @@
-"""The key walk: every row of DESIGN.md's key table, pressed in a Pilot session, with its effect.
+"""The key walk: every row of the design's key table, pressed in a Pilot session, with its effect.
 
-``DESIGN_TABLE`` is the design's table as written (section 5, "Keymap"). ``ROWS`` says, for each
+The table is read from ``docs/keymap.md`` ("The design's keys"), so the page cannot promise a key
+the app does not keep. ``ROWS`` says, for each
 of its rows, which action of the one key table each key runs, and how to see it happen: a walk
 step presses the row's keys in a state where they mean something and asserts what changed
 (the focus moved, a sidebar went, a dialog closed, a cursor moved, another log shows). A design
@@ -32,37 +33,14 @@ from ezpz_tui.ui.widgets.table import VimTable
 from tests.fixtures.runs import POLARIS_HOSTS, make_run
 from tests.pilots import FIXED, LOCAL, started, until, workers_done
 
-DESIGN_TABLE = """
-| keys | meaning |
-| --- | --- |
-| `j` / `k`, arrows | next / previous item |
-| `g` / `G` | first / last item in the region |
-| `zz` | centre the focused item |
-| `h` / `l` | move to the region on the left / right |
-| `]` / `[` | next / previous heading (section, error, run) |
-| `}` / `{` | next / previous block |
-| `ctrl+d` / `ctrl+u` | half page down / up |
-| `zh` / `zl` | toggle left / right sidebar |
-| `H` `J` `K` `L` | focus left / main / top / right region |
-| `ctrl+p` or `:` | command palette |
-| `ctrl+x` | theme picker |
-| `?` | show key bindings |
-| `esc` | close dialog |
-| `ctrl+o` / `ctrl+i` | back / forward in view history |
-| `/`, `n` / `N` | search, next / previous match |
-| `zj` / `zk` | focus main / top region |
-| `ctrl+h` / `ctrl+l` | focus left / right sidebar |
-| `ctrl+j` / `ctrl+k` | focus main / top region |
-| `C` / `E` (shift) | collapse / expand all sections (e.g. ranks grouped by node) |
-| `ctrl+n` / `ctrl+b` | next / previous document (run or rank log) |
-| `esc`, `ctrl+c` | close dialog |
-"""
-"""DESIGN.md section 5's key table, verbatim."""
+KEYMAP_DOC = Path(__file__).parents[2] / "docs" / "keymap.md"
 
 
 def design_rows() -> list[str]:
-    """The keys cell of every row of ``DESIGN_TABLE`` (the header and rule left out)."""
-    lines = [line for line in DESIGN_TABLE.strip().splitlines()[2:]]
+    """The keys cell of every row of the design's table in ``docs/keymap.md`` (the header and
+    rule left out)."""
+    section = KEYMAP_DOC.read_text().split("## The design's keys", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("| ")][2:]
     return [line.split("|")[1].strip() for line in lines]
 
 
@@ -107,7 +85,7 @@ RUNS = [("succeeded", None), ("failed", 1), ("succeeded", None), ("failed", 3)]
 
 
 def test_every_design_row_has_a_walk_step_and_its_keys_are_bound() -> None:
-    assert list(ROWS) == design_rows(), "one walk step per row of DESIGN.md's table, in order"
+    assert list(ROWS) == design_rows(), "one walk step per row of docs/keymap.md's table, in order"
     for row, keys in ROWS.items():
         for key, action in keys.items():
             assert all(canonical_key(s) == s for s in key.split(" ")), key

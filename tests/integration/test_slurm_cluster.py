@@ -81,7 +81,7 @@ def test_srun_pmi2_gives_mpi_world_of_two(slurm_cluster: SlurmCluster, tmp_path:
 def test_srun_without_pmi_gives_mpi_worlds_of_one(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
-    # DESIGN.md section 6: no error, every rank alone in its world; only SLURM_NTASKS > 1 tells.
+    # docs/pitfalls.md: no error, every rank alone in its world; only SLURM_NTASKS > 1 tells.
     tasks = _tasks(slurm_cluster, tmp_path, ["-N1", "-n2"], ["--mpi=none"], mpi=True)
     assert [t["env"]["SLURM_PROCID"] for t in tasks] == ["0", "1"]
     assert [t["mpi_size"] for t in tasks] == [1, 1]

@@ -23,7 +23,7 @@ print(
 # Leave the process group before exiting: a gloo peer that exits with it still open can abort
 # the other at interpreter exit ("terminate called without an active exception"). Gloo's worker
 # threads must not drop the last tensor references during interpreter shutdown either: release
-# them and collect first (DESIGN.md section 6: 0 aborts in 70 runs that way).
+# them and collect first (docs/pitfalls.md: 0 aborts in 70 runs that way).
 fabric.barrier()
 del model, optimizer, loss, total
 gc.collect()

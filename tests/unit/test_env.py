@@ -43,7 +43,7 @@ def test_each_launchers_variables(variables: str, expected: tuple[int | str, ...
 
 
 def test_mpiexec_inside_slurm_trusts_pmi_not_slurm_procid() -> None:
-    # Every rank of mpiexec inside a batch step sees SLURM_PROCID=0 (DESIGN.md section 6).
+    # Every rank of mpiexec inside a batch step sees SLURM_PROCID=0 (docs/pitfalls.md).
     env = _env("SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_STEP_ID=0 PMI_RANK=1 PMI_SIZE=2")
     assert renv.rank_info(env).rank == 1
     assert renv.rank_info(env).source == "pmi"

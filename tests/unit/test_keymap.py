@@ -1,4 +1,5 @@
-"""The key binding table: DESIGN.md's meanings, no double bindings, overrides, chords."""
+"""The key binding table: the design's meanings (docs/keymap.md), no double bindings, overrides,
+chords."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from ezpz_tui.keymap.table import (
     parse_table,
 )
 
-# DESIGN.md section 5, row by row: keys | action | a word of the meaning that must survive.
+# docs/keymap.md, row by row: keys | action | a word of the meaning that must survive.
 DESIGN_ROWS = """
 j,down   | cursor_down          | next
 k,up     | cursor_up            | previous
@@ -90,7 +91,7 @@ def test_table_is_well_formed() -> None:
         assert binding.description
         for key in binding.keys:
             assert all(canonical_key(step) == step for step in key.split(" ")), key
-        if binding.single_keys and binding.chords:  # J, ctrl+j, zj: DESIGN.md's synonyms
+        if binding.single_keys and binding.chords:  # J, ctrl+j, zj: the design's synonyms
             assert binding.scope == "global", binding.action
 
 

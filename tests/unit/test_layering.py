@@ -1,4 +1,4 @@
-"""The layering of DESIGN.md section 2, as import-linter contracts (pyproject.toml) and as what a
+"""The layering of docs/architecture.md, as import-linter contracts (pyproject.toml) and as what a
 fresh TUI process has imported.
 
 The contracts see every import statement; the subprocess sees what actually loads, which is
@@ -27,7 +27,7 @@ def _lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_the_contracts_hold() -> None:
     done = _lint_imports(REPO)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Contracts: 4 kept, 0 broken." in done.stdout
+    assert "Contracts: 5 kept, 0 broken." in done.stdout
 
 
 def test_a_forbidden_import_breaks_a_contract(tmp_path: Path) -> None:
@@ -57,6 +57,21 @@ def test_watching_importing_launching_breaks_the_layers(tmp_path: Path) -> None:
     assert (
         f"ezpz_tui.core.watching.monitor -> ezpz_tui.core.launching.plan (l.{len(lines) + 1})"
         in done.stdout
+    )
+
+
+def test_a_widget_importing_a_screen_breaks_a_contract(tmp_path: Path) -> None:
+    """A widget that opened a dialog itself would tie it to one screen: it posts a Message."""
+    for package in ("runtime", "ezpz_tui"):
+        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("*.pyc"))
+    panel = tmp_path / "ezpz_tui" / "ui" / "widgets" / "run_panel.py"
+    lines = panel.read_text().splitlines()
+    panel.write_text("\n".join([*lines, "import ezpz_tui.ui.screens.search"]) + "\n")
+    done = _lint_imports(tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "widgets never import a screen" in done.stdout
+    assert f"ezpz_tui.ui.widgets.run_panel -> ezpz_tui.ui.screens.search (l.{len(lines) + 1})" in (
+        done.stdout
     )
 
 

@@ -1,5 +1,5 @@
 """``bad_hosts.txt``: the hosts failures have named, shared by every later run in an outputs
-directory (DESIGN.md section 3).
+directory (docs/run-directory.md).
 
 A failure on a node (a shepherd killed, a GPU lost, a bus error) usually repeats on that node,
 so the next launch should not use it. The file is for people too: one host per line, ``#`` starts

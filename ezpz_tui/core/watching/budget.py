@@ -1,7 +1,7 @@
 """Which followed files to look at in this poll, within a budget of filesystem calls a second.
 
 Following a 4,096-rank run by stat'ing every file four times a second made ~9,800 metadata
-calls a second on a run that had already ended (DESIGN.md section 6): on Lustre that load falls
+calls a second on a run that had already ended (docs/pitfalls.md): on Lustre that load falls
 on every user of the machine. Here each file has its own interval instead: looked at every poll
 while it grows, twice as seldom each time it has not changed, up to ``slowest`` seconds. The
 files due are taken oldest-due first while the budget lasts (a token bucket refilled at

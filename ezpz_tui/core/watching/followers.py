@@ -2,7 +2,7 @@
 ranks' telemetry samples.
 
 Everything here is polled by ``os.stat``: on Lustre/GPFS/NFS change notification does not see
-writes made on other nodes (DESIGN.md section 6), so notification is only ever a wake-up hint.
+writes made on other nodes (docs/pitfalls.md), so notification is only ever a wake-up hint.
 Each file is read by a tail (:mod:`ezpz_tui.core.watching.tails`) that keeps only its offset and
 a capped partial line; the follower finds the files, decides which to read, and hands back what
 is new as one :class:`Batch`.

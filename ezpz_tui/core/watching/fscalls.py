@@ -1,7 +1,7 @@
 """The filesystem calls the followers make, in one place, counted.
 
 On Lustre or GPFS every ``stat`` and ``open`` is a round trip to a metadata server that every
-other user of the machine shares (DESIGN.md section 6). The followers therefore make their
+other user of the machine shares (docs/pitfalls.md). The followers therefore make their
 metadata calls only through these wrappers: the scheduler charges what a poll really cost
 against its budget, and tests and ``bench/scale_bench.py`` read the counts without strace.
 

@@ -6,7 +6,7 @@ or infinite values.
 The numbers live in :mod:`ezpz_tui.core.watching.metrics` (UI-free): a columnar store the app
 appends the follower's record columns to, and ``prepare_plot``, which reduces a million points
 per rank to about two per cell before plotext sees them (plotext's cost grows with the points
-it is given: ~180 ms at 10k, DESIGN.md section 6). That package imports numpy, so it is
+it is given: ~180 ms at 10k, docs/pitfalls.md). That package imports numpy, so it is
 imported here only when the first metrics arrive: the TUI starts without numpy. The plot area
 itself, and its painting, is :mod:`ezpz_tui.ui.widgets.metric_plot`.
 
