@@ -79,7 +79,7 @@ def _plain(value: float | None) -> float | str | None:
 def as_json(comparison: Any) -> dict[str, Any]:
     """The comparison as plain data: runs fastest first, each with its figures and where it is
     best, then the record entries that differ (by run id)."""
-    from ezpz_tui.core.comparing.numbers import warmup
+    from ezpz_tui.core.watching.numbers import warmup
 
     runs = []
     for i, facts in enumerate(comparison.runs):

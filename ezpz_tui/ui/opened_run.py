@@ -30,7 +30,9 @@ if TYPE_CHECKING:
     from ezpz_tui.ui.widgets.metrics import MetricsView
     from ezpz_tui.ui.widgets.run_panel import RunPanel
 
-FOLLOW_INTERVAL_S = 0.1  # how often the follower hands a batch to the UI (docs/pitfalls.md: 50-250 ms)
+FOLLOW_INTERVAL_S = (
+    0.1  # how often the follower hands a batch to the UI (docs/pitfalls.md: 50-250 ms)
+)
 READ_BYTES = 1 << 20  # per file and poll
 BACKLOG_BYTES_PER_LINE = 200  # a generous training log line, to start a log near its end
 FIRST_READS = 512  # files read for the first time per poll: rows show before every file is read

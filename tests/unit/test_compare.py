@@ -12,7 +12,6 @@ import pytest
 
 from ezpz_tui.core.comparing.compare import compare
 from ezpz_tui.core.comparing.facts import read_facts
-from ezpz_tui.core.comparing.numbers import read_numbers, warmup
 from ezpz_tui.core.comparing.relatives import relatives_of
 from ezpz_tui.core.comparing.sweep import plan_sweep, with_steps
 from ezpz_tui.core.comparing.sweep_record import (
@@ -24,6 +23,7 @@ from ezpz_tui.core.comparing.sweep_record import (
 )
 from ezpz_tui.core.launching.plan import LaunchPlan, demo_command
 from ezpz_tui.core.launching.processes import supervised_here
+from ezpz_tui.core.watching.numbers import read_numbers, warmup
 from ezpz_tui.core.words import short_number
 from runtime import records
 from runtime.rundir import RunDir, RunState, State, sweep_record, write_state

@@ -3,7 +3,7 @@
 The layout comes from the run's record (what the run store recorded: ``[sizes]`` as
 launched, the hosts used, the plan's launcher), the state from
 :func:`ezpz_tui.core.runs.liveness.run_state` (so a run whose supervisor died reads ``lost``,
-not ``running``), the figures from :mod:`ezpz_tui.core.comparing.numbers`. A run still live is
+not ``running``), the figures from :mod:`ezpz_tui.core.watching.numbers`. A run still live is
 ``partial``: its figures are the steps done so far, and :attr:`RunFacts.notes` says so in words
 the CLI and the TUI show as they are. Never raises: a foreign or half-written run gives blanks.
 """
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ezpz_tui.core.comparing.numbers import RunNumbers, read_numbers, warmup
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.record import RunStoreError, positive_int, read_run_toml
+from ezpz_tui.core.watching.numbers import RunNumbers, read_numbers, warmup
 from runtime.rundir import RunState, State
 
 

@@ -9,7 +9,7 @@ writes the dataset in other formats.
 
 ``summary.json`` holds, per metric, rank 0's first, last, min, max and mean over the last 10%
 of its records, and the spread of the ranks' last values; the step time and throughput medians
-past warm-up (:mod:`ezpz_tui.core.comparing.numbers`); the state, exit and cause; the plan.
+past warm-up (:mod:`ezpz_tui.core.watching.numbers`); the state, exit and cause; the plan.
 Non-finite numbers are written as the JSONL spells them (``"NaN"``), so strict readers parse it.
 """
 
@@ -93,7 +93,7 @@ def metric_summary(ds: Any) -> dict[str, dict[str, Any]]:
 
 def speed_summary(run_dir: Path) -> dict[str, Any]:
     """Step time and throughput medians past warm-up, as ``ezpz-tui compare`` reports them."""
-    from ezpz_tui.core.comparing.numbers import read_numbers
+    from ezpz_tui.core.watching.numbers import read_numbers
 
     n = read_numbers(run_dir)
     return {
