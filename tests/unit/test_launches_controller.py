@@ -53,7 +53,7 @@ def test_unwritable_outputs_open_a_dialog_that_stays(host: FakeHost, tmp_path: P
     blocker.write_text("a file where the outputs directory should be\n")
     Launches(host).launch()
     assert host.groups == ["launch"]
-    [(title, message)] = host.errors
+    [(title, message)] = host.dialogs.errors
     assert title == "Not launched"
     assert str(blocker) in message
     assert not host.posted  # no run to open
@@ -68,7 +68,7 @@ def test_launch_then_stop_after_a_yes(host: FakeHost) -> None:
     assert launches.handle_of(handle.run_dir) is handle
     assert launches.current() is handle
     launches.stop()
-    [asked] = host.asked
+    [asked] = host.dialogs.asked
     assert asked.question == f"Stop {handle.run_dir.name}?"
     assert handle.wait(0) is None  # asked, not stopped yet
     asked.yes()
@@ -89,8 +89,8 @@ def test_relaunch_of_a_live_run_asks_with_what_changes(host: FakeHost) -> None:
     assert isinstance(asked, RelaunchAsked) and asked.handle is first
     assert "TP 1 → 2" in asked.lines, asked.lines
     launches.relaunch_asked(asked)
-    assert first.run_dir.name in host.asked[-1].question
-    host.asked[-1].yes()
+    assert first.run_dir.name in host.dialogs.asked[-1].question
+    host.dialogs.asked[-1].yes()
     second = host.posted[-1]
     assert isinstance(second, Launched) and second.handle is not first
     assert first.wait(0) is not None  # stopped before the new one started
@@ -107,4 +107,4 @@ def test_stop_with_nothing_alive_says_so() -> None:
     host = FakeHost()
     Launches(host).stop()
     assert host.said() == "No run of this session is alive."
-    assert not host.asked
+    assert not host.dialogs.asked

@@ -19,7 +19,7 @@ from ezpz_tui.ui.main.failures import Failures
 from ezpz_tui.ui.main.launches import Launches
 from ezpz_tui.ui.main.regions import RUN_VIEW_MIN, ViewHistory, sidebars_to_hide
 from ezpz_tui.ui.main.run_tools import RunTools
-from ezpz_tui.ui.main.screen import neighbour
+from ezpz_tui.ui.main.run_views import neighbour
 from ezpz_tui.ui.main.submissions import Submissions, essential
 from ezpz_tui.ui.main.sweeps import BUSY, Sweeps
 from ezpz_tui.ui.messages import ComparisonReady, FailureExplained, SweepProgress
@@ -70,10 +70,10 @@ def test_a_watched_run_that_fails_shows_its_failure_once(tmp_path: Path) -> None
     assert explained.failure.rank == 1
     failures.explained(explained)
     assert opened.failure is explained.failure and host.bindings_refreshed == 1
-    [(shown, _)] = host.failures
+    [(shown, _)] = host.dialogs.failures
     assert shown is explained.failure
     failures.explained(explained)  # read again at the next state: no second dialog
-    assert len(host.failures) == 1
+    assert len(host.dialogs.failures) == 1
     assert failures.on_screen() is explained.failure
 
 
@@ -83,10 +83,10 @@ def test_an_old_failed_run_opened_from_the_list_waits_for_w(tmp_path: Path) -> N
     failures = Failures(host, Launches(host))
     failures.seen(opened, "failed", started_here=False)
     failures.explained(host.posted[-1])
-    assert not host.failures  # not watched live: the Run tab's line says it
+    assert not host.dialogs.failures  # not watched live: the Run tab's line says it
     failures.show()  # w
     failures.explained(host.posted[-1])
-    assert len(host.failures) == 1
+    assert len(host.dialogs.failures) == 1
 
 
 def test_w_on_a_run_that_did_not_fail_says_so(tmp_path: Path) -> None:
@@ -110,12 +110,12 @@ def test_exclude_asks_about_the_ranks_host_when_no_node_fault_was_named(
     failures.planned(host.posted[-1])
     # The rank's host is not one of this allocation's: the plan stays whole, and the question
     # says the blame is a guess.
-    [asked] = host.asked
+    [asked] = host.dialogs.asked
     assert asked.question.startswith(
         f"No node fault was named: {planned.host} is rank 1's host, and the fault may be the "
         "program's."
     )
-    assert "bad_hosts.txt" in asked.question and not host.errors
+    assert "bad_hosts.txt" in asked.question and not host.dialogs.errors
 
 
 # --- comparison ------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ def test_a_sweep_asks_first_and_refuses_what_does_not_fit(session: Session) -> N
     sweeps = Sweeps(host)
     assert not sweeps.refuses_launch() and not sweeps.stop()
     sweeps.start()
-    [(_, value, answer)] = host.prompts
+    [(_, value, answer)] = host.dialogs.prompts
     assert "tp=" in value
     answer("tp=banana")
     assert host.notes[-1][1:] == ("No sweep", "error")
@@ -188,7 +188,7 @@ def test_submitting_a_run_with_no_plan_says_why(tmp_path: Path, session: Session
     Submissions(host).submit(tmp_path / "outputs" / "no-such-run")
     [(said, title, severity)] = host.notes
     assert (title, severity) == ("Not submitted", "error") and said
-    assert not host.asked
+    assert not host.dialogs.asked
 
 
 def test_run_tools_need_an_opened_run_and_say_when_it_feeds_no_tracker(tmp_path: Path) -> None:
@@ -199,7 +199,7 @@ def test_run_tools_need_an_opened_run_and_say_when_it_feeds_no_tracker(tmp_path:
     assert not host.groups and len(host.notes) == 2
     host.opened = _opened(_failed_run(tmp_path))
     tools.copy_trackers()
-    assert host.notes[-1][0].startswith("This run feeds no tracker") and not host.clipboard
+    assert host.notes[-1][0].startswith("This run feeds no tracker") and not host.dialogs.clipboard
 
 
 # --- regions and documents -------------------------------------------------------------------

@@ -93,7 +93,7 @@ class Failures:
         first_time = opened.watched and opened.path not in self._shown
         if message.show or first_time:
             self._shown.add(opened.path)
-            host.show_failure(failure, self.exclude_and_relaunch)
+            host.dialogs.show_failure(failure, self.exclude_and_relaunch)
 
     def _retry_unattended(self, failure: Failure) -> bool:
         """``[launch] retries``: a run started here that failed with a node fault is relaunched
@@ -136,7 +136,7 @@ class Failures:
         exclusion = message.exclusion
         failure, host = exclusion.failure, exclusion.host
         if exclusion.refused is not None:
-            self.host.show_error(exclusion.refused.title, exclusion.refused.text)
+            self.host.dialogs.show_error(exclusion.refused.title, exclusion.refused.text)
             return
         why = (
             f"{host} was named by the failure."
@@ -157,7 +157,7 @@ class Failures:
             f"{stop}"
         )
         relaunch = lambda: self._relaunch(exclusion)  # noqa: E731
-        self.host.confirm(question, lambda: self.host.in_thread(relaunch, "launch"))
+        self.host.dialogs.confirm(question, lambda: self.host.in_thread(relaunch, "launch"))
 
     def _relaunch(self, exclusion: Exclusion) -> None:
         assert self.failover is not None

@@ -6,6 +6,7 @@ needs from the screen is named here, so that a test can hand a controller a stan
 lines instead of a terminal, and so that a reader sees at once what a controller can touch.
 
 Every method may be called from a worker thread: the screen hops to the UI thread itself.
+Asking the person (a question, an error to fix, a prompt) goes through ``host.dialogs``.
 """
 
 from __future__ import annotations
@@ -26,11 +27,34 @@ if TYPE_CHECKING:
     from ezpz_tui.ui.opened_run import OpenedRun
 
 
+class Dialogs(Protocol):
+    """What a controller may ask the person, or show them."""
+
+    def confirm(self, question: str, on_yes: Callable[[], None], lines: Sequence[str] = ()) -> None:
+        """Ask ``question`` (``lines`` shown under it); ``on_yes`` runs on a yes."""
+
+    def show_error(self, title: str, message: str) -> None:
+        """A dialog that stays until read: something must be fixed before trying again."""
+
+    def prompt(self, prompt: str, value: str, on_answer: Callable[[str | None], None]) -> None:
+        """A one-line input starting from ``value``; None when the person closed it."""
+
+    def show_failure(self, failure: Failure, on_exclude: Callable[[], None]) -> None:
+        """The failure dialog; ``on_exclude`` when the person asks to exclude and relaunch."""
+
+    def show_lines(self, title: str, lines: list[str]) -> None:
+        """A dialog of ``lines`` to read and scroll (a report: every rank's stacks)."""
+
+    def copy_to_clipboard(self, text: str) -> None:
+        """The terminal's clipboard (OSC 52): it reaches the person's machine over SSH."""
+
+
 class Host(Protocol):
     """The main screen as its controllers see it."""
 
     keymap: Keymap
     settings: Config
+    dialogs: Dialogs
     session: Session | None  # None until the allocation is read
     opened: OpenedRun | None  # the run the Run and Metrics tabs show
 
@@ -55,24 +79,6 @@ class Host(Protocol):
 
     def in_thread(self, work: Callable[[], None], group: str, exclusive: bool = False) -> None:
         """Run ``work`` in a thread worker of the screen (it reports back with a message)."""
-
-    def confirm(self, question: str, on_yes: Callable[[], None], lines: Sequence[str] = ()) -> None:
-        """Ask ``question`` (``lines`` shown under it); ``on_yes`` runs on a yes."""
-
-    def show_error(self, title: str, message: str) -> None:
-        """A dialog that stays until read: something must be fixed before trying again."""
-
-    def prompt(self, prompt: str, value: str, on_answer: Callable[[str | None], None]) -> None:
-        """A one-line input starting from ``value``; None when the person closed it."""
-
-    def show_failure(self, failure: Failure, on_exclude: Callable[[], None]) -> None:
-        """The failure dialog; ``on_exclude`` when the person asks to exclude and relaunch."""
-
-    def show_lines(self, title: str, lines: list[str]) -> None:
-        """A dialog of ``lines`` to read and scroll (a report: every rank's stacks)."""
-
-    def copy_to_clipboard(self, text: str) -> None:
-        """The terminal's clipboard (OSC 52): it reaches the person's machine over SSH."""
 
     def show_tab(self, pane: str) -> None:
         """Show the main column's tab ``pane`` (``tab-launch``, ``tab-run``, …)."""

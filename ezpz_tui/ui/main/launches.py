@@ -70,7 +70,9 @@ class Launches:
         if handle is None or handle.wait(0) is not None:
             host.notify("No run of this session is alive.")
             return
-        host.confirm(f"Stop {handle.run_dir.name}?", lambda: self.stop_runs([handle], False))
+        host.dialogs.confirm(
+            f"Stop {handle.run_dir.name}?", lambda: self.stop_runs([handle], False)
+        )
 
     def stop_runs(self, handles: list[RunHandle], then_exit: bool) -> None:
         """Stop ``handles`` one after the other in a worker; ``then_exit``: quit afterwards."""
@@ -95,7 +97,7 @@ class Launches:
         if not isinstance(result, NotStarted):
             self.host.post_message(Launched(result.handle))
         elif result.must_fix:
-            self.host.show_error(result.title, result.text)
+            self.host.dialogs.show_error(result.title, result.text)
         else:
             self.host.notify(result.text, title=result.title, severity="error")
 
@@ -159,14 +161,14 @@ class Launches:
             "(and stays on disk as the new run's parent), then:"
         )
         plan = message.plan
-        self.host.confirm(question, lambda: self._start(plan, relaunch=True), message.lines)
+        self.host.dialogs.confirm(question, lambda: self._start(plan, relaunch=True), message.lines)
 
     def stop_elsewhere_asked(self, message: StopElsewhereAsked) -> None:
         path = message.run_dir
         question = f"Stop {path.name}? It was not started here: its supervisor (pid {message.pid})"
         question += " is asked to stop it."
         stop = lambda: self._stop_elsewhere(path)  # noqa: E731
-        self.host.confirm(question, lambda: self.host.in_thread(stop, "stop"))
+        self.host.dialogs.confirm(question, lambda: self.host.in_thread(stop, "stop"))
 
     async def launched(self, message: Launched) -> None:
         await self.host.open_run(message.handle.run_dir)

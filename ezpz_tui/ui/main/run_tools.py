@@ -37,7 +37,7 @@ class RunTools:
             lines = format_report(request_stacks(run_dir))
         except OSError as exc:
             lines = [f"cannot ask the ranks of {run_dir.name}: {exc.strerror or exc}"]
-        self.host.show_lines(f"Python stacks of {run_dir.name}", lines)
+        self.host.dialogs.show_lines(f"Python stacks of {run_dir.name}", lines)
 
     def copy_trackers(self) -> None:
         opened = self.host.opened
@@ -56,5 +56,5 @@ class RunTools:
                 timeout=5,
             )
             return
-        self.host.copy_to_clipboard("\n".join(commands))
+        self.host.dialogs.copy_to_clipboard("\n".join(commands))
         self.host.notify("Copied:\n" + "\n".join(commands), timeout=8)

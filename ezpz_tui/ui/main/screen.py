@@ -11,7 +11,8 @@ state, that sees the screen only through :class:`~ezpz_tui.ui.main.host.Host`: l
 stopping (:mod:`.launches`), the opened run's failure (:mod:`.failures`), the Compare tab
 (:mod:`.comparison`), sweeps (:mod:`.sweeps`), batch submissions (:mod:`.submissions`), the
 opened run's stacks and trackers (:mod:`.run_tools`) and moving between regions
-(:mod:`.regions`). What the command palette offers is :mod:`.commands`.
+(:mod:`.regions`); they ask the person through :mod:`.dialogs`. The opened run and the tabs that
+show it are :mod:`.run_views`; what the command palette offers is :mod:`.commands`.
 
 The first frame is the frame of the regions alone: their widgets (the form, the lists, the grid)
 are imported and mounted right after it has been painted, the Run and Metrics views the first
@@ -20,12 +21,11 @@ time a run opens or their tab shows. Until the regions are there the screen's ke
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -34,10 +34,12 @@ from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from ezpz_tui.ui.main.comparison import COMPARE_TAB, Comparison
+from ezpz_tui.ui.main.dialogs import ScreenDialogs
 from ezpz_tui.ui.main.failures import FAILURE_ACTIONS, Failures
 from ezpz_tui.ui.main.launches import Launches
 from ezpz_tui.ui.main.regions import Regions
 from ezpz_tui.ui.main.run_tools import RunTools
+from ezpz_tui.ui.main.run_views import HEATMAP_TAB, RunViews, neighbour
 from ezpz_tui.ui.main.submissions import Submissions
 from ezpz_tui.ui.main.sweeps import Sweeps
 from ezpz_tui.ui.messages import (
@@ -68,19 +70,15 @@ if TYPE_CHECKING:
     from ezpz_tui.core.launching.allocation import Allocation
     from ezpz_tui.core.launching.plan import LaunchPlan
     from ezpz_tui.core.session import Session
-    from ezpz_tui.core.watching.failure import Failure
     from ezpz_tui.keymap.table import Keymap
     from ezpz_tui.ui.opened_run import OpenedRun
-    from ezpz_tui.ui.widgets.compare import CompareView
     from ezpz_tui.ui.widgets.heatmap import Heatmap
     from ezpz_tui.ui.widgets.launch_form import LaunchForm
     from ezpz_tui.ui.widgets.metric_cursor import PlotCursor
-    from ezpz_tui.ui.widgets.metrics import MetricsView
     from ezpz_tui.ui.widgets.ranks import RankList
     from ezpz_tui.ui.widgets.run_panel import RunPanel
     from ezpz_tui.ui.widgets.topology import TopologyGrid
 
-HEATMAP_TAB = "tab-heatmap"
 TABS = (
     ("Launch", "tab-launch"),
     ("Run", "tab-run"),
@@ -108,23 +106,12 @@ class StartUp:
     attach: Path | None = None
 
 
-def neighbour(items: Sequence[Any], current: Any, step: int) -> Any:
-    """The item ``step`` away from ``current`` in ``items``, wrapping round as vim's
-    ``:bnext`` does; from an item not there, the first (forward) or the last (back)."""
-    index = items.index(current) + step if current in items else 0 if step > 0 else -1
-    return items[index % len(items)]
-
-
 class MainScreen(Screen[None]):
     BINDINGS = global_bindings()
 
-    # Mounted after the first frame; the run views the first time a run opens or a tab shows.
+    # Mounted after the first frame.
     form: LaunchForm
     grid: TopologyGrid
-    run_panel: RunPanel
-    metrics: MetricsView
-    compare_view: CompareView
-    heatmap: Heatmap
 
     def __init__(self, start: StartUp, keymap: Keymap) -> None:
         super().__init__()
@@ -134,11 +121,8 @@ class MainScreen(Screen[None]):
         self.clock = start.clock
         self.session: Session | None = None
         self.doctor_checks: list[Check] | None = None
-        self.opened: OpenedRun | None = None
         self.started = False  # every region mounted and the start-up run (if any) opened
-        self.views_mounted = False
-        self._views_lock = asyncio.Lock()
-        self._ui_thread = threading.get_ident()  # the app's, once mounted
+        self.dialogs = ScreenDialogs(self, keymap)
         self.regions = Regions(self)
         self.launches = Launches(self)
         self.failures = Failures(self, self.launches)
@@ -146,6 +130,16 @@ class MainScreen(Screen[None]):
         self.sweeps = Sweeps(self)
         self.submissions = Submissions(self)
         self.run_tools = RunTools(self)
+        self.views = RunViews(self, self.settings, self.clock, self.launches, self._opened_changed)
+
+    @property
+    def opened(self) -> OpenedRun | None:
+        """The run the Run and Metrics tabs show."""
+        return self.views.opened
+
+    @property
+    def run_panel(self) -> RunPanel:
+        return self.views.run_panel
 
     # --- layout and start-up ----------------------------------------------------------------
 
@@ -159,7 +153,7 @@ class MainScreen(Screen[None]):
         yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
-        self._ui_thread = threading.get_ident()
+        self.dialogs.ui_thread = threading.get_ident()
         if self.app.size.width < NARROW:
             self.query_one("#right").display = False
         self._fit_width()
@@ -205,30 +199,8 @@ class MainScreen(Screen[None]):
             return self.started and self.failures.on_screen() is not None
         return self.started or action in APP_ACTIONS
 
-    async def _mount_run_views(self) -> None:
-        """The Run and Metrics tabs' views (the follower, the log, plotext), mounted the first
-        time a run opens or either tab is shown."""
-        async with self._views_lock:
-            if self.views_mounted:
-                return
-            from ezpz_tui.ui.widgets.compare import CompareView
-            from ezpz_tui.ui.widgets.heatmap import Heatmap
-            from ezpz_tui.ui.widgets.metrics import MetricsView
-            from ezpz_tui.ui.widgets.run_panel import RunPanel
-
-            self.run_panel = RunPanel(self.clock, id="run-panel")
-            self.metrics = MetricsView(id="metrics")
-            self.compare_view = CompareView(id="compare")
-            self.heatmap = Heatmap(id="heatmap")
-            await self.query_one("#tab-run").mount(self.run_panel)
-            await self.query_one("#tab-metrics").mount(self.metrics)
-            await self.query_one(f"#{COMPARE_TAB}").mount(self.compare_view)
-            await self.query_one(f"#{HEATMAP_TAB}").mount(self.heatmap)
-            self.views_mounted = True
-
     def on_unmount(self) -> None:
-        if self.opened is not None:
-            self.opened.stop()
+        self.views.close()
 
     def _fit_width(self) -> None:
         """Narrow sidebars, and a compact footer (every key still shows at 80 columns)."""
@@ -255,72 +227,22 @@ class MainScreen(Screen[None]):
     def plan_errors(self) -> list[str]:
         return [p.message for p in self.form.problems if p.level == "error"]
 
-    def _on_ui(self, call: Callable[..., object], *args: object) -> None:
-        """``call(*args)`` on the UI thread, from whichever thread asks."""
-        if threading.get_ident() == self._ui_thread:
-            call(*args)
-        else:
-            self.app.call_from_thread(call, *args)
-
     def in_thread(self, work: Callable[[], None], group: str, exclusive: bool = False) -> None:
-        self._on_ui(lambda: self.run_worker(work, group=group, exclusive=exclusive, thread=True))
-
-    def confirm(self, question: str, on_yes: Callable[[], None], lines: Sequence[str] = ()) -> None:
-        from ezpz_tui.ui.screens.confirm import ConfirmScreen
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                on_yes()
-
-        screen = ConfirmScreen(question, self.keymap, list(lines) or None)
-        self._on_ui(self.app.push_screen, screen, answered)
-
-    def show_error(self, title: str, message: str) -> None:
-        from ezpz_tui.ui.screens.message import MessageScreen
-
-        self._on_ui(self.app.push_screen, MessageScreen(title, message, self.keymap))
-
-    def prompt(
-        self,
-        prompt: str,
-        value: str,
-        on_answer: Callable[[str | None], None],
-        allow_empty: bool = False,
-    ) -> None:
-        from ezpz_tui.ui.screens.search import SearchScreen
-
-        dialog = SearchScreen(prompt, value=value, allow_empty=allow_empty)
-        self._on_ui(self.app.push_screen, dialog, on_answer)
-
-    def show_failure(self, failure: Failure, on_exclude: Callable[[], None]) -> None:
-        from ezpz_tui.ui.screens.failure import EXCLUDE, FailureScreen
-
-        def closed(answer: str | None) -> None:
-            if answer == EXCLUDE:
-                on_exclude()
-
-        self._on_ui(self.app.push_screen, FailureScreen(failure, self.keymap), closed)
-
-    def show_lines(self, title: str, lines: list[str]) -> None:
-        from ezpz_tui.ui.screens.stacks import StacksScreen
-
-        self._on_ui(self.app.push_screen, StacksScreen(title, lines, self.keymap))
-
-    def copy_to_clipboard(self, text: str) -> None:
-        self._on_ui(self.app.copy_to_clipboard, text)
+        run = lambda: self.run_worker(work, group=group, exclusive=exclusive, thread=True)  # noqa: E731
+        self.dialogs.on_ui(run)
 
     def show_tab(self, pane: str) -> None:
         self.query_one(TabbedContent).active = pane
 
     def refresh_runs(self) -> None:
-        self._on_ui(self._refresh_runs)
+        self.dialogs.on_ui(self._refresh_runs)
 
     def refresh_comparison(self, only_if_live: bool = False) -> None:
-        if not self.views_mounted:
+        if not self.views.mounted:
             return  # nothing to show it in yet: the first run opened reads it
         opened = self.opened.path if self.opened else None
         marked = tuple(sorted(self.query_one(RunsPanel).compared, key=lambda p: p.name))
-        shown = self.compare_view.comparison
+        shown = self.views.compare_view.comparison
         live = shown is not None and any(r.partial for r in shown.runs)
         visible = self.query_one(TabbedContent).active == COMPARE_TAB
         self.comparison.refresh((opened, marked), visible, live, only_if_live)
@@ -350,12 +272,6 @@ class MainScreen(Screen[None]):
             self.app.notify(f"Preview failed: {exc}", severity="error")
             preview = None
         self.post_message(PreviewReady(preview))
-
-    @work(thread=True, group="overlay")
-    def _load_overlay(self, path: Path, asked: bool = True) -> None:
-        from ezpz_tui.core.watching.metrics.load import load_store
-
-        self.post_message(OverlayLoaded(path, load_store(path), asked))
 
     @work(thread=True, group="bad-hosts")
     def _read_bad_hosts(self) -> None:
@@ -432,20 +348,11 @@ class MainScreen(Screen[None]):
             message.done()
 
     def on_overlay_loaded(self, message: OverlayLoaded) -> None:
-        path, asked = message.path, message.asked
-        if not self.metrics.toggle_overlay(path.name, message.store):
-            if asked:
-                self.notify(f"{path.name} has no metrics to overlay.", severity="warning")
-            return
-        runs = self.query_one(RunsPanel)
-        runs.mark_compared(runs.compared | {path})
-        self.refresh_comparison()
-        if asked:  # a parent comes along unasked, and quietly: the runs list marks it
-            self.notify(f"Overlaid {path.name} on the plots (Metrics and Compare tabs).", timeout=3)
+        if self.views.overlay_loaded(message):
+            self.refresh_comparison()
 
     def on_parent_found(self, message: ParentFound) -> None:
-        if message.run is self.opened and message.parent not in self.query_one(RunsPanel).compared:
-            self._load_overlay(message.parent, asked=False)
+        self.views.parent_found(message.run, message.parent)
 
     def on_failure_explained(self, message: FailureExplained) -> None:
         if message.run is self.opened:
@@ -468,7 +375,7 @@ class MainScreen(Screen[None]):
         self.launches.runs_stopped(message)
 
     def on_comparison_ready(self, message: ComparisonReady) -> None:
-        self.compare_view.show(message.comparison)
+        self.views.compare_view.show(message.comparison)
 
     async def on_sweep_progress(self, message: SweepProgress) -> None:
         await self.sweeps.progress(message)
@@ -477,18 +384,12 @@ class MainScreen(Screen[None]):
 
     def on_rank_list_selected(self, message: RankList.Selected) -> None:
         if message.rank >= 0:  # not the launcher's row: it has no metrics
-            self.metrics.set_selected_rank(message.rank)
+            self.views.metrics.set_selected_rank(message.rank)
 
     @on(RunsPanel.Compare)
     async def _compare_requested(self, message: RunsPanel.Compare) -> None:
-        await self._mount_run_views()
-        runs = self.query_one(RunsPanel)
-        if message.path in runs.compared:
-            self.metrics.toggle_overlay(message.path.name, None)
-            runs.mark_compared(runs.compared - {message.path})
+        if await self.views.toggle_overlay(message.path):
             self.refresh_comparison()
-        else:
-            self._load_overlay(message.path)
 
     @on(RunsPanel.SubmitAsked)
     def _submit_asked(self, message: RunsPanel.SubmitAsked) -> None:
@@ -512,7 +413,7 @@ class MainScreen(Screen[None]):
 
     def on_run_panel_filter_wanted(self, message: RunPanel.FilterWanted) -> None:
         panel = self.run_panel
-        self.prompt(message.prompt, message.current, panel.filter_by, allow_empty=True)
+        self.dialogs.prompt(message.prompt, message.current, panel.filter_by, allow_empty=True)
 
     def on_run_panel_whole_line(self, message: RunPanel.WholeLine) -> None:
         from ezpz_tui.ui.screens.line import LineScreen
@@ -520,21 +421,10 @@ class MainScreen(Screen[None]):
         self.app.push_screen(LineScreen(message.title, message.text))
 
     def on_plot_cursor_step_chosen(self, message: PlotCursor.StepChosen) -> None:
-        """Enter on the plot's cursor: that rank's log at that step, in the Run tab (ctrl+o
-        comes back to the plot: the view history remembers tabs)."""
-        self.show_tab("tab-run")
-        said = self.run_panel.show_step(message.rank, message.step, message.span)
-        if said:
-            self.set_focus(self.run_panel.log)  # at once: see Regions.focus
-            self.notify(said, timeout=3)
-        else:
-            self.app.bell()
+        self.views.show_step(message.rank, message.step, message.span)
 
     def on_heatmap_chosen(self, message: Heatmap.Chosen) -> None:
-        """Enter on a cell: that rank's log, in the Run tab."""
-        self.show_tab("tab-run")
-        if self.run_panel.ranks.select_rank(message.rank):
-            self.run_panel.log.focus()
+        self.views.show_rank(message.rank)
 
     @on(TabbedContent.TabActivated)
     async def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
@@ -542,44 +432,26 @@ class MainScreen(Screen[None]):
         launch = event.pane.id == "tab-launch"
         self.grid.display = launch
         if not launch:
-            await self._mount_run_views()
+            await self.views.mount()
         self.call_after_refresh(self.regions.make_room_for_runs, not launch)
         self.refresh_comparison()
-        self._update_heatmap()
+        self.views.update_heatmap()
 
     # --- the opened run ----------------------------------------------------------------------
 
     async def open_run(self, path: Path) -> None:
         """Show ``path``: its ranks, logs and metrics, followed live until another opens."""
-        from ezpz_tui.ui.opened_run import OpenedRun
+        await self.views.open(path)
 
-        await self._mount_run_views()
-        path = Path(path)
-        if self.opened is not None:
-            self.opened.stop()
-        self.opened = OpenedRun(path, self.settings, self, self.run_panel, self.metrics)
-        self.opened.start(read_only=self.launches.handle_of(path) is None)
+    def _opened_changed(self) -> None:
         self.refresh_bindings()  # the failure keys belong to the run that was open
-        self.show_tab("tab-run")
         self.refresh_comparison()  # in the background, ready when the Compare tab is asked for
         self._refresh_runs()
         self._update_summary()
 
-    def _update_heatmap(self) -> None:
-        """Every rank one cell, filled only while its tab shows: a 16k-rank job's cells cost
-        nothing while the user reads a log."""
-        if self.opened is None or not self.views_mounted:
-            return
-        if self.query_one(TabbedContent).active == HEATMAP_TAB:
-            from ezpz_tui.core.watching.rank_rows import heat_values
-
-            self.heatmap.set_data(*heat_values(self.opened.monitor))
-
     def _tick(self) -> None:
         self.query_one(AllocationPanel).tick()
-        if self.opened is not None:
-            self.run_panel.tick()
-            self._update_heatmap()
+        self.views.tick()
         self._update_summary()
 
     def _refresh_runs(self) -> None:
@@ -613,54 +485,12 @@ class MainScreen(Screen[None]):
             slow=slow,
         )
 
-    # --- documents: ctrl+n / ctrl+b ----------------------------------------------------------
-
-    async def _step_document(self, step: int) -> None:
-        """The next rank's log while the Run tab is focused, else the next run of the runs
-        list, opened where the view stands (from Metrics the next run shows in Metrics)."""
-        focused = self.focused
-        in_run_tab = (
-            self.opened is not None
-            and self.views_mounted
-            and focused is not None
-            and self.run_panel in focused.ancestors_with_self
-        )
-        if in_run_tab and self._step_rank(step):
-            return
-        runs_panel = self.query_one(RunsPanel)
-        paths = [run.path for run in runs_panel.runs]
-        if not paths:
-            self.app.bell()
-            return
-        path = neighbour(paths, self.opened.path if self.opened else None, step)
-        tabs = self.query_one(TabbedContent)
-        tab = tabs.active
-        await self.open_run(path)
-        from ezpz_tui.ui.widgets.table import VimTable
-
-        runs_panel.query_one(VimTable).move_cursor(row=paths.index(path))
-        if tab != "tab-launch":  # a run view stays the view it was
-            tabs.active = tab
-            if focused is not None and focused.is_attached:
-                self.set_focus(focused)
-
-    def _step_rank(self, step: int) -> bool:
-        """The next rank's log in the log view; False when the run has no rank logs yet."""
-        assert self.opened is not None
-        ranks = sorted(r for r in self.opened.monitor.ranks if r >= 0)
-        if not ranks:
-            return False
-        panel = self.run_panel
-        current = panel.log.rank if panel.log.rank is not None else panel.ranks.selected
-        panel.ranks.select_rank(neighbour(ranks, current, step))
-        return True
-
     async def _step_tab(self, step: int) -> None:
         tabs = self.query_one(TabbedContent)
         ids = [pane.id for pane in tabs.query(TabPane) if pane.id]
         pane = neighbour(ids, tabs.active, step)
         if pane != "tab-launch":
-            await self._mount_run_views()
+            await self.views.mount()
         tabs.active = pane
         self.regions.focus("main")
 
@@ -715,10 +545,10 @@ class MainScreen(Screen[None]):
         await self._step_tab(-1)
 
     async def action_next_document(self) -> None:
-        await self._step_document(1)
+        await self.views.step_document(1)
 
     async def action_previous_document(self) -> None:
-        await self._step_document(-1)
+        await self.views.step_document(-1)
 
     def action_focus_left(self) -> None:
         self.regions.focus("left")

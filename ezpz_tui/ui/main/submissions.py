@@ -69,7 +69,9 @@ class Submissions:
         tool = "qsub" if job.scheduler == "PBS" else "sbatch"
         question = f"Submit the plan of {job.source} with {tool}?"
         send = lambda: self._submit(job, script)  # noqa: E731
-        self.host.confirm(question, lambda: self.host.in_thread(send, "submit"), essential(script))
+        self.host.dialogs.confirm(
+            question, lambda: self.host.in_thread(send, "submit"), essential(script)
+        )
 
     def _submit(self, job: BatchJob, script: str) -> None:
         from ezpz_tui.core.launching.submission import SubmitError, submit

@@ -53,7 +53,7 @@ class Sweeps:
         else:
             start = default_spec(plan, host.session.alloc, is_demo(plan.command))
             prompt = "sweep: tp=1,2 pp=1,2 cp=1 steps=20 (Enter runs every valid combination)"
-            host.prompt(prompt, start, self.typed)
+            host.dialogs.prompt(prompt, start, self.typed)
 
     def typed(self, text: str | None) -> None:
         """The prompt's answer: plan the sweep's layouts and run those that fit."""
@@ -85,7 +85,7 @@ class Sweeps:
         if stop is None:
             return False
         question = "Stop the sweep? The run going on is stopped and no other run starts."
-        self.host.confirm(question, stop.set)
+        self.host.dialogs.confirm(question, stop.set)
         return True
 
     def _run(self, plan: SweepPlan, stop: threading.Event) -> None:
