@@ -41,7 +41,7 @@ from ezpz_tui.ui.screens.message import MessageScreen
 from ezpz_tui.ui.widgets.logview import LogView
 from ezpz_tui.ui.widgets.panels import AllocationPanel
 from ezpz_tui.ui.widgets.ranks import RankList
-from tests.fixtures.stand_ins import AURORA, STAND_IN
+from tests.fixtures.stand_ins import AURORA, aurora_job
 from tests.pilots import FIXED, HOST, LOCAL, started, text_of, until
 
 PY = sys.executable
@@ -153,27 +153,10 @@ async def test_why_opens_by_itself_once_when_a_watched_run_fails(
 @pytest.fixture
 def aurora(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Allocation:
     """A two-host Aurora PBS job whose ``mpiexec`` is the stand-in."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    stand_in = bin_dir / "mpiexec"
-    stand_in.write_text(STAND_IN)
-    stand_in.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
-    nodefile = tmp_path / "nodefile"
-    nodefile.write_text("".join(f"{h}\n" for h in AURORA))
-    return Allocation(
-        scheduler="PBS",
-        job_id="4242.aurora-pbs-0001.hostmgmt.cm.aurora.alcf.anl.gov",
-        machine="Aurora",
-        hosts=AURORA,
-        accelerators_per_host=2,
-        accelerator_kind="xpu",
-        accelerator_source="fixture",
-        walltime_left_s=3600.0,
-        walltime_checked_at=FIXED,
-        nodefile=str(nodefile),
-        cpus_per_host=8,
-    )
+    job, stand_in = aurora_job(tmp_path, checked_at=FIXED)
+    path = os.environ.get("PATH", "")
+    monkeypatch.setenv("PATH", f"{stand_in.parent}{os.pathsep}{path}")
+    return job
 
 
 async def failure_popped(pilot: Pilot[None], run: str) -> FailureScreen:

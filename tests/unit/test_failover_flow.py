@@ -16,7 +16,7 @@ import pytest
 
 from ezpz_tui.core.failover import Decision, Failover
 from ezpz_tui.core.launch_result import LaunchResult, NotStarted, Started, not_started
-from ezpz_tui.core.launching.allocation import Allocation, detect_allocation
+from ezpz_tui.core.launching.allocation import detect_allocation
 from ezpz_tui.core.launching.bad_hosts import bad_hosts_path, read_bad_hosts
 from ezpz_tui.core.launching.plan import LaunchPlan
 from ezpz_tui.core.launching.supervisor import RunHandle
@@ -25,7 +25,7 @@ from ezpz_tui.core.session import Session
 from ezpz_tui.core.watching.failure import Failure, explain
 from runtime.rundir import RunDir
 from tests.fixtures.runs import make_run
-from tests.fixtures.stand_ins import AURORA, STAND_IN
+from tests.fixtures.stand_ins import AURORA, aurora_job
 
 PLAN = LaunchPlan(command=("python", "-c", "pass"))
 SHORT = [h.split(".")[0] for h in AURORA]
@@ -34,25 +34,7 @@ SHORT = [h.split(".")[0] for h in AURORA]
 @pytest.fixture
 def session(tmp_path: Path) -> Session:
     """A session on a two-host Aurora PBS job whose mpiexec loses its last node."""
-    stand_in = tmp_path / "bin" / "mpiexec"
-    stand_in.parent.mkdir()
-    stand_in.write_text(STAND_IN)
-    stand_in.chmod(0o755)
-    nodefile = tmp_path / "nodefile"
-    nodefile.write_text("".join(f"{h}\n" for h in AURORA))
-    alloc = Allocation(
-        scheduler="PBS",
-        job_id="4242.aurora-pbs-0001.hostmgmt.cm.aurora.alcf.anl.gov",
-        machine="Aurora",
-        hosts=AURORA,
-        accelerators_per_host=2,
-        accelerator_kind="xpu",
-        accelerator_source="fixture",
-        walltime_left_s=3600.0,
-        walltime_checked_at=0.0,
-        nodefile=str(nodefile),
-        cpus_per_host=8,
-    )
+    alloc, stand_in = aurora_job(tmp_path)
     return Session(alloc, tmp_path / "outputs", which={"mpiexec": str(stand_in)}.get)
 
 

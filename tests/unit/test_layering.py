@@ -30,49 +30,43 @@ def test_the_contracts_hold() -> None:
     assert "Contracts: 5 kept, 0 broken." in done.stdout
 
 
-def test_a_forbidden_import_breaks_a_contract(tmp_path: Path) -> None:
+def _with_import(tmp_path: Path, module: str, imported: str) -> tuple[str, int]:
+    """lint-imports on a copy of the packages where ``module`` (a path below the repository)
+    ends with ``import imported``: its report, and the line that import is on."""
     for package in ("runtime", "ezpz_tui"):
         shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("*.pyc"))
-    env_py = tmp_path / "runtime" / "env.py"
-    lines = env_py.read_text().splitlines()
-    env_py.write_text("\n".join([*lines, "import textual"]) + "\n")
+    source = tmp_path / module
+    lines = source.read_text().splitlines()
+    source.write_text("\n".join([*lines, f"import {imported}"]) + "\n")
     done = _lint_imports(tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "runtime never imports ezpz_tui, textual or rich BROKEN" in done.stdout
-    assert f"runtime.env -> textual (l.{len(lines) + 1})" in done.stdout
+    return done.stdout, len(lines) + 1
+
+
+def test_a_forbidden_import_breaks_a_contract(tmp_path: Path) -> None:
+    said, line = _with_import(tmp_path, "runtime/env.py", "textual")
+    assert "runtime never imports ezpz_tui, textual or rich BROKEN" in said
+    assert f"runtime.env -> textual (l.{line})" in said
 
 
 def test_watching_importing_launching_breaks_the_layers(tmp_path: Path) -> None:
     """What a run's watcher reads about runs lives in core/runs: the moment watching reaches
     for launching again, the two packages are one tangle again."""
-    for package in ("runtime", "ezpz_tui"):
-        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("*.pyc"))
-    monitor = tmp_path / "ezpz_tui" / "core" / "watching" / "monitor.py"
-    lines = monitor.read_text().splitlines()
-    monitor.write_text("\n".join([*lines, "import ezpz_tui.core.launching.plan"]) + "\n")
-    done = _lint_imports(tmp_path)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "core is layered, ui above it and runs at its bottom BROKEN" in done.stdout
-    assert "ezpz_tui.core.watching is not allowed to import ezpz_tui.core.launching" in done.stdout
-    assert (
-        f"ezpz_tui.core.watching.monitor -> ezpz_tui.core.launching.plan (l.{len(lines) + 1})"
-        in done.stdout
+    said, line = _with_import(
+        tmp_path, "ezpz_tui/core/watching/monitor.py", "ezpz_tui.core.launching.plan"
     )
+    assert "core is layered, ui above it and runs at its bottom BROKEN" in said
+    assert "ezpz_tui.core.watching is not allowed to import ezpz_tui.core.launching" in said
+    assert f"ezpz_tui.core.watching.monitor -> ezpz_tui.core.launching.plan (l.{line})" in said
 
 
 def test_a_widget_importing_a_screen_breaks_a_contract(tmp_path: Path) -> None:
     """A widget that opened a dialog itself would tie it to one screen: it posts a Message."""
-    for package in ("runtime", "ezpz_tui"):
-        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("*.pyc"))
-    panel = tmp_path / "ezpz_tui" / "ui" / "widgets" / "run_panel.py"
-    lines = panel.read_text().splitlines()
-    panel.write_text("\n".join([*lines, "import ezpz_tui.ui.screens.search"]) + "\n")
-    done = _lint_imports(tmp_path)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "widgets never import a screen" in done.stdout
-    assert f"ezpz_tui.ui.widgets.run_panel -> ezpz_tui.ui.screens.search (l.{len(lines) + 1})" in (
-        done.stdout
+    said, line = _with_import(
+        tmp_path, "ezpz_tui/ui/widgets/run_panel.py", "ezpz_tui.ui.screens.search"
     )
+    assert "widgets never import a screen" in said
+    assert f"ezpz_tui.ui.widgets.run_panel -> ezpz_tui.ui.screens.search (l.{line})" in said
 
 
 _IMPORT_THE_TUI = """
