@@ -19,7 +19,7 @@ from ezpz_tui.ui.main.failures import Failures
 from ezpz_tui.ui.main.launches import Launches
 from ezpz_tui.ui.main.regions import RUN_VIEW_MIN, ViewHistory, sidebars_to_hide
 from ezpz_tui.ui.main.run_tools import RunTools
-from ezpz_tui.ui.main.run_views import neighbour
+from ezpz_tui.ui.main.run_views import wrap_step
 from ezpz_tui.ui.main.submissions import Submissions, essential
 from ezpz_tui.ui.main.sweeps import BUSY, Sweeps
 from ezpz_tui.ui.messages import ComparisonReady, FailureExplained, SweepProgress
@@ -238,9 +238,9 @@ def test_sidebars_step_aside_in_turn_for_a_run_view(
 
 
 def test_documents_wrap_round() -> None:
-    assert neighbour([1, 2, 3], 3, 1) == 1
-    assert neighbour([1, 2, 3], 1, -1) == 3
-    assert neighbour([1, 2, 3], None, 1) == 1 and neighbour([1, 2, 3], None, -1) == 3
+    assert wrap_step([1, 2, 3], 3, 1) == 1
+    assert wrap_step([1, 2, 3], 1, -1) == 3
+    assert wrap_step([1, 2, 3], None, 1) == 1 and wrap_step([1, 2, 3], None, -1) == 3
 
 
 def test_the_main_screen_is_composed_not_inherited() -> None:

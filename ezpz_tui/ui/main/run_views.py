@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 HEATMAP_TAB = "tab-heatmap"
 
 
-def neighbour(items: Sequence[Any], current: Any, step: int) -> Any:
+def wrap_step(items: Sequence[Any], current: Any, step: int) -> Any:
     """The item ``step`` away from ``current`` in ``items``, wrapping round as vim's
     ``:bnext`` does; from an item not there, the first (forward) or the last (back)."""
     index = items.index(current) + step if current in items else 0 if step > 0 else -1
@@ -205,7 +205,7 @@ class RunViews:
         if not paths:
             screen.app.bell()
             return
-        path = neighbour(paths, self.opened.path if self.opened else None, step)
+        path = wrap_step(paths, self.opened.path if self.opened else None, step)
         tabs = screen.query_one(TabbedContent)
         tab = tabs.active
         await self.open(path)
@@ -225,5 +225,5 @@ class RunViews:
             return False
         panel = self.run_panel
         current = panel.log.rank if panel.log.rank is not None else panel.ranks.selected
-        panel.ranks.select_rank(neighbour(ranks, current, step))
+        panel.ranks.select_rank(wrap_step(ranks, current, step))
         return True

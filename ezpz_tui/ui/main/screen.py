@@ -39,7 +39,7 @@ from ezpz_tui.ui.main.failures import FAILURE_ACTIONS, Failures
 from ezpz_tui.ui.main.launches import Launches
 from ezpz_tui.ui.main.regions import Regions
 from ezpz_tui.ui.main.run_tools import RunTools
-from ezpz_tui.ui.main.run_views import HEATMAP_TAB, RunViews, neighbour
+from ezpz_tui.ui.main.run_views import HEATMAP_TAB, RunViews, wrap_step
 from ezpz_tui.ui.main.submissions import Submissions
 from ezpz_tui.ui.main.sweeps import Sweeps
 from ezpz_tui.ui.messages import (
@@ -488,7 +488,7 @@ class MainScreen(Screen[None]):
     async def _step_tab(self, step: int) -> None:
         tabs = self.query_one(TabbedContent)
         ids = [pane.id for pane in tabs.query(TabPane) if pane.id]
-        pane = neighbour(ids, tabs.active, step)
+        pane = wrap_step(ids, tabs.active, step)
         if pane != "tab-launch":
             await self.views.mount()
         tabs.active = pane
