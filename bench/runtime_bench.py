@@ -93,6 +93,9 @@ def clean_env() -> dict[str, str]:
     from runtime.env import RANK_VARS
 
     env = {k: v for k, v in os.environ.items() if k not in RANK_VARS}
+    # Ranks import an installed package whose bytecode is cached; a machine that sets this
+    # would make every import here compile its source again and time the compiler instead.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["OMP_NUM_THREADS"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     return env
@@ -115,6 +118,7 @@ def bench_import(args: argparse.Namespace) -> bool:
     py = sys.executable
     bare, subject = [py, "-c", "pass"], [py, "-c", "import runtime"]
     timed_run(bare, env), timed_run(subject, env)  # warm the page cache and __pycache__
+    timed_run([py, "-c", "import runtime.layout"], env)
     base_ms: list[float] = []
     subj_ms: list[float] = []
     for i in range(args.import_runs):
