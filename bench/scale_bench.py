@@ -193,7 +193,7 @@ async def measure(args: argparse.Namespace) -> dict[str, object]:
 
         def rows_shown() -> bool:
             opened = main.opened
-            if opened is None or not main._run_views_mounted:
+            if opened is None or not main.views.mounted:
                 return False
             monitor = opened.monitor
             known = sum(i.status != RankState.WAITING for i in monitor.ranks.values())

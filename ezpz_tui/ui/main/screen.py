@@ -257,8 +257,9 @@ class MainScreen(Screen[None]):
         from ezpz_tui.core.launching.allocation import detect_allocation
 
         alloc = detect_allocation()
-        # What the handler builds the session from, imported here off the UI thread (about
-        # 60 ms of imports that would otherwise hold up the first prefilled frame).
+        # What the handler builds the session and its failover from, imported here off the UI
+        # thread (about 90 ms of imports that would otherwise hold up the first prefilled frame).
+        import ezpz_tui.core.failover
         import ezpz_tui.core.session  # noqa: F401
 
         self.post_message(AllocationDetected(alloc))
