@@ -221,7 +221,7 @@ def bench_tab(outputs: Path, run_dirs: list[Path], reps: int) -> None:
 
             for rep in range(reps + 1):  # the first round warms Textual's caches: not counted
                 for name, looks_s in (("Compare tab", 1.0), ("at once", 0.0)):
-                    app.main.comparison.compared_for = None  # as if this run had never been compared
+                    app.main.comparison.compared_for = None  # as if it had never been compared
                     app.main.action_focus_right()  # L, then Enter on the run: it opens
                     await app.main.open_run(newest)
                     await asyncio.sleep(looks_s)  # a person reads the Run tab first
