@@ -139,10 +139,11 @@ async def test_why_opens_by_itself_once_when_a_watched_run_fails(
             await until(
                 pilot, lambda: app.main.opened is not None and app.main.opened.watched, "live", 20
             )
-            assert app.screen is app.main
-            popped = lambda: isinstance(app.screen, FailureScreen)  # noqa: E731
-            await until(pilot, popped, "the failure to open by itself", 40)
-            assert "first failing rank: 1" in text_of(app.screen.query_one("#failure-text"))
+            # Watched live: no dialog, unless the crash has already been read (a loaded machine
+            # can start the app as slowly as the rank fails).
+            assert app.screen is app.main or app.main.opened.failure is not None
+            popped = await failure_popped(pilot, handle.run_dir.name)
+            assert "first failing rank: 1" in text_of(popped.query_one("#failure-text"))
             await pilot.press("escape")
             await pilot.pause(4.5)  # two more refreshes of the runs list: it stays closed
             assert app.screen is app.main

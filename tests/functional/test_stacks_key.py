@@ -66,7 +66,9 @@ async def test_s_shows_where_every_rank_waits(hung_run: Path) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app.main.opened is not None, "the run opened", 30)
         await pilot.press("S")
-        await until(pilot, lambda: isinstance(app.screen, StacksScreen), "the stacks", 30)
+        # Composed, not only pushed: the report is read from the dialog next.
+        shown = lambda: isinstance(app.screen, StacksScreen) and bool(app.screen.query("#stacks"))  # noqa: E731
+        await until(pilot, shown, "the stacks", 30)
         shown = text_of(app.screen.query_one("#stacks", Static))
         assert "ranks 0-1: wait_for_peers at stuck.py:4" in shown, shown
         await pilot.press("escape")
