@@ -1,13 +1,12 @@
 """The dialogs the main screen's objects open, from whichever thread asks.
 
 A worker that must ask the person (a relaunch's question, an error to fix, the sweep's prompt)
-runs off the UI thread, where Textual may not push a screen; each method here hops to the UI
-thread first, so a controller never has to know where it runs.
+runs off the UI thread, where Textual may not push a screen; each method here goes through the
+screen's ``on_ui`` first, so a controller never has to know where it runs.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -19,19 +18,13 @@ if TYPE_CHECKING:
 
 
 class ScreenDialogs:
-    """:class:`~ezpz_tui.ui.main.host.Dialogs` over ``screen``'s app."""
+    """:class:`~ezpz_tui.ui.main.host.Dialogs` over ``screen``'s app; ``on_ui(call, *args)``
+    runs ``call`` on the UI thread from whichever thread asks."""
 
-    def __init__(self, screen: Screen[None], keymap: Keymap) -> None:
+    def __init__(self, screen: Screen[None], keymap: Keymap, on_ui: Callable[..., None]) -> None:
         self.screen = screen
         self.keymap = keymap
-        self.ui_thread = threading.get_ident()  # the app's: it builds its screens
-
-    def on_ui(self, call: Callable[..., object], *args: object) -> None:
-        """``call(*args)`` on the UI thread, from whichever thread asks."""
-        if threading.get_ident() == self.ui_thread:
-            call(*args)
-        else:
-            self.screen.app.call_from_thread(call, *args)
+        self.on_ui = on_ui
 
     def confirm(self, question: str, on_yes: Callable[[], None], lines: Sequence[str] = ()) -> None:
         from ezpz_tui.ui.screens.confirm import ConfirmScreen

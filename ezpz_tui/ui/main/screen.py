@@ -122,7 +122,8 @@ class MainScreen(Screen[None]):
         self.session: Session | None = None
         self.doctor_checks: list[Check] | None = None
         self.started = False  # every region mounted and the start-up run (if any) opened
-        self.dialogs = ScreenDialogs(self, keymap)
+        self._ui_thread = threading.get_ident()  # the app's: it builds its screens
+        self.dialogs = ScreenDialogs(self, keymap, self._on_ui)
         self.regions = Regions(self)
         self.launches = Launches(self)
         self.failures = Failures(self, self.launches)
@@ -153,7 +154,7 @@ class MainScreen(Screen[None]):
         yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
-        self.dialogs.ui_thread = threading.get_ident()
+        self._ui_thread = threading.get_ident()
         if self.app.size.width < NARROW:
             self.query_one("#right").display = False
         self._fit_width()
@@ -227,15 +228,22 @@ class MainScreen(Screen[None]):
     def plan_errors(self) -> list[str]:
         return [p.message for p in self.form.problems if p.level == "error"]
 
+    def _on_ui(self, call: Callable[..., object], *args: object) -> None:
+        """``call(*args)`` on the UI thread, from whichever thread asks."""
+        if threading.get_ident() == self._ui_thread:
+            call(*args)
+        else:
+            self.app.call_from_thread(call, *args)
+
     def in_thread(self, work: Callable[[], None], group: str, exclusive: bool = False) -> None:
         run = lambda: self.run_worker(work, group=group, exclusive=exclusive, thread=True)  # noqa: E731
-        self.dialogs.on_ui(run)
+        self._on_ui(run)
 
     def show_tab(self, pane: str) -> None:
         self.query_one(TabbedContent).active = pane
 
     def refresh_runs(self) -> None:
-        self.dialogs.on_ui(self._refresh_runs)
+        self._on_ui(self._refresh_runs)
 
     def refresh_comparison(self, only_if_live: bool = False) -> None:
         if not self.views.mounted:
