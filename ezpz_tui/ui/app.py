@@ -20,12 +20,15 @@ from textual.actions import SkipAction
 from textual.app import App
 from textual.binding import Binding
 from textual.command import CommandPalette, Provider
+from textual.dom import DOMNode
+from textual.screen import Screen
 
 from ezpz_tui import config
 from ezpz_tui.keymap.overrides import apply_overrides
 from ezpz_tui.keymap.table import DEFAULT_KEYMAP
 from ezpz_tui.ui.main.screen import MainScreen, StartUp
 from ezpz_tui.ui.palette import ActionsProvider, ChordKeys, bindings_for
+from ezpz_tui.ui.typeahead import HOLD_LIMIT_S, TypeAhead
 
 if TYPE_CHECKING:
     from ezpz_tui.core.checking.check import Check
@@ -65,12 +68,16 @@ class EzpzApp(App[None]):
         self.chords = ChordKeys(self, self.keymap)
         self._wanted_theme = settings.theme
         start = StartUp(clock, settings, outputs, alloc, checks, attach)
-        self.main = MainScreen(start, self.keymap)
+        # Keys typed from the first frame on wait for the main screen's start-up (its Ready).
+        self.typeahead = TypeAhead(self.post_message, self.set_timer, self._after_queues)
+        self.typeahead.hold(MainScreen.Ready, limit_s=None)  # its limit starts on_mount
+        self.main = MainScreen(start, self.keymap, self.typeahead)
 
     def get_default_screen(self) -> MainScreen:
         return self.main
 
     def on_mount(self) -> None:
+        self.set_timer(HOLD_LIMIT_S, self.on_main_screen_ready)
         self.set_keymap(self.keymap.textual_overrides())
         if self._wanted_theme:  # the first frame is painted in it: load the themes first
             self._load_themes()
@@ -91,9 +98,65 @@ class EzpzApp(App[None]):
             self.notify(problem, severity="warning", timeout=8)
 
     async def on_event(self, event: events.Event) -> None:
-        if await self.chords.handle(event):
+        typeahead = self.typeahead
+        if typeahead.keep(event):
             return
-        await super().on_event(event)
+        if not isinstance(event, events.Key):
+            await super().on_event(event)
+            if isinstance(event, events.Paste):
+                typeahead.landed(event)
+            return
+        if event.is_forwarded:  # back up from the focused widget: the bindings run now
+            await super().on_event(event)
+            typeahead.landed(event)
+            return
+        to = self.focused or self.screen  # where Textual sends it
+        typeahead.sending(event, to)
+        if not await self.chords.handle(event):
+            await super().on_event(event)
+        if event.is_forwarded:
+            to.call_later(typeahead.reached, event)
+        else:  # a chord or a priority binding acted on it here
+            typeahead.landed(event)
+
+    def _after_queues(self, node: object, call: Callable[[], None]) -> None:
+        """``call`` once ``node`` and each node above it up to this app has worked through
+        its queue as it stands (a callback handed up from each to the next)."""
+        chain = list(node.ancestors_with_self) if isinstance(node, DOMNode) else [self]
+
+        def hop(at: int) -> None:
+            if at == len(chain):
+                call()
+            elif not chain[at].call_later(hop, at + 1):  # a node gone: on to the next
+                hop(at + 1)
+
+        hop(0)
+
+    def on_main_screen_ready(self) -> None:
+        self.typeahead.release(MainScreen.Ready)
+
+    def push_screen(self, screen: Screen | str, *args: object, **kwargs: object) -> object:  # type: ignore[override]
+        """Keys typed while a dialog or the palette opens are its own: they wait until it is
+        composed and focused."""
+        pushed = super().push_screen(screen, *args, **kwargs)  # type: ignore[call-overload]
+        self._hold_until_settled()
+        return pushed
+
+    def pop_screen(self) -> object:  # type: ignore[override]
+        """Keys typed as a dialog closes wait for what its answer does: the answer's callback
+        runs on the screen below before anything queued there after it."""
+        popped = super().pop_screen()
+        self._hold_until_settled()
+        return popped
+
+    def _hold_until_settled(self) -> None:
+        """Hold the keys until the screen now on top has worked through its queue as it stands
+        (a new screen composes and focuses before it reads its queue) and painted once: what
+        that queue deferred to after a refresh (a search result centred) is done by then."""
+        why = object()
+        self.typeahead.hold(why)
+        if not self.screen.call_later(self.call_after_refresh, self.typeahead.release, why):
+            self.typeahead.release(why)
 
     async def action_close_palette(self) -> None:
         """The keymap's ``close`` (Esc, ctrl+c) in Textual's command palette too: a modal screen

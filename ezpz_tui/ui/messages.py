@@ -183,3 +183,11 @@ class StopElsewhereAsked(Message):
 
     run_dir: Path
     pid: int
+
+
+@dataclass(eq=False)
+class KeysReleased(Message):
+    """A worker that held the keys typed meanwhile is done, and what it posted before this
+    has been handled: the keys can act (``why`` is its hold)."""
+
+    why: object

@@ -67,7 +67,7 @@ class Failures:
         self._explain(opened, show=True)
 
     def _explain(self, opened: OpenedRun, show: bool) -> None:
-        self.host.in_thread(lambda: self._explain_worker(opened, show), "explain")
+        self.host.in_thread(lambda: self._explain_worker(opened, show), "explain", holds_keys=show)
 
     def _explain_worker(self, opened: OpenedRun, show: bool) -> None:
         from ezpz_tui.core.watching.failure import explain
@@ -125,7 +125,7 @@ class Failures:
             self.host.notify("No failed run is open: nothing to exclude.", timeout=4)
             return
         plan = self.host.plan
-        self.host.in_thread(lambda: self._plan(failure, plan), "exclude")
+        self.host.in_thread(lambda: self._plan(failure, plan), "exclude", holds_keys=True)
 
     def _plan(self, failure: Failure, form_plan: LaunchPlan | None) -> None:
         assert self.failover is not None

@@ -77,8 +77,16 @@ class Host(Protocol):
 
     def post_message(self, message: Message) -> bool: ...
 
-    def in_thread(self, work: Callable[[], None], group: str, exclusive: bool = False) -> None:
-        """Run ``work`` in a thread worker of the screen (it reports back with a message)."""
+    def in_thread(
+        self,
+        work: Callable[[], None],
+        group: str,
+        exclusive: bool = False,
+        holds_keys: bool = False,
+    ) -> None:
+        """Run ``work`` in a thread worker of the screen (it reports back with a message).
+        ``holds_keys``: what it reports opens a dialog or a run, so the keys typed meanwhile
+        wait for it and then act on what it opened."""
 
     def show_tab(self, pane: str) -> None:
         """Show the main column's tab ``pane`` (``tab-launch``, ``tab-run``, …)."""

@@ -58,13 +58,14 @@ class Launches:
         elif handle is None or handle.wait(0) is not None:
             self._start(plan, relaunch=handle is not None)
         else:
-            self.host.in_thread(lambda: self._ask_relaunch(handle, plan), "relaunch", True)
+            ask = lambda: self._ask_relaunch(handle, plan)  # noqa: E731
+            self.host.in_thread(ask, "relaunch", exclusive=True, holds_keys=True)
 
     def stop(self) -> None:
         """Stop the opened run (or the session's latest), after a yes."""
         host, opened = self.host, self.host.opened
         if opened is not None and self.handle_of(opened.path) is None:
-            host.in_thread(lambda: self._may_stop_elsewhere(opened.path), "stop")
+            host.in_thread(lambda: self._may_stop_elsewhere(opened.path), "stop", holds_keys=True)
             return
         handle = self.handle_of(opened.path) if opened else self.current()
         if handle is None or handle.wait(0) is not None:
@@ -81,7 +82,8 @@ class Launches:
     # --- workers --------------------------------------------------------------------------------
 
     def _start(self, plan: LaunchPlan, relaunch: bool) -> None:
-        self.host.in_thread(lambda: self._launch_worker(plan, relaunch), "launch")
+        launch = lambda: self._launch_worker(plan, relaunch)  # noqa: E731
+        self.host.in_thread(launch, "launch", holds_keys=True)  # the keys act on the run it opens
 
     def _launch_worker(self, plan: LaunchPlan, relaunch: bool) -> None:
         session = self.host.session

@@ -28,7 +28,8 @@ class RunTools:
             self.host.notify("Open a run first: its ranks are asked for their stacks.")
             return
         self.host.notify("Asking every rank for its Python stacks …")
-        self.host.in_thread(lambda: self._stacks(opened.path), "stacks", exclusive=True)
+        stacks = lambda: self._stacks(opened.path)  # noqa: E731
+        self.host.in_thread(stacks, "stacks", exclusive=True, holds_keys=True)
 
     def _stacks(self, run_dir: Path) -> None:
         from ezpz_tui.core.watching.stacks import format_report, request_stacks

@@ -16,7 +16,11 @@ show it are :mod:`.run_views`; what the command palette offers is :mod:`.command
 
 The first frame is the frame of the regions alone: their widgets (the form, the lists, the grid)
 are imported and mounted right after it has been painted, the Run and Metrics views the first
-time a run opens or their tab shows. Until the regions are there the screen's keys wait.
+time a run opens or their tab shows. Keys typed before the screen can act on them (the regions,
+the attached run and the allocation in the form not yet there) are kept by the app's
+:class:`~ezpz_tui.ui.typeahead.TypeAhead` and applied in order once :class:`MainScreen.Ready`
+is posted; a worker whose answer opens a dialog or a run holds them too (``in_thread(...,
+holds_keys=True)``).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import TYPE_CHECKING
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 
@@ -49,6 +54,7 @@ from ezpz_tui.ui.messages import (
     ComparisonReady,
     ExclusionPlanned,
     FailureExplained,
+    KeysReleased,
     Launched,
     OverlayLoaded,
     ParentFound,
@@ -72,6 +78,7 @@ if TYPE_CHECKING:
     from ezpz_tui.core.session import Session
     from ezpz_tui.keymap.table import Keymap
     from ezpz_tui.ui.opened_run import OpenedRun
+    from ezpz_tui.ui.typeahead import TypeAhead
     from ezpz_tui.ui.widgets.heatmap import Heatmap
     from ezpz_tui.ui.widgets.launch_form import LaunchForm
     from ezpz_tui.ui.widgets.metric_cursor import PlotCursor
@@ -109,14 +116,19 @@ class StartUp:
 class MainScreen(Screen[None]):
     BINDINGS = global_bindings()
 
+    class Ready(Message):
+        """Start-up is over: the keys typed ahead can act."""
+
     # Mounted after the first frame.
     form: LaunchForm
     grid: TopologyGrid
 
-    def __init__(self, start: StartUp, keymap: Keymap) -> None:
+    def __init__(self, start: StartUp, keymap: Keymap, typeahead: TypeAhead) -> None:
         super().__init__()
         self.start = start
         self.keymap = keymap
+        self.typeahead = typeahead
+        self._arriving = {"regions", "allocation"}  # what start-up waits for before Ready
         self.settings = start.settings
         self.clock = start.clock
         self.session: Session | None = None
@@ -189,9 +201,22 @@ class MainScreen(Screen[None]):
         if start.attach is not None:
             await self.open_run(start.attach)
             # After the tab switch has settled: it would otherwise pass the focus on again.
-            self.call_after_refresh(lambda: self.run_panel.ranks.focus())
+            self.call_after_refresh(self._attached)
+        else:
+            self._arrived("regions")
         self.started = True
         self.refresh_bindings()
+
+    def _attached(self) -> None:
+        self.run_panel.ranks.focus()
+        self._arrived("regions")
+
+    def _arrived(self, part: str) -> None:
+        """A part of start-up is there; with the last, the keys typed ahead act."""
+        if self._arriving:
+            self._arriving.discard(part)
+            if not self._arriving:
+                self.post_message(self.Ready())
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The screen's own keys wait for its regions (a key typed ahead at start-up); the
@@ -235,9 +260,36 @@ class MainScreen(Screen[None]):
         else:
             self.app.call_from_thread(call, *args)
 
-    def in_thread(self, work: Callable[[], None], group: str, exclusive: bool = False) -> None:
+    def in_thread(
+        self,
+        work: Callable[[], None],
+        group: str,
+        exclusive: bool = False,
+        holds_keys: bool = False,
+    ) -> None:
+        if holds_keys:
+            work = self._holding_keys(work)
         run = lambda: self.run_worker(work, group=group, exclusive=exclusive, thread=True)  # noqa: E731
         self._on_ui(run)
+
+    def _holding_keys(self, work: Callable[[], None]) -> Callable[[], None]:
+        """``work``, with the keys typed from now on kept until what it posted (a question, a
+        run to open) has been handled: the release is posted behind it, to the same queue."""
+        why = object()
+        self._on_ui(self.typeahead.hold, why)
+
+        def holding() -> None:
+            try:
+                work()
+            finally:
+                self.post_message(KeysReleased(why))
+
+        return holding
+
+    def on_keys_released(self, message: KeysReleased) -> None:
+        # After a refresh: what the worker's answer deferred to then (room for a run's log)
+        # comes before the keys.
+        self.call_after_refresh(self.typeahead.release, message.why)
 
     def show_tab(self, pane: str) -> None:
         self.query_one(TabbedContent).active = pane
@@ -312,6 +364,7 @@ class MainScreen(Screen[None]):
         else:
             self.action_rerun_doctor()
         self._refresh_runs()
+        self._arrived("allocation")
 
     def on_doctor_panel_checked(self, message: DoctorPanel.Checked) -> None:
         self.doctor_checks = message.checks

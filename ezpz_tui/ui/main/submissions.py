@@ -44,7 +44,7 @@ class Submissions:
         if self.host.session is None:
             self.host.notify("The allocation is still being read; try again in a moment.")
             return
-        self.host.in_thread(lambda: self._prepare(path), "submit")
+        self.host.in_thread(lambda: self._prepare(path), "submit", holds_keys=True)
 
     def _prepare(self, path: Path) -> None:
         from ezpz_tui.core.launching.batch_script import render
