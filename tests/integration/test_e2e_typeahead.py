@@ -7,6 +7,7 @@ Each start is a fresh process; each key is sent once, and the test waits for wha
 
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
 import time
@@ -45,14 +46,16 @@ def finished_run(tmux: Tmux, tmp_path: Path) -> Path:  # noqa: F811
 
 
 def _attach_and_type(tmux: Tmux, run_dir: Path, key: str, after_s: float) -> None:  # noqa: F811
-    """Start ``ezpz-tui attach`` afresh in the pane and send ``key`` ``after_s`` later."""
-    argv = [str(EZPZ_TUI), "attach", str(run_dir)]
-    if tmux.tmux("has-session", "-t", tmux.target, check=False).returncode != 0:
-        tmux.start(argv)
-    else:  # the last TUI has exited; remain-on-exit kept its pane for a new process
-        tmux.tmux("respawn-pane", "-k", "-t", tmux.target, "-c", str(tmux.cwd), *argv)
+    """Start ``ezpz-tui attach`` afresh, in a session of its own on the same tmux server (the
+    last one's pane stays, dead, until the fixture ends the server), and send ``key``
+    ``after_s`` later."""
+    tmux.target = f"attach-{next(_starts)}"
+    tmux.start([str(EZPZ_TUI), "attach", str(run_dir)])
     time.sleep(after_s)
     tmux.keys(key, pause=0)
+
+
+_starts = itertools.count()
 
 
 def _quit(tmux: Tmux) -> None:  # noqa: F811
