@@ -12,7 +12,9 @@ Hydra hands each rank its PMI connection as an inherited fd (PMI_FD).
 Nothing is left behind: the wrapper is a child subreaper (:mod:`runtime.reaper`), so processes
 the rank starts and abandons are re-parented to it, and once the rank's own process has ended it
 ends them (SIGTERM, then SIGKILL) and names them in the rank's status and log. Plain scripts can
-dump their stacks on SIGUSR1 (:mod:`runtime.stackdump`), so a hung job can be looked into.
+dump their stacks on SIGUSR1 (:mod:`runtime.stackdump`), so a hung job can be looked into, and
+have a process group they leave alive destroyed at exit (:mod:`runtime.exit_hook`), so a script
+that finished does not abort in the interpreter's teardown.
 While the rank runs, a thread samples its process tree and accelerator into the rank's
 telemetry file (:mod:`runtime.telemetry.sampler`).
 """
@@ -32,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO
 
-from runtime import reaper, stackdump
+from runtime import exit_hook, reaper, stackdump
 from runtime.env import RANK_SOURCE_VAR, RUN_DIR_VAR, RankInfo, rank_info_or_single, torchrun_env
 from runtime.rundir import RankState, RankStatus, RunDir, write_status
 from runtime.telemetry.sampler import start_sampler
@@ -66,6 +68,7 @@ def child_env(run_dir: Path, info: RankInfo) -> dict[str, str]:
         for name, value in torchrun_env(info).items():
             env.setdefault(name, value)
         env.setdefault(RANK_SOURCE_VAR, info.source)
+    env[exit_hook.MARK_VAR] = str(RunDir(run_dir).destroyed_mark(info.rank))
     stackdump.add_site(env)
     return env
 
@@ -151,6 +154,8 @@ def run(run_dir: Path, command: list[str]) -> int:
         if ended:
             log.write(f"ezpz capture: {reaper.describe_ended(ended)}\n".encode())
             status = replace(status, leftovers=tuple(item.describe() for item in ended))
+    if _took_mark(run.destroyed_mark(info.rank)):
+        status = replace(status, destroyed_at_exit=True)
     if code < 0:
         name = signal.Signals(-code).name
         status = replace(status, state=RankState.FAILED, signal=-code, signal_name=name)
@@ -165,6 +170,15 @@ def run(run_dir: Path, command: list[str]) -> int:
     if code < 0 and -code not in received:
         _die_of(-code)
     return exit_code
+
+
+def _took_mark(path: Path) -> bool:
+    """Whether the rank's exit hook left its mark (the hook said so in the log itself)."""
+    try:
+        path.unlink()
+    except OSError:
+        return False
+    return True
 
 
 def _die_of(signum: int) -> None:

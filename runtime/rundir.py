@@ -115,6 +115,11 @@ class RunDir:
     def telemetry(self, rank: int) -> Path:
         return self.telemetry_dir / _rank_file(rank, ".jsonl")
 
+    def destroyed_mark(self, rank: int) -> Path:
+        """Made by the rank's exit hook when it destroyed the process group (``runtime.exit_hook``);
+        its wrapper records that in the rank's status and removes it."""
+        return self.status_dir / _rank_file(rank, ".destroyed")
+
     def make_folders(self) -> None:
         for name in RANK_FOLDERS:
             (self.path / name).mkdir(parents=True, exist_ok=True)
@@ -454,6 +459,7 @@ class RankStatus:
     cause: str | None = None  # why the supervisor gave it this end, e.g. "after rank 1 failed"
     ended_by: str | None = None  # who wrote the end when the wrapper did not: "supervisor"
     leftovers: tuple[str, ...] | None = None  # processes the rank left, ended by its wrapper
+    destroyed_at_exit: bool = False  # its exit hook destroyed the group the script left alive
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

@@ -5,8 +5,9 @@ SIGTERM may have been stopped by the user or torn down by the launcher after a p
 a wrapper the launcher SIGKILLed records nothing at all. The supervisor knows the rest of the
 story (whether the user asked for a stop, which rank failed first), so when the launcher has
 exited it rewrites every rank's end in those terms (:func:`final_statuses`) and records the
-run's first cause (:func:`first_failure`). Readers that find an end-less rank in a run nobody
-supervises any more derive the same words without writing (:func:`derived_state`).
+run's first cause (:func:`first_failure`, in words by :func:`cause_in`). Readers that find an
+end-less rank in a run nobody supervises any more derive the same words without writing
+(:func:`derived_state`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from ezpz_tui.core.runs.exit_abort import aborted_at_exit, exit_abort_cause
 from ezpz_tui.core.runs.exit_meanings import describe_end
 from runtime.rundir import (
     RankState,
@@ -58,6 +60,14 @@ def cause_of(status: RankStatus) -> str:
     """The run's cause when ``status`` failed first: ``rank 1 on x1: exit 3``."""
     where = f" on {status.host}" if status.host else ""
     return f"rank {status.rank}{where}: {how(status)}"
+
+
+def cause_in(run_dir: Path, status: RankStatus, statuses: Iterable[RankStatus]) -> str:
+    """:func:`cause_of`, unless the rank's run directory shows it aborted at interpreter exit
+    after its work was done (:mod:`ezpz_tui.core.runs.exit_abort`): then that, with the fix."""
+    if aborted_at_exit(run_dir, status, statuses):
+        return exit_abort_cause(status.rank)
+    return cause_of(status)
 
 
 def _ended_by_peer(status: RankStatus, first: RankStatus) -> bool:

@@ -16,6 +16,9 @@ What a reader here can know, and how it decides:
   the first failure by SIGTERM or SIGINT, or by a SIGKILL their wrapper was sent; and, in a
   run that has ended, those whose status still says ``running`` (the launcher killed their
   wrapper before it could write).
+* A rank that aborted at interpreter exit after its work was done (the terminate message last
+  in its log, SIGABRT, no peer further on) is said as such, with the fix, not as a native crash
+  (:mod:`ezpz_tui.core.runs.exit_abort`).
 * A node fault is a launcher or crash message that implicates a host (a shepherd killed, a GPU
   lost, a bus error, NCCL or CUDA failing, srun's "Killed" without an out-of-memory report), or
   Hydra reporting a process on a named host killed by SIGKILL/SIGBUS without one. Failover
@@ -29,7 +32,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ezpz_tui.core.runs.ending import first_failure
+from ezpz_tui.core.runs.ending import cause_of, first_failure
+from ezpz_tui.core.runs.exit_abort import aborted_at_exit, exit_abort_advice, exit_abort_cause
 from ezpz_tui.core.runs.exit_meanings import describe_end, meaning
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
@@ -55,6 +59,7 @@ _STOP_NUMBERS = frozenset(int(s) for s in (_signal.SIGTERM, _signal.SIGINT, _sig
 _OOM_KINDS = frozenset({"srun_task_oom", "slurm_oom_kill", "cuda_oom", "bad_alloc"})
 _KILL_SIGNALS = frozenset({int(_signal.SIGKILL), int(_signal.SIGBUS)})
 _TRACEBACK = "Traceback (most recent call last):"
+AT_EXIT_MEANING = "aborted in the interpreter's teardown, after the script's own end"
 
 
 @dataclass(frozen=True)
@@ -220,8 +225,10 @@ def advise(
     exit_code: int | None,
     exception: str | None,
     bad_host: str | None,
+    at_exit: str | None = None,
 ) -> tuple[str, ...]:
-    """What to do next, most useful first, chosen by the cause."""
+    """What to do next, most useful first, chosen by the cause; ``at_exit`` is the advice for a
+    rank that aborted at interpreter exit after its work, said instead of a native crash's."""
     kinds = {m.kind for m in messages}
     out: list[str] = []
     if bad_host:
@@ -242,7 +249,9 @@ def advise(
             "A collective timed out: a rank fell behind or died first. Look for the earliest "
             "error above; `ezpz-tui stacks` shows where every rank waits on a hang."
         )
-    if signal in (_signal.SIGSEGV, _signal.SIGABRT) or exit_code in (134, 139):
+    if at_exit:
+        out.append(at_exit)
+    elif signal in (_signal.SIGSEGV, _signal.SIGABRT) or exit_code in (134, 139):
         out.append(
             "A native crash: check the last lines for the library at fault, and that torch, "
             "the driver and the collective library match."
@@ -305,6 +314,7 @@ def explain(run_dir: Path) -> Failure | None:
     end = describe_end(exit_code, signal, name)
     said = meaning(exit_code, signal)
     word = next((m.text for m in said_by if m.node_fault), None)
+    at_exit = _aborted_at_exit(run.path, state, first, statuses)
     return Failure(
         run_id=run.path.name,
         run_dir=run.path,
@@ -314,16 +324,41 @@ def explain(run_dir: Path) -> Failure | None:
         exit_code=exit_code,
         signal=signal,
         signal_name=name,
-        meaning=said,
-        cause=state.cause or _cause(first, host, end, word, state.reason),
+        meaning=AT_EXIT_MEANING if at_exit else said,
+        cause=(
+            exit_abort_cause(at_exit.rank)
+            if at_exit
+            else state.cause or _cause(first, host, end, word, state.reason)
+        ),
         exception=exception,
         traceback=traceback,
         last_lines=last,
         messages=said_by,
         killed=killed_after(statuses, first, run_ended=state.state not in LIVE),
         node_fault_host=bad_host,
-        advice=advise(said_by, signal, exit_code, exception, bad_host),
+        advice=advise(
+            said_by,
+            signal,
+            exit_code,
+            exception,
+            bad_host,
+            at_exit=exit_abort_advice(at_exit) if at_exit else None,
+        ),
     )
+
+
+def _aborted_at_exit(
+    run_dir: Path, state: RunState, first: RankStatus | None, statuses: list[RankStatus]
+) -> RankStatus | None:
+    """``first`` when it aborted at interpreter exit after its work was done and the run's
+    recorded cause says no more than that it failed (a cause the supervisor knew better, a full
+    disk say, is kept); a run recorded before this was recognised is explained too."""
+    if first is None:
+        return None
+    plain = (None, cause_of(first), exit_abort_cause(first.rank))
+    if state.cause not in plain or not aborted_at_exit(run_dir, first, statuses):
+        return None
+    return first
 
 
 def outcome(run_dir: Path) -> str:
