@@ -1,12 +1,15 @@
 """Replace a file in one step: the one way state and status files are written.
 
 Readers (the UI, a follower on another node of a shared filesystem) must never see half a file,
-and a crash must leave either the old content or the new, never an empty file.
+and a crash must leave either the old content or the new, never an empty file. On a disk that
+is full, where the temporary file cannot be written, :func:`overwrite` puts the new content in
+the room the old one holds, so a rank's end is still recorded.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -25,3 +28,23 @@ def write_atomic(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def overwrite(path: Path, data: bytes) -> None:
+    """Write ``data`` over the existing file ``path`` in one ``pwrite``, padded with spaces to
+    its old length: the fallback when the disk is full, since the blocks the old content holds
+    are the one place a write still fits (a new file needs a new block). Not atomic the way
+    :func:`write_atomic` is, hence only a fallback; the padding leaves no byte of the old
+    content after the new (JSON takes trailing spaces). ``OSError`` when the file is not
+    there, or ``ENOSPC`` before anything is written when ``data`` needs more than its blocks."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        st = os.fstat(fd)
+        if len(data) > max(st.st_size, st.st_blocks * 512):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        padded = data + b" " * max(0, st.st_size - len(data))
+        if os.pwrite(fd, padded, 0) != len(padded):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -82,6 +82,7 @@ class RunSummary:
     job_id: str | None = None  # the scheduler's job the run ran in
     submission: str | None = None  # the ``ezpz-tui submit`` that queued it
     queued: bool = False  # a submitted job whose run directory is not made yet
+    cause: str | None = None  # why it failed, as its supervisor recorded it
 
 
 # --- the run's record -------------------------------------------------------------------------
@@ -379,4 +380,5 @@ class RunStore:
             or _str_list(launch.get("argv")),
             job_id=_str(record.get("job_id")),
             submission=_str(record.get("submission")),
+            cause=state.cause,
         )

@@ -31,6 +31,7 @@ from typing import Any
 
 from ezpz_tui.core.runs.ending import first_failure
 from ezpz_tui.core.runs.exit_meanings import describe_end, meaning
+from ezpz_tui.core.runs.full_disk import ended_on_full_disk, what_to_do
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 from ezpz_tui.core.watching.launcher_messages import MAX_READ, LauncherMessage, read_messages
@@ -220,10 +221,16 @@ def advise(
     exit_code: int | None,
     exception: str | None,
     bad_host: str | None,
+    full_disk: Path | None = None,
 ) -> tuple[str, ...]:
-    """What to do next, most useful first, chosen by the cause."""
+    """What to do next, most useful first, chosen by the cause; ``full_disk`` is the run
+    directory when its disk filled up (recorded so, or said in the messages)."""
     kinds = {m.kind for m in messages}
     out: list[str] = []
+    if full_disk is not None or "no_space" in kinds:
+        where = f" of {full_disk}" if full_disk is not None else ""
+        out.append(f"The disk{where} is full: {what_to_do()}, then relaunch.")
+        exception = None  # the program's error is the full disk's, not a bug to fix
     if bad_host:
         out.append(
             f"Exclude {bad_host} and relaunch: the next launch in this outputs directory skips "
@@ -305,6 +312,7 @@ def explain(run_dir: Path) -> Failure | None:
     end = describe_end(exit_code, signal, name)
     said = meaning(exit_code, signal)
     word = next((m.text for m in said_by if m.node_fault), None)
+    full_disk = run.path if ended_on_full_disk(state) else None
     return Failure(
         run_id=run.path.name,
         run_dir=run.path,
@@ -322,7 +330,7 @@ def explain(run_dir: Path) -> Failure | None:
         messages=said_by,
         killed=killed_after(statuses, first, run_ended=state.state not in LIVE),
         node_fault_host=bad_host,
-        advice=advise(said_by, signal, exit_code, exception, bad_host),
+        advice=advise(said_by, signal, exit_code, exception, bad_host, full_disk),
     )
 
 
