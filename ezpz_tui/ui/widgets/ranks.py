@@ -167,9 +167,14 @@ class RankList(LineList):
         self._totals = computed.totals if computed else {}
         if rows != self._rows:
             self._rows = rows
+            shown = self.monitor.shown if self.monitor is not None else None
             if before is not None and before in rows:
                 # Rows above it moved (a sort, the launcher's row): the cursor stays on its row.
                 self.set_reactive(RankList.cursor, rows.index(before))
+            elif before is None and shown in rows:
+                # The first rows of a run (none were known before): the cursor on the rank whose
+                # log is shown, whatever row the launcher's or a host's heading took.
+                self.set_reactive(RankList.cursor, rows.index(shown))
             elif rows and self.cursor >= len(rows):
                 self.set_reactive(RankList.cursor, len(rows) - 1)
         self._first_failure = computed.first_failure if computed else None

@@ -145,13 +145,15 @@ class RunPanel(Vertical):
         header = Text(details.path.name, "bold")
         header.append("  ")
         header.append(state, STATE_STYLE.get(state, ""))
-        sizes = details.plan.get("sizes", {})
-        if sizes:
+        sizes = details.plan.get("sizes")
+        if isinstance(sizes, dict) and sizes:
             header.append("  " + " ".join(f"{k}={v}" for k, v in sizes.items()))
         if self.read_only:
             header.append("  (read-only: not started here)", "dim")
         if details.plan.get("parent"):
             header.append(f"\nparent {details.plan['parent']}", "dim")
+        if details.problem:
+            header.append(f"\n{details.problem}: ranks as their files show", "yellow")
         if details.state.reason:
             header.append(f"\n{details.state.reason}", "yellow")
         if details.trackers:
