@@ -15,11 +15,30 @@ import tempfile
 from pathlib import Path
 
 
+def _umask() -> int | None:
+    """This process's umask, read without changing it (Linux); None where it cannot be."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, fsync it, then rename it over."""
+    """Write ``data`` to a temporary file beside ``path``, fsync it, then rename it over.
+
+    The file gets the mode a plain ``open`` would give it (0666 less the umask): a temporary
+    file is made 0600, and a record left so would be unreadable to the colleagues who read
+    the rest of the run (its logs and metrics are made the plain way)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = _umask()
     try:
         with os.fdopen(fd, "wb") as fh:
+            if umask is not None:
+                os.fchmod(fh.fileno(), 0o666 & ~umask)
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())

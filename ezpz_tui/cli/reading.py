@@ -82,6 +82,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
         sizes = ("-" if x is None else x for x in (r.world_size, r.tp, r.pp, r.cp, r.dp))
         row = _runs_row([r.run_id, r.state, exit_code, *sizes])
         print(f"{row}  {parent:<{width}}  {r.cause or r.reason or ''}".rstrip())
+    for r in runs:  # what the table could not say: its sizes are unknown, not missing
+        if r.problem:
+            print(f"ezpz-tui: warning: {r.run_id}: {r.problem}", file=sys.stderr)
     return 0
 
 

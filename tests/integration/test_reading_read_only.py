@@ -26,16 +26,11 @@ from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.widgets.logview import LogView
 from ezpz_tui.ui.widgets.ranks import RankList
 from tests.fixtures.cli import base_env, cli
-from tests.fixtures.finished import Finished, launch_finished
+from tests.fixtures.finished import Finished
 from tests.fixtures.mounts import make_read_only, tmpfs
 from tests.pilots import LOCAL, started, text_of, until
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(300)]
-
-
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Finished:
-    return launch_finished(tmp_path_factory.mktemp("finished") / "outputs")
 
 
 JOB = "4242"

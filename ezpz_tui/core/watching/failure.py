@@ -34,13 +34,15 @@ from ezpz_tui.core.runs.exit_meanings import describe_end, meaning
 from ezpz_tui.core.runs.full_disk import ended_on_full_disk, what_to_do
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
+from ezpz_tui.core.runs.unreadable import unreadable, unusable_statuses
 from ezpz_tui.core.watching.launcher_messages import MAX_READ, LauncherMessage, read_messages
-from ezpz_tui.core.watching.tails import read_tail, strip_ansi
+from ezpz_tui.core.watching.tails import plain, read_tail
 from ezpz_tui.core.words import rank_ranges
 from runtime.rundir import (
     LAUNCHER_LOG,
     LIVE,
     LOGS,
+    STATUS,
     RankState,
     RankStatus,
     RunDir,
@@ -79,12 +81,13 @@ class Failure:
     killed: tuple[int, ...]  # ranks ended as a consequence
     node_fault_host: str | None  # a host the messages implicate, for failover
     advice: tuple[str, ...]
+    notes: tuple[str, ...] = ()  # files of the run that could not be used, one line each
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["run_dir"] = str(self.run_dir)
         data["messages"] = [m.to_json() for m in self.messages]
-        for key in ("traceback", "last_lines", "killed", "advice"):
+        for key in ("traceback", "last_lines", "killed", "advice", "notes"):
             data[key] = list(data[key])
         return data
 
@@ -114,7 +117,7 @@ def last_traceback(lines: list[str]) -> tuple[str | None, tuple[str, ...]]:
 
 
 def _log_lines(path: Path) -> list[str]:
-    return [strip_ansi(line).rstrip() for line in read_tail(path, MAX_READ).splitlines()]
+    return [plain(line).rstrip() for line in read_tail(path, MAX_READ).splitlines()]
 
 
 def _last_lines(lines: list[str], count: int = LAST_LINES) -> tuple[str, ...]:
@@ -293,10 +296,17 @@ def explain(run_dir: Path) -> Failure | None:
     statuses = read_statuses(run.path)
     if not _has_failure(state, statuses):
         return None
+    unusable = unusable_statuses(run.path, statuses)
+    notes = [state.reason] if state.state == State.UNKNOWN and state.reason else []
+    notes += unusable.values()
     first = first_failing(statuses, state.failed_rank)
+    if first is None and state.failed_rank in unusable:  # its log still tells
+        first = RankStatus(state.failed_rank)
     messages = read_messages(run.launcher_log, LAUNCHER_LOG)
+    notes += filter(None, [unreadable(run.path, run.launcher_log)])
     exception, traceback, last = None, (), ()
     if first is not None:
+        notes += filter(None, [unreadable(run.path, run.log(first.rank))])
         lines = _log_lines(run.log(first.rank))
         exception, traceback = last_traceback(lines)
         last = () if traceback else _last_lines(lines)
@@ -331,6 +341,7 @@ def explain(run_dir: Path) -> Failure | None:
         killed=killed_after(statuses, first, run_ended=state.state not in LIVE),
         node_fault_host=bad_host,
         advice=advise(said_by, signal, exit_code, exception, bad_host, full_disk),
+        notes=tuple(notes),
     )
 
 
@@ -356,8 +367,12 @@ def format_failure(failure: Failure, added: tuple[str, ...] = ()) -> str:
     """The failure as a person reads it in a terminal; ``added`` are the hosts just written to
     bad_hosts.txt."""
     out = [f"run {failure.run_id} {failure.state}: {failure.cause}"]
+    out += [f"note: {note}" for note in failure.notes]
     if failure.rank is not None:
         end = describe_end(failure.exit_code, failure.signal, failure.signal_name)
+        status = f"{STATUS}/{RunDir(failure.run_dir).status(failure.rank).name} "
+        if any(note.startswith(status) for note in failure.notes):
+            end = "its end unknown (its status cannot be used)"
         where = f" on {failure.host}" if failure.host else ""
         out.append(f"first failing rank: {failure.rank}{where}, {end}")
         if failure.meaning:
@@ -369,7 +384,7 @@ def format_failure(failure: Failure, added: tuple[str, ...] = ()) -> str:
         elif failure.last_lines:
             out.append(f"last lines of {log}:")
             out.extend(f"    {line}" for line in failure.last_lines)
-        else:
+        elif not any(note.startswith(f"{log} ") for note in failure.notes):
             out.append(f"{log} is empty")
     if failure.messages:
         out.append("the launcher and the logs said:")
