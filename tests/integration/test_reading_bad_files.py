@@ -127,7 +127,7 @@ def _readers(runs: Finished) -> dict[str, tuple[list[str], int, str]]:
         "why": (["why", bad], 0, f"run {bad} "),
         # An ended run has no stacks to dump: 2, with each rank's reason (rank 0's intact).
         "stacks": (["stacks", bad], 2, "rank 0: ended (killed)"),
-        "top": (["top", bad], 0, "    0 vm"),
+        "top": (["top", bad], 0, "2 ranks on 1 host"),
         "plot": (["plot", bad, "--metric", "loss"], 0, f"loss — {bad}"),
         "compare": (["compare", good, bad], 0, good),
     }
