@@ -230,9 +230,14 @@ def advise(
     directory when its disk filled up (recorded so, or said in the messages)."""
     kinds = {m.kind for m in messages}
     out: list[str] = []
+    if full_disk is not None:
+        out.append(f"The disk of {full_disk} is full: {what_to_do()}, then relaunch.")
+    elif "no_space" in kinds:  # another filesystem may be the full one (/dev/shm, /tmp)
+        out.append(
+            "A write found no space (the line above says where): free space on that "
+            "filesystem or quota, or write elsewhere, then relaunch."
+        )
     if full_disk is not None or "no_space" in kinds:
-        where = f" of {full_disk}" if full_disk is not None else ""
-        out.append(f"The disk{where} is full: {what_to_do()}, then relaunch.")
         exception = None  # the program's error is the full disk's, not a bug to fix
     if bad_host:
         out.append(

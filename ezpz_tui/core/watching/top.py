@@ -89,10 +89,11 @@ def read_top(run_dir: Path, slow_factor: float = SLOW_FACTOR) -> Top:
     samples = {}
     for path, rank in run.telemetries():
         samples[rank] = read_last(path, SAMPLE_TAIL)
-        note = _no_use(run.path, path, "sample") if samples[rank] is None else None
+        no = samples[rank] is None
+        note = _no_use(run.path, path, "sample", not state.live) if no else None
         notes += [note] if note else []
     steps = StepTimes(slow_factor)
-    steps.update(_newest_records(run, notes))
+    steps.update(_newest_records(run, notes, not state.live))
     ranks = sorted(set(statuses) | set(unusable) | set(samples) | set(steps.ranks))
     rows = []
     for rank in ranks:
@@ -115,11 +116,12 @@ def read_top(run_dir: Path, slow_factor: float = SLOW_FACTOR) -> Top:
     return Top(run_dir.name, rows, steps.median, slow_factor, tuple(notes))
 
 
-def _no_use(run_dir: Path, path: Path, what: str) -> str | None:
-    """Why a file gave nothing: it cannot be read, or its end holds no readable ``what``;
-    None when it is empty (a rank that has not got that far is no fault)."""
+def _no_use(run_dir: Path, path: Path, what: str, ended: bool) -> str | None:
+    """Why a file gave nothing: it cannot be read, or (the run has ended: no line of it is
+    still being written) its end holds no readable ``what``; None when it is empty (a rank
+    that has not got that far is no fault)."""
     why = unreadable(run_dir, path)
-    if why is not None:
+    if why is not None or not ended:
         return why
     try:
         size = path.stat().st_size
@@ -128,12 +130,12 @@ def _no_use(run_dir: Path, path: Path, what: str) -> str | None:
     return f"{named(run_dir, path)} holds no readable {what} at its end" if size else None
 
 
-def _newest_records(run: RunDir, notes: list[str]) -> dict[int, RecordColumns]:
+def _newest_records(run: RunDir, notes: list[str], ended: bool) -> dict[int, RecordColumns]:
     out: dict[int, RecordColumns] = {}
     for path, rank in metric_files(run.path):
         data = read_tail(path, RECORDS_TAIL)
         found = parse_columns(data, rank).columns if data is not None else {}
-        note = None if found else _no_use(run.path, path, "record")
+        note = None if found else _no_use(run.path, path, "record", ended)
         notes += [note] if note else []
         for got, columns in found.items():
             out[got] = columns
