@@ -84,6 +84,27 @@ def _open_log(run: RunDir, rank: int) -> BinaryIO:
         return open(run.log(rank), "ab", buffering=0)
 
 
+def _say(log: BinaryIO, line: str) -> None:
+    """A line of the wrapper's own in the rank's log; a full disk loses it, nothing more."""
+    with contextlib.suppress(OSError):
+        log.write(f"{line}\n".encode())
+
+
+def _record(run_dir: Path, status: RankStatus, log: BinaryIO | None) -> None:
+    """Write the rank's status. One that cannot be written (a disk full even for the old
+    record's room: :func:`runtime.rundir.write_status`) is said in one line, in the rank's log
+    if that takes it and on stderr (the launcher's log), and the rank goes on: its end is then
+    the supervisor's to record. A traceback here would leave the rank's process unwatched."""
+    try:
+        write_status(run_dir, status)
+    except OSError as exc:
+        line = f"ezpz capture: cannot record rank {status.rank}'s status: {exc.strerror or exc}"
+        if log is not None:
+            _say(log, line)
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            print(line, file=sys.stderr, flush=True)
+
+
 def run(run_dir: Path, command: list[str]) -> int:
     """Run ``command`` as this rank, record its end, and return the wrapper's exit status
     (128+N for a signal it forwarded; it dies of one it did not, see :func:`_die_of`)."""
@@ -127,16 +148,17 @@ def run(run_dir: Path, command: list[str]) -> int:
                 close_fds=False,
             )
         except OSError as exc:
-            log.write(f"ezpz capture: cannot start {command[0]!r}: {exc}\n".encode())
+            _say(log, f"ezpz capture: cannot start {command[0]!r}: {exc}")
             failed = RankState.FAILED
-            write_status(
+            _record(
                 run_dir,
                 replace(status, end=time.time(), state=failed, exit_code=127, error=str(exc)),
+                log,
             )
             return 127
         live.append(child.pid)  # from here on the handler forwards
         status = replace(status, pid=child.pid)
-        write_status(run_dir, status)
+        _record(run_dir, status, log)
         if unsent:  # a stop that arrived while the child was being started
             os.kill(child.pid, unsent[-1])
         sampler = start_sampler(
@@ -144,7 +166,7 @@ def run(run_dir: Path, command: list[str]) -> int:
             info.rank,
             info.local_rank,
             child.pid,
-            lambda line: log.write(f"{line}\n".encode()),
+            lambda line: _say(log, line),
         )
         code = os.waitstatus_to_exitcode(reaper.wait_for(child.pid, live.clear))
         child.returncode = code  # reaped here: Popen must never wait for that pid again
@@ -152,7 +174,7 @@ def run(run_dir: Path, command: list[str]) -> int:
             sampler.stop()
         ended = reaper.end_leftovers()
         if ended:
-            log.write(f"ezpz capture: {reaper.describe_ended(ended)}\n".encode())
+            _say(log, f"ezpz capture: {reaper.describe_ended(ended)}")
             status = replace(status, leftovers=tuple(item.describe() for item in ended))
     if _took_mark(run.destroyed_mark(info.rank)):
         status = replace(status, destroyed_at_exit=True)
@@ -166,7 +188,7 @@ def run(run_dir: Path, command: list[str]) -> int:
         exit_code = code
     if received:
         status = replace(status, signals_received=tuple(signal.Signals(s).name for s in received))
-    write_status(run_dir, replace(status, end=time.time()))
+    _record(run_dir, replace(status, end=time.time()), None)
     if code < 0 and -code not in received:
         _die_of(-code)
     return exit_code

@@ -169,6 +169,39 @@ def live_run(outputs: Path, ranks: int, lines: int) -> Path:
     return run
 
 
+async def test_a_run_toml_that_is_not_toml_costs_only_what_it_holds(tmp_path: Path) -> None:
+    """The ranks come from the files on disk, the header says the record cannot be read, the
+    cursor is on the rank whose log is shown (not on the launcher's row above it) and ``j``
+    moves to the next rank."""
+    run = make_run(
+        tmp_path / "outputs",
+        run_id="20261122-101010-000-tp1pp1cp1",
+        state="succeeded",
+        exit_code=0,
+        sizes={"tp": 1},
+        ranks=2,
+        steps=4,
+        created=START - 100,
+        hosts=("x1",),  # one host: no heading rows between the ranks
+    )
+    (run / "run.toml").write_bytes(b"\xff\xfe not [toml")
+    app = attach(run)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        ranks, log = app.query_one(RankList), app.query_one(LogView)
+        await until(pilot, lambda: {0, 1} <= set(ranks.rows), "both ranks listed", 10)
+        header = app.query_one("#run-header")
+        await until(pilot, lambda: "run.toml cannot be read" in text_of(header), "the note", 10)
+        assert "ranks as their files show" in text_of(header)
+        ranks.focus()
+        await pilot.pause()
+        assert (ranks.selected, log.rank) == (0, 0)
+        await pilot.press("j")
+        await until(pilot, lambda: log.rank == 1, "rank 1's log", 5)
+        await pilot.press("k")
+        await until(pilot, lambda: log.rank == 0, "rank 0's log", 5)
+
+
 async def test_follow_pause_unseen_lines_read_back_and_search(tmp_path: Path) -> None:
     total = KEEP_PER_RANK + 1500
     run = live_run(tmp_path, 2, total)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ezpz_tui.core.runs.exit_abort import aborted_at_exit, exit_abort_cause
 from ezpz_tui.core.runs.exit_meanings import describe_end
+from ezpz_tui.core.runs.full_disk import NO_SPACE, ended_on_full_disk
 from runtime.rundir import (
     RankState,
     RankStatus,
@@ -91,11 +92,14 @@ def final_statuses(
     * A failure: ranks still running, or torn down after the first failure, are ``killed``
       with ``after rank N failed`` as their cause; the first (``run.failed_rank`` when the
       supervisor named it) is ``failed``, with the run's cause when the stop ended it.
+    * A run that ended on a full disk: ranks still running, or that never wrote a status, are
+      ``failed`` with that cause: their wrappers found no room to record their ends.
     * Anything else still running (a launcher that exited on its own, a wrapper killed before
       it could write) is ``lost``, as is a rank of the world that never wrote a status (one the
       user's stop came before is ``stopped``).
     """
     stopped = run.state == State.STOPPED
+    full = run.state == State.FAILED and ended_on_full_disk(run)
     named = [s for s in statuses if s.rank == run.failed_rank]
     first = named[0] if named else first_failure(statuses)
     if run.state != State.FAILED:
@@ -115,6 +119,8 @@ def final_statuses(
             status.state == RankState.RUNNING or _ended_by_peer(status, first)
         ):
             changed.append(_end(status, RankState.KILLED, f"after rank {first.rank} failed", end))
+        elif status.state == RankState.RUNNING and full:
+            changed.append(_end(status, RankState.FAILED, f"no end recorded: {NO_SPACE}", end))
         elif status.state == RankState.RUNNING:
             code = run.exit_code if run.exit_code is not None else run.signal_name
             word = f"no end recorded; the launcher ended ({code})"
@@ -127,6 +133,9 @@ def final_statuses(
             changed.append(
                 _end(RankStatus(rank), RankState.STOPPED, "stopped before it started", now)
             )
+        elif full:
+            word = f"no status: {NO_SPACE}"
+            changed.append(_end(RankStatus(rank), RankState.FAILED, word, now))
         else:
             word = "no status: the rank never started, or its wrapper could not write"
             changed.append(_end(RankStatus(rank), RankState.LOST, word, now))
@@ -167,6 +176,8 @@ def derived_state(rank: int, recorded: RankState, run: RunState) -> RankState:
         return RankState.STOPPED
     if run.state == State.FAILED and run.failed_rank not in (None, rank):
         return RankState.KILLED
+    if run.state == State.FAILED and ended_on_full_disk(run):
+        return RankState.FAILED  # its wrapper found no room to record the end
     return RankState.LOST
 
 
