@@ -12,7 +12,9 @@ Hydra hands each rank its PMI connection as an inherited fd (PMI_FD).
 Nothing is left behind: the wrapper is a child subreaper (:mod:`runtime.reaper`), so processes
 the rank starts and abandons are re-parented to it, and once the rank's own process has ended it
 ends them (SIGTERM, then SIGKILL) and names them in the rank's status and log. Plain scripts can
-dump their stacks on SIGUSR1 (:mod:`runtime.stackdump`), so a hung job can be looked into.
+dump their stacks on SIGUSR1 (:mod:`runtime.stackdump`), so a hung job can be looked into, and
+have a process group they leave alive destroyed at exit (:mod:`runtime.exit_hook`), so a script
+that finished does not abort in the interpreter's teardown.
 While the rank runs, a thread samples its process tree and accelerator into the rank's
 telemetry file (:mod:`runtime.telemetry.sampler`).
 """
@@ -32,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO
 
-from runtime import reaper, stackdump
+from runtime import exit_hook, reaper, stackdump
 from runtime.env import RANK_SOURCE_VAR, RUN_DIR_VAR, RankInfo, rank_info_or_single, torchrun_env
 from runtime.rundir import RankState, RankStatus, RunDir, write_status
 from runtime.telemetry.sampler import start_sampler
@@ -66,6 +68,7 @@ def child_env(run_dir: Path, info: RankInfo) -> dict[str, str]:
         for name, value in torchrun_env(info).items():
             env.setdefault(name, value)
         env.setdefault(RANK_SOURCE_VAR, info.source)
+    env[exit_hook.MARK_VAR] = str(RunDir(run_dir).destroyed_mark(info.rank))
     stackdump.add_site(env)
     return env
 
@@ -79,6 +82,27 @@ def _open_log(run: RunDir, rank: int) -> BinaryIO:
     except FileNotFoundError:
         run.make_folders()
         return open(run.log(rank), "ab", buffering=0)
+
+
+def _say(log: BinaryIO, line: str) -> None:
+    """A line of the wrapper's own in the rank's log; a full disk loses it, nothing more."""
+    with contextlib.suppress(OSError):
+        log.write(f"{line}\n".encode())
+
+
+def _record(run_dir: Path, status: RankStatus, log: BinaryIO | None) -> None:
+    """Write the rank's status. One that cannot be written (a disk full even for the old
+    record's room: :func:`runtime.rundir.write_status`) is said in one line, in the rank's log
+    if that takes it and on stderr (the launcher's log), and the rank goes on: its end is then
+    the supervisor's to record. A traceback here would leave the rank's process unwatched."""
+    try:
+        write_status(run_dir, status)
+    except OSError as exc:
+        line = f"ezpz capture: cannot record rank {status.rank}'s status: {exc.strerror or exc}"
+        if log is not None:
+            _say(log, line)
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            print(line, file=sys.stderr, flush=True)
 
 
 def run(run_dir: Path, command: list[str]) -> int:
@@ -124,16 +148,17 @@ def run(run_dir: Path, command: list[str]) -> int:
                 close_fds=False,
             )
         except OSError as exc:
-            log.write(f"ezpz capture: cannot start {command[0]!r}: {exc}\n".encode())
+            _say(log, f"ezpz capture: cannot start {command[0]!r}: {exc}")
             failed = RankState.FAILED
-            write_status(
+            _record(
                 run_dir,
                 replace(status, end=time.time(), state=failed, exit_code=127, error=str(exc)),
+                log,
             )
             return 127
         live.append(child.pid)  # from here on the handler forwards
         status = replace(status, pid=child.pid)
-        write_status(run_dir, status)
+        _record(run_dir, status, log)
         if unsent:  # a stop that arrived while the child was being started
             os.kill(child.pid, unsent[-1])
         sampler = start_sampler(
@@ -141,7 +166,7 @@ def run(run_dir: Path, command: list[str]) -> int:
             info.rank,
             info.local_rank,
             child.pid,
-            lambda line: log.write(f"{line}\n".encode()),
+            lambda line: _say(log, line),
         )
         code = os.waitstatus_to_exitcode(reaper.wait_for(child.pid, live.clear))
         child.returncode = code  # reaped here: Popen must never wait for that pid again
@@ -149,8 +174,10 @@ def run(run_dir: Path, command: list[str]) -> int:
             sampler.stop()
         ended = reaper.end_leftovers()
         if ended:
-            log.write(f"ezpz capture: {reaper.describe_ended(ended)}\n".encode())
+            _say(log, f"ezpz capture: {reaper.describe_ended(ended)}")
             status = replace(status, leftovers=tuple(item.describe() for item in ended))
+    if _took_mark(run.destroyed_mark(info.rank)):
+        status = replace(status, destroyed_at_exit=True)
     if code < 0:
         name = signal.Signals(-code).name
         status = replace(status, state=RankState.FAILED, signal=-code, signal_name=name)
@@ -161,10 +188,19 @@ def run(run_dir: Path, command: list[str]) -> int:
         exit_code = code
     if received:
         status = replace(status, signals_received=tuple(signal.Signals(s).name for s in received))
-    write_status(run_dir, replace(status, end=time.time()))
+    _record(run_dir, replace(status, end=time.time()), None)
     if code < 0 and -code not in received:
         _die_of(-code)
     return exit_code
+
+
+def _took_mark(path: Path) -> bool:
+    """Whether the rank's exit hook left its mark (the hook said so in the log itself)."""
+    try:
+        path.unlink()
+    except OSError:
+        return False
+    return True
 
 
 def _die_of(signum: int) -> None:

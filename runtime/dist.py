@@ -188,13 +188,15 @@ def setup(
     """Initialise this rank; sizes default to EZPZ_TP/EZPZ_PP/EZPZ_CP from the launcher.
 
     Also makes the rank dump its stacks on SIGUSR1 (:mod:`runtime.stackdump`), so a job that
-    hangs in a collective can be asked where each rank waits (``ezpz-tui stacks RUN``).
+    hangs in a collective can be asked where each rank waits (``ezpz-tui stacks RUN``), and
+    destroy the process group at exit if the script leaves it alive (:mod:`runtime.exit_hook`).
     """
     import torch
 
-    from runtime import stackdump
+    from runtime import exit_hook, stackdump
 
     stackdump.register()
+    exit_hook.register()
 
     env = dict(os.environ)
     info, comm = _discover(env)

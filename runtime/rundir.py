@@ -16,6 +16,10 @@ The two records keep the JSON shape earlier versions wrote, so old runs still op
 * ``status/rank-NNNNN.json`` (:class:`RankStatus`) is written by the rank's capture wrapper when
   the command starts and again when it ends.
 
+On a full disk (or quota) neither record can be replaced through a temporary file; it is then
+written over the old one, in the room that one holds (:func:`runtime.atomic.overwrite`), so a
+rank that dies of the full disk still records its end.
+
 Readers never raise on bad input: a state that cannot be read is ``unknown`` with the reason, a
 status file that cannot be read yet (torn, foreign) is skipped, a field of the wrong type is
 taken as not recorded.
@@ -23,6 +27,7 @@ taken as not recorded.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -33,7 +38,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from runtime.atomic import write_atomic
+from runtime.atomic import overwrite, write_atomic
 
 RUN_TOML, STATE_JSON, LAUNCHER_LOG = "run.toml", "state.json", "launcher.log"
 SUMMARY_JSON, METRICS_NC = "summary.json", "metrics.nc"  # written when a run ends
@@ -114,6 +119,11 @@ class RunDir:
 
     def telemetry(self, rank: int) -> Path:
         return self.telemetry_dir / _rank_file(rank, ".jsonl")
+
+    def destroyed_mark(self, rank: int) -> Path:
+        """Made by the rank's exit hook when it destroyed the process group (``runtime.exit_hook``);
+        its wrapper records that in the rank's status and removes it."""
+        return self.status_dir / _rank_file(rank, ".destroyed")
 
     def make_folders(self) -> None:
         for name in RANK_FOLDERS:
@@ -424,7 +434,7 @@ def write_state(run_dir: str | os.PathLike[str], state: RunState) -> RunState:
         words = ", ".join(WRITTEN)
         raise ValueError(f"state must be one of {words}, not {str(state.state)!r}")
     written = replace(state, updated=time.time(), recorded_state=None)
-    write_atomic(RunDir(Path(run_dir)).state_json, _encode(written.to_json()))
+    _replace(RunDir(Path(run_dir)).state_json, _encode(written.to_json()))
     return written
 
 
@@ -454,6 +464,7 @@ class RankStatus:
     cause: str | None = None  # why the supervisor gave it this end, e.g. "after rank 1 failed"
     ended_by: str | None = None  # who wrote the end when the wrapper did not: "supervisor"
     leftovers: tuple[str, ...] | None = None  # processes the rank left, ended by its wrapper
+    destroyed_at_exit: bool = False  # its exit hook destroyed the group the script left alive
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -496,4 +507,24 @@ def read_statuses(run_dir: str | os.PathLike[str]) -> list[RankStatus]:
 
 def write_status(run_dir: str | os.PathLike[str], status: RankStatus) -> None:
     """Rewrite the rank's status file whole, so a follower never reads half of it."""
-    write_atomic(RunDir(Path(run_dir)).status(status.rank), _encode(status.to_json()))
+    _replace(RunDir(Path(run_dir)).status(status.rank), _encode(status.to_json()))
+
+
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Replace a record atomically; on a full disk (or quota), over the old record in the room
+    it holds (:func:`runtime.atomic.overwrite`), then touch its folder, whose modification
+    time is how readers learn that a record in it changed. Raises the first error when that
+    cannot be done either (no old record, or one too small)."""
+    try:
+        write_atomic(path, data)
+    except OSError as exc:
+        if exc.errno not in _FULL:
+            raise
+        try:
+            overwrite(path, data)
+            os.utime(path.parent)
+        except OSError:
+            raise exc from None

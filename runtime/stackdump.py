@@ -14,7 +14,8 @@ Neither takes SIGUSR1 from a program that handles it itself: they register only 
 action is still the default (terminate), and a handler the program installs later replaces
 theirs. Python's default for SIGUSR1 is to terminate, so whoever sends it must first check
 that the process catches it (``SigCgt`` in ``/proc/PID/status``). ``EZPZ_STACKS=0`` in the
-launch's environment keeps the ``sitecustomize`` out.
+launch's environment keeps the handler out; the same ``sitecustomize`` also registers the exit
+hook (:mod:`runtime.exit_hook`), so it stays on ``PYTHONPATH`` unless that is turned off too.
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ import os
 import signal
 from pathlib import Path
 
+from runtime import exit_hook
+
 SIGNAL_NAME = "SIGUSR1"
 SITE_DIR = Path(__file__).resolve().parent / "_site"
 ENABLE_VAR = "EZPZ_STACKS"
+_OFF = ("0", "no", "false", "off")
 _STDERR_FD = 2  # the rank log under the capture wrapper, whatever sys.stderr became since
 
 
@@ -46,9 +50,10 @@ def register() -> bool:
 
 
 def add_site(env: dict[str, str]) -> None:
-    """Put the stack-dump ``sitecustomize`` first on ``env``'s ``PYTHONPATH`` (once), unless
-    ``EZPZ_STACKS=0`` says not to."""
-    if env.get(ENABLE_VAR, "1").strip() in ("0", "no", "false", "off"):
+    """Put the ``sitecustomize`` first on ``env``'s ``PYTHONPATH`` (once), unless both its jobs
+    are turned off: ``EZPZ_STACKS=0`` and ``EZPZ_DESTROY_AT_EXIT=0`` (:mod:`runtime.exit_hook`).
+    It reads each of them itself."""
+    if env.get(ENABLE_VAR, "1").strip().lower() in _OFF and not exit_hook.wanted(env):
         return
     site, given = str(SITE_DIR), env.get("PYTHONPATH", "")
     if site in given.split(os.pathsep):

@@ -28,6 +28,18 @@ _LEAKY = (
 )
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    """A skip is reported at its test, not where it was raised: the summary (``-ra``) then
+    names each skipped test, where a helper's skip (a fixture's, ``tests.fixtures.required``)
+    would fold every test it skipped into one line at the helper."""
+    report: pytest.TestReport = yield
+    if report.skipped and isinstance(report.longrepr, tuple) and not hasattr(report, "wasxfail"):
+        path, line, _ = item.location
+        report.longrepr = (path, (line or 0) + 1, report.longrepr[2])
+    return report
+
+
 @pytest.fixture(autouse=True)
 def _clean_launcher_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in _LEAKY:

@@ -206,6 +206,7 @@ def report_end(handle: Any) -> int:
     """
     from ezpz_tui.core.runs.ending import how
     from ezpz_tui.core.runs.exit_meanings import meaning
+    from ezpz_tui.core.runs.full_disk import ended_on_full_disk, where_and_what_to_do
     from ezpz_tui.core.watching.tails import read_tail
     from ezpz_tui.core.words import rank_ranges
     from runtime.rundir import LAUNCHER_LOG, RankState, RunDir, State, read_statuses
@@ -224,6 +225,8 @@ def report_end(handle: Any) -> int:
         say(f"ezpz-tui: rank {first.rank}'s {how(first)} usually means: {said}")
     if failed or killed:
         say(f"ezpz-tui: rank logs in {run.logs_dir}; `ezpz-tui why {run.path.name}` explains")
+    if ended_on_full_disk(state):
+        say(f"ezpz-tui: {where_and_what_to_do(run.path)}")
     if state.state not in (State.SUCCEEDED, State.STOPPED):
         tail = "\n".join(read_tail(run.launcher_log, 20000).splitlines()[-15:])
         if tail:

@@ -72,12 +72,19 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if not runs:
         print(f"no runs in {outputs_of(args)}")
         return 0
-    print(_runs_row(name for name, _ in RUNS_COLUMNS) + "  PARENT")
-    for r in runs:
+    # A queued job has no parent: its job id stands there. The last column says why a run
+    # ended as it did (its recorded cause), or why a reader sees it so (lost, queued).
+    parents = [f"job {r.job_id}" if r.queued else r.parent or "" for r in runs]
+    width = max(len("PARENT"), *map(len, parents))
+    print(_runs_row(name for name, _ in RUNS_COLUMNS) + f"  {'PARENT':<{width}}  CAUSE")
+    for r, parent in zip(runs, parents, strict=True):
         exit_code = f"s{r.signal}" if r.signal else "" if r.exit_code is None else r.exit_code
         sizes = ("-" if x is None else x for x in (r.world_size, r.tp, r.pp, r.cp, r.dp))
-        after = f"job {r.job_id}" if r.queued else r.parent or ""  # a queued job has no parent
-        print(_runs_row([r.run_id, r.state, exit_code, *sizes]) + f"  {after}")
+        row = _runs_row([r.run_id, r.state, exit_code, *sizes])
+        print(f"{row}  {parent:<{width}}  {r.cause or r.reason or ''}".rstrip())
+    for r in runs:  # what the table could not say: its sizes are unknown, not missing
+        if r.problem:
+            print(f"ezpz-tui: warning: {r.run_id}: {r.problem}", file=sys.stderr)
     return 0
 
 

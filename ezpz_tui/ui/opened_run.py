@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ezpz_tui.core.runs.record import read_run_toml
+from ezpz_tui.core.runs.record import ranks_on_disk, read_record
 from ezpz_tui.core.watching.followers import RunFollower
 from ezpz_tui.core.watching.monitor import RunMonitor
 from ezpz_tui.core.watching.progress import Progress
@@ -110,12 +110,13 @@ class OpenedRun:
 
     def _follow(self) -> None:
         monitor, stop = self.monitor, self._stop
-        try:
-            record = read_run_toml(monitor.run_dir)
-        except Exception:  # a foreign run: the ranks appear as their files do
-            record = {}
+        # The plan says how many ranks there are; a run with no readable record (ezpz's own, a
+        # run.toml half copied) lists those its files show, and more as they appear.
+        record, _ = read_record(monitor.run_dir)
         sizes = record.get("sizes", {}) if isinstance(record.get("sizes"), dict) else {}
         world = sizes.get("world_size")
+        if not isinstance(world, int):
+            world = ranks_on_disk(monitor.run_dir)
         parent = record.get("parent")
         if isinstance(parent, str) and RunDir(monitor.run_dir.parent / parent).run_toml.is_file():
             self._screen.post_message(ParentFound(self, monitor.run_dir.parent / parent))

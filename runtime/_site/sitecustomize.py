@@ -1,8 +1,11 @@
 """Loaded at the start of every Python process of a rank run by ``runtime.capture``.
 
-Registers ``faulthandler`` on SIGUSR1 (see :mod:`runtime.stackdump`), removes this directory
-from ``sys.path`` again, and runs the ``sitecustomize`` this file shadows, if there is one.
-Written for any Python 3 the rank might start, and silent: a rank must never fail because of it.
+Registers ``faulthandler`` on SIGUSR1 (see :mod:`runtime.stackdump`) unless ``EZPZ_STACKS=0``,
+and the exit hook that destroys a process group the script left alive (:mod:`runtime.exit_hook`,
+loaded by its path: the rank's Python may not be able to import ``runtime``) unless
+``EZPZ_DESTROY_AT_EXIT=0``; removes this directory from ``sys.path`` again, and runs the
+``sitecustomize`` this file shadows, if there is one. Written for any Python 3 the rank might
+start, and silent: a rank must never fail because of it.
 """
 
 
@@ -12,20 +15,32 @@ def _register():
 
     here = os.path.dirname(os.path.realpath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
+    off = ("0", "no", "false", "off")
     try:
         import faulthandler
         import signal
 
         sig = signal.SIGUSR1
-        if signal.getsignal(sig) in (signal.SIG_DFL, None):
+        wanted = os.environ.get("EZPZ_STACKS", "1").strip().lower() not in off
+        if wanted and signal.getsignal(sig) in (signal.SIG_DFL, None):
             faulthandler.register(sig, file=2, all_threads=True, chain=False)
     except Exception:
         pass
     try:
         from importlib.machinery import PathFinder
-        from importlib.util import module_from_spec
+        from importlib.util import module_from_spec, spec_from_file_location
     except ImportError:
         return
+    try:
+        name = "_ezpz_exit_hook"  # runtime.exit_hook.SHARED_NAME
+        spec = spec_from_file_location(name, os.path.join(os.path.dirname(here), "exit_hook.py"))
+        hook = module_from_spec(spec)
+        sys.modules[name] = hook  # register() knows itself by it; it registers once per process
+        spec.loader.exec_module(hook)
+        if not hook.register():
+            del sys.modules[name]
+    except Exception:
+        sys.modules.pop("_ezpz_exit_hook", None)
     spec = PathFinder.find_spec("sitecustomize", sys.path)
     if spec is None or spec.loader is None:
         return

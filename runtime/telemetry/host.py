@@ -61,11 +61,19 @@ def _scan() -> Callable[[int], list[int]]:
 
 class ProcessTree:
     """Reads the figures of the tree rooted at ``root``; ``adopter`` (the capture wrapper)
-    adds the other children it holds, the orphans it adopted from the tree."""
+    adds the other children it holds, the orphans it adopted from the tree. ``clock`` times
+    the interval CPU use is divided by (a test sets it, to read CPU use without a loaded
+    machine's scheduling in the figure)."""
 
-    def __init__(self, root: int, adopter: int | None = None) -> None:
+    def __init__(
+        self,
+        root: int,
+        adopter: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.root = root
         self.adopter = adopter
+        self._clock = clock
         self._hz = os.sysconf("SC_CLK_TCK")
         self._page = os.sysconf("SC_PAGE_SIZE")
         self._procfs = os.path.isdir("/proc/self")  # none on macOS: no host figures there
@@ -95,7 +103,7 @@ class ProcessTree:
         read; the first read has no ``cpu_pct``. Nothing without procfs."""
         if not self._procfs:
             return {}
-        now = time.monotonic()
+        now = self._clock()
         ticks = rss = procs = 0
         for pid in self.pids():
             stat = proc_stat(pid)

@@ -169,6 +169,39 @@ def live_run(outputs: Path, ranks: int, lines: int) -> Path:
     return run
 
 
+async def test_a_run_toml_that_is_not_toml_costs_only_what_it_holds(tmp_path: Path) -> None:
+    """The ranks come from the files on disk, the header says the record cannot be read, the
+    cursor is on the rank whose log is shown (not on the launcher's row above it) and ``j``
+    moves to the next rank."""
+    run = make_run(
+        tmp_path / "outputs",
+        run_id="20261122-101010-000-tp1pp1cp1",
+        state="succeeded",
+        exit_code=0,
+        sizes={"tp": 1},
+        ranks=2,
+        steps=4,
+        created=START - 100,
+        hosts=("x1",),  # one host: no heading rows between the ranks
+    )
+    (run / "run.toml").write_bytes(b"\xff\xfe not [toml")
+    app = attach(run)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        ranks, log = app.query_one(RankList), app.query_one(LogView)
+        await until(pilot, lambda: {0, 1} <= set(ranks.rows), "both ranks listed", 10)
+        header = app.query_one("#run-header")
+        await until(pilot, lambda: "run.toml cannot be read" in text_of(header), "the note", 10)
+        assert "ranks as their files show" in text_of(header)
+        ranks.focus()
+        await pilot.pause()
+        assert (ranks.selected, log.rank) == (0, 0)
+        await pilot.press("j")
+        await until(pilot, lambda: log.rank == 1, "rank 1's log", 5)
+        await pilot.press("k")
+        await until(pilot, lambda: log.rank == 0, "rank 0's log", 5)
+
+
 async def test_follow_pause_unseen_lines_read_back_and_search(tmp_path: Path) -> None:
     total = KEEP_PER_RANK + 1500
     run = live_run(tmp_path, 2, total)
@@ -248,8 +281,9 @@ async def test_a_silent_rank_turns_stalled_while_others_progress(tmp_path: Path)
         clock.now += 45  # beyond stall_after = 30 from the config file
         for rank in (0, 2):
             _append(run / "logs" / f"rank-{rank:05d}.log", ["step 9"])
-        # Ranks off screen are looked at as the follower's budget allows: wait for both lines.
-        await until(pilot, lambda: "step 9" in row(ranks, 2), "rank 2's new line", 5)
+        # Ranks off screen are looked at as the follower's budget allows: wait for both lines
+        # (up to 0.5 s on a loaded machine).
+        await until(pilot, lambda: "step 9" in row(ranks, 2), "rank 2's new line", 10)
         await until(pilot, lambda: "stalled" in row(ranks, 1), "rank 1 stalled", 5)
         assert "running" in row(ranks, 0) and "running" in row(ranks, 2)
         await pilot.press("g", "]")
@@ -262,17 +296,22 @@ async def test_a_silent_rank_turns_stalled_while_others_progress(tmp_path: Path)
 def test_follow_thread_ends_with_the_app(tmp_path: Path) -> None:
     import threading
 
-    run = crashed_run(tmp_path)
+    run = live_run(tmp_path, 2, 3)  # a finished run's follower ends once it has read it
+
+    def following() -> bool:
+        return any(t.name.startswith("follow ") for t in threading.enumerate())
 
     async def main() -> None:
         async with attach(run).run_test(size=SIZE) as pilot:
-            await opened(pilot, 4)
+            await opened(pilot, 2)
+            assert following(), "the opened run has a follower thread"
 
     import asyncio
 
     asyncio.run(main())
+    # Ended with the app (within 0.05 s here).
     deadline = time.monotonic() + 3
-    while any(t.name.startswith("follow ") for t in threading.enumerate()):
+    while following():
         assert time.monotonic() < deadline, "the follower outlived the app"
         time.sleep(0.05)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.cli import kill_leftovers
+from tests.fixtures.finished import Finished, launch_finished
 
 
 @pytest.fixture
@@ -18,3 +19,10 @@ def outputs(tmp_path: Path) -> Iterator[Path]:
         yield out
     finally:
         kill_leftovers(out)
+
+
+@pytest.fixture(scope="session")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Finished:
+    """A succeeded and a failed real run in one outputs directory, launched once a session
+    (tests/fixtures/finished.py); tests copy it before changing anything."""
+    return launch_finished(tmp_path_factory.mktemp("finished") / "outputs")

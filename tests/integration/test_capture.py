@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -12,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.fixtures.required import strace
 
 CAPTURE = [sys.executable, "-m", "runtime.capture", "--run-dir"]
 
@@ -121,7 +122,6 @@ def test_two_ranks_under_mpiexec(tmp_path: Path, mpiexec: str) -> None:
         assert status(tmp_path, rank)["world_size"] == 2
 
 
-@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
 def test_a_rank_makes_no_folder_and_lists_none_of_the_run(tmp_path: Path) -> None:
     """With the folders made before the ranks start (as the supervisor does), a rank's wrapper,
     its History and its telemetry only open their own files: 16,384 ranks must not each mkdir
@@ -133,7 +133,7 @@ def test_a_rank_makes_no_folder_and_lists_none_of_the_run(tmp_path: Path) -> Non
     trace = tmp_path / "trace.txt"
     code = "from runtime.history import History; History().record(1, {'loss': 1.0})"
     env = {**os.environ, "PMI_RANK": "1", "PMI_SIZE": "2", "EZPZ_TELEMETRY_S": "0.1"}
-    argv = ["strace", "-f", "-qq", "-e", "trace=mkdir,mkdirat,openat,open", "-o", str(trace)]
+    argv = [strace(), "-f", "-qq", "-e", "trace=mkdir,mkdirat,openat,open", "-o", str(trace)]
     done = subprocess.run(
         [*argv, *CAPTURE, str(run.path), "--", sys.executable, "-c", code], env=env, timeout=60
     )

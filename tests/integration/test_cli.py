@@ -212,17 +212,18 @@ def test_doctor_fails_when_outputs_cannot_be_written(tmp_path: Path) -> None:
     assert "Traceback" not in text.stdout + text.stderr
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
 def test_doctor_fails_on_a_read_only_outputs_dir(tmp_path: Path) -> None:
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o555)
     try:
-        proc = cli(["doctor", "--json"], base_env(locked / "outputs"))
+        # Root writes into read-only directories: the doctor runs as a user who cannot.
+        proc = cli(["doctor", "--json"], base_env(locked / "outputs"), unprivileged=True)
     finally:
         locked.chmod(0o755)
-    assert proc.returncode == 1
+    assert proc.returncode == 1, proc.stdout + proc.stderr
     outputs = next(r for r in json.loads(proc.stdout) if r["name"] == "outputs")
     assert outputs["level"] == "error"
+    assert outputs["reason"] == f"Cannot write in {locked}: Permission denied."
 
 
 # --- dry runs on simulated machines --------------------------------------------------------

@@ -41,6 +41,7 @@ import pytest
 
 from ezpz_tui.core.runs.record import read_run_toml
 from tests.envs import without_job
+from tests.fixtures import required
 from tests.procs import processes_of
 
 TMUX = shutil.which("tmux")
@@ -51,9 +52,6 @@ WIDTH, HEIGHT = 120, 40
 DEMO_ARGS = ("-m", "runtime.examples.train", "--sleep", "0.2", "--steps", "100000")
 
 pytestmark = [
-    pytest.mark.skipif(
-        TMUX is None, reason="tmux is not installed: this test drives ezpz-tui in a real terminal"
-    ),
     pytest.mark.skipif(not EZPZ_TUI.exists(), reason=f"no {EZPZ_TUI}: pip install -e ."),
     pytest.mark.mpi,
     pytest.mark.timeout(240),
@@ -146,6 +144,7 @@ def run_dirs(tmp_path: Path) -> list[Path]:
 
 @pytest.fixture
 def tmux(tmp_path: Path) -> Iterator[Tmux]:
+    required.tmux()
     home = tmp_path / "work"
     home.mkdir()
     conf = tmp_path / "tmux.conf"

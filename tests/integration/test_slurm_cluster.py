@@ -111,13 +111,8 @@ def test_rank_info_reads_srun_pmi2_one_node(slurm_cluster: SlurmCluster, tmp_pat
     assert [i["node_index"] for i in infos] == [0, 0]
 
 
-def _need_two_nodes(cluster: SlurmCluster) -> None:
-    if len(cluster.nodes) < 2:
-        pytest.skip(f"the local cluster has one node only: {cluster.nodes}")
-
-
 def test_two_nodes_one_rank_each(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
-    _need_two_nodes(slurm_cluster)
+    slurm_cluster.need_two_nodes()
     tasks = _tasks(slurm_cluster, tmp_path, ["-N2", "-n2"], ["--mpi=pmi2"], mpi=True)
     assert [t["env"]["SLURM_NODEID"] for t in tasks] == ["0", "1"]
     assert [t["env"]["SLURMD_NODENAME"] for t in tasks] == slurm_cluster.nodes[:2]
@@ -127,7 +122,7 @@ def test_two_nodes_one_rank_each(slurm_cluster: SlurmCluster, tmp_path: Path) ->
 
 
 def test_rank_info_reads_srun_two_nodes(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
-    _need_two_nodes(slurm_cluster)
+    slurm_cluster.need_two_nodes()
     tasks = _tasks(slurm_cluster, tmp_path, ["-N2", "-n4"], ["--mpi=none"], mpi=False)
     infos = [t["rank_info"] for t in tasks]
     assert [i["source"] for i in infos] == ["slurm"] * 4
@@ -138,7 +133,7 @@ def test_rank_info_reads_srun_two_nodes(slurm_cluster: SlurmCluster, tmp_path: P
 
 
 def test_rank_info_reads_srun_pmi2_two_nodes(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
-    _need_two_nodes(slurm_cluster)
+    slurm_cluster.need_two_nodes()
     tasks = _tasks(slurm_cluster, tmp_path, ["-N2", "-n4"], ["--mpi=pmi2"], mpi=False)
     infos = [t["rank_info"] for t in tasks]
     assert [i["rank"] for i in infos] == [0, 1, 2, 3]

@@ -156,7 +156,8 @@ def test_stop_escalates_and_leaves_nothing(sup: Supervisor, store: RunStore, tre
     assert signals_of(rec, "daemon") == ["SIGTERM"]  # outside the session: no SIGINT
     assert result.signalled[pids["b"]] == ("SIGINT", "SIGTERM", "SIGKILL")
     assert result.signalled[pids["daemon"]] == ("SIGTERM",)
-    assert 2.0 <= result.elapsed_s < 10.0
+    # Two graces of 1 s (about 2.1 s here); the members would live for ever.
+    assert 2.0 <= result.elapsed_s < 25.0
     state = disk_state(handle.run_dir)
     assert state["state"] == "stopped" and state["stopped_by_user"] is True
     assert state["stop_signals"] == ["SIGINT", "SIGTERM", "SIGKILL"]

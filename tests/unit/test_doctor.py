@@ -29,6 +29,7 @@ from ezpz_tui.core.checking.environment import nested_launcher
 from ezpz_tui.core.checking.mpi import mpi_family
 from ezpz_tui.core.launching.allocation import detect_allocation
 from ezpz_tui.core.launching.plan import LaunchPlan
+from tests.fixtures.mounts import tmpfs
 
 NAMES = [
     "mpi4py",
@@ -75,10 +76,8 @@ def test_doctor_on_this_machine_is_healthy(tmp_path: Path) -> None:
     env.pop("PBS_NODEFILE", None)
     env["WANDB_MODE"] = "offline"  # wandb is installed (the trackers extra); no login here
     alloc = detect_allocation(env, probe=False)
-    started = time.perf_counter()
+    # How long the checks take is bench/tui_bench.py's (start-up to the doctor's result).
     rows = by_name(run_checks(alloc, outputs=tmp_path / "outputs", env=env))
-    elapsed = time.perf_counter() - started
-    print(f"doctor wall time here: {elapsed:.2f} s")
     assert {name: row.level for name, row in rows.items()} == dict.fromkeys(NAMES, "ok"), rows
     assert "MPICH" in rows["mpi4py"].reason
     assert rows["launcher"].reason == (
@@ -88,7 +87,6 @@ def test_doctor_on_this_machine_is_healthy(tmp_path: Path) -> None:
     assert rows["backend"].reason.startswith("gloo")
     assert f"can be created in {tmp_path}" in rows["outputs"].reason
     assert worst_level(list(rows.values())) == "ok"
-    assert elapsed < 30
 
 
 def test_doctor_finds_what_is_wrong(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -197,11 +195,12 @@ def test_pbs_hostfile_checks(tmp_path: Path) -> None:
         == f"This host ({here.split('.')[0]}) is not one of the job's 2 hosts."
     )
 
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK):  # tmpfs: the other host cannot read rank logs
-        rows = by_name(run_checks(alloc, outputs=shm / "ezpz-outputs", python=NO_PYTHON, env=env))
-        assert rows["outputs"].level == "warning"
-        assert "/dev/shm is on tmpfs, which the other host cannot see" in rows["outputs"].reason
+    # Node-local, so the other host cannot read rank logs; large enough to warn of nothing else.
+    with tmpfs(tmp_path / "local", size="8g") as local:
+        outputs = local / "ezpz-outputs"
+        rows = by_name(run_checks(alloc, outputs=outputs, python=NO_PYTHON, env=env))
+    assert rows["outputs"].level == "warning"
+    assert f"{local} is on tmpfs, which the other host cannot see" in rows["outputs"].reason
 
     Path(env["PBS_NODEFILE"]).unlink()
     rows = _fast(alloc, env, tmp_path)

@@ -12,6 +12,7 @@ from ezpz_tui.core.runs.ending import (
     first_failure,
     how,
 )
+from ezpz_tui.core.runs.full_disk import NO_SPACE
 from ezpz_tui.core.watching.monitor import RunMonitor
 from runtime.rundir import (
     RankState,
@@ -84,6 +85,19 @@ def test_a_launcher_that_ended_alone_leaves_its_running_ranks_lost() -> None:
     run = RunState(State.FAILED, end=3.0, exit_code=255)
     changed = final_statuses([rank(0)], run, world_size=1, now=3.0)
     assert ends(changed) == {0: ("lost", "no end recorded; the launcher ended (255)")}
+
+
+def test_on_a_full_disk_the_ranks_that_could_not_record_their_end_failed_of_it() -> None:
+    """The supervisor knows why they have no end: not ``lost``, but failed for want of space."""
+    run = RunState(State.FAILED, end=3.0, exit_code=255, cause=NO_SPACE)
+    changed = final_statuses([rank(0), rank(1, FAILED, 2.0, exit_code=1)], run, 3, now=3.0)
+    assert ends(changed) == {0: ("killed", "after rank 1 failed")} | {
+        2: ("failed", "no status: no space left on device")
+    }
+    none_wrote = final_statuses([rank(0), rank(1)], run, world_size=2, now=3.0)
+    word = ("failed", "no end recorded: no space left on device")
+    assert ends(none_wrote) == {0: word, 1: word}
+    assert derived_state(0, RUNNING, run) == RankState.FAILED
 
 
 def test_finalise_rewrites_the_status_files(tmp_path: Path) -> None:

@@ -17,12 +17,14 @@ import tomli_w
 from ezpz_tui.core.runs.exit_meanings import describe_end, meaning
 from ezpz_tui.core.runs.record import read_run_toml
 from ezpz_tui.core.watching.failure import (
+    advise,
     explain,
     format_failure,
     last_traceback,
     outcome,
     rank_ranges,
 )
+from ezpz_tui.core.watching.launcher_messages import parse_text
 from runtime.rundir import (
     RankState,
     RunDir,
@@ -264,3 +266,19 @@ def test_meanings_and_ranges() -> None:
     assert describe_end(None, 9, "SIGKILL") == "SIGKILL (signal 9)"
     assert describe_end(3, None) == "exit 3"
     assert rank_ranges((5, 0, 1, 2, 9, 10)) == "0-2,5,9-10"
+
+
+def test_a_write_that_found_no_space_is_advised_on_not_fixed_in_the_program(
+    tmp_path: Path,
+) -> None:
+    """Said in a rank's log only (a full /dev/shm, a quota): the filesystem to free, not the
+    exception to fix; recorded as the run's cause: the run's own disk, and where it is."""
+    said = tuple(parse_text("OSError: [Errno 28] No space left on device: '/dev/shm/x'"))
+    exception = "OSError: [Errno 28] No space left on device: '/dev/shm/x'"
+    advice = advise(said, None, 1, exception, None)
+    assert advice[0].startswith("A write found no space (the line above says where)")
+    assert not any("Fix the exception" in line for line in advice)
+    (full,) = advise((), None, 1, exception, None, tmp_path)
+    assert (
+        full.startswith(f"The disk of {tmp_path} is full: free space on it") and "--outputs" in full
+    )

@@ -237,6 +237,8 @@ def test_launcher_lines(
         ("Fatal Python error: Bus error", "bus_error", True),
         ("/bin/sh: line 1: 4242 Bus error (core dumped) python train.py", "bus_error", True),
         ("Fatal Python error: Segmentation fault", "segfault", False),
+        ("OSError: [Errno 28] No space left on device", "no_space", False),
+        ("OSError: [Errno 122] Disk quota exceeded: 'ckpt.pt'", "no_space", False),
         ("terminate called after throwing an instance of 'std::bad_alloc'", "bad_alloc", False),
     ],
 )

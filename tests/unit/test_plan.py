@@ -305,7 +305,9 @@ def test_rank_layout_matches_a_device_mesh_order() -> None:
     alloc = make_alloc(hosts=tuple(f"h{i}" for i in range(4)), per_host=6)
     plan = LaunchPlan(ppn=6, tp=3, pp=2, cp=2)
     dp = plan.layout(alloc).dp
-    for rank, place in enumerate(rank_layout(plan, alloc)):
+    places = rank_layout(plan, alloc)
+    assert len(places) == 24
+    for rank, place in enumerate(places):
         pp, rest = divmod(rank, dp * 2 * 3)
         d, rest = divmod(rest, 2 * 3)
         c, t = divmod(rest, 3)

@@ -20,8 +20,6 @@ from runtime.record_columns import (
 )
 from tests.fixtures.jsonl import chunk, deep_dict, deep_list, key, lines_strategy
 
-pytest.importorskip("orjson")
-
 
 def _column_key(columns: RecordColumns) -> object:
     """A comparable form of columns, as ``_key`` is of a record; MISSING stays apart from NaN."""

@@ -22,8 +22,6 @@ from hypothesis import strategies as st
 from runtime import records
 from tests.fixtures.jsonl import CORPUS, chunk, key, lines_strategy, record_like
 
-pytest.importorskip("orjson")
-
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -25,6 +25,7 @@ from ezpz_tui.core.launching.runstore import RunStore
 from runtime.rundir import (
     RankState,
     RankStatus,
+    RunDir,
     RunState,
     State,
     read_state,
@@ -71,7 +72,10 @@ def test_no_space_tells_a_full_disk_or_quota_from_other_errors() -> None:
 
 
 def _end(run: Path) -> None:
-    """What a supervisor writes when the run ends on a full disk."""
+    """What a supervisor writes when the run ends on a full disk: rank 1 never wrote a status,
+    so the supervisor's record of it is a new file, which only the reserve's room can hold (the
+    others are written over their old records: see the next test)."""
+    write_status(run, RankStatus(1, state=RankState.FAILED, cause=NO_SPACE))
     write_status(run, RankStatus(0, state=RankState.FAILED, exit_code=1, cause=NO_SPACE))
     state = RunState(State.FAILED, run_id=run.name, exit_code=1, cause=NO_SPACE)
     write_state(run, state)
@@ -91,5 +95,29 @@ def test_a_run_whose_disk_fills_can_still_record_its_end(tmp_path: Path) -> None
         _end(run)
         state = read_state(run)
         assert (state.state, state.cause) == (State.FAILED, "no space left on device")
+        statuses = read_statuses(run)
+        assert [(s.rank, s.state, s.cause) for s in statuses] == [
+            (rank, RankState.FAILED, "no space left on device") for rank in (0, 1)
+        ]
+
+
+def test_on_a_full_disk_a_status_is_written_over_the_old_one_in_its_room(tmp_path: Path) -> None:
+    """The rank's wrapper records its end although no new file fits: the new record goes over
+    the old one (padded, so nothing of the old is left), and the folder's time moves so that
+    readers looking at it learn of the change; a rank with no status yet gets ENOSPC."""
+    with tmpfs(tmp_path / "fs") as where:
+        run = RunStore(where).create({"command": ["train"]})
+        write_status(run, RankStatus(0, host="h", pid=os.getpid(), command=("python", "x.py")))
+        folder = RunDir(run).status_dir
+        before = folder.stat().st_mtime_ns
+        fill(run, "checkpoint.pt")
+        end = RankStatus(0, host="h", pid=os.getpid(), state=RankState.FAILED, exit_code=1)
+        write_status(run, end)  # shorter than what it replaces
         [status] = read_statuses(run)
-        assert (status.state, status.cause) == (RankState.FAILED, "no space left on device")
+        assert (status.state, status.exit_code, status.command) == (RankState.FAILED, 1, None)
+        assert RunDir(run).status(0).read_bytes().rstrip().endswith(b"}")
+        assert folder.stat().st_mtime_ns > before
+        assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
+        with pytest.raises(OSError) as caught:
+            write_status(run, RankStatus(1, host="h"))
+        assert no_space(caught.value)

@@ -301,8 +301,8 @@ def test_an_ended_run_is_read_once_until_its_state_is_written_again(
     for run, state in ((live, State.RUNNING), (ended, State.SUCCEEDED)):
         write_state(run, replace(read_state(run), state=state, exit_code=0))
     reads: list[Path] = []
-    real = runstore.read_run_toml
-    monkeypatch.setattr(runstore, "read_run_toml", lambda p: reads.append(p) or real(p))
+    real = runstore.read_record
+    monkeypatch.setattr(runstore, "read_record", lambda p: reads.append(p) or real(p))
     for _ in range(3):
         states = {r.path: r.state for r in store.list_runs()}
     assert states == {live: "running", ended: "succeeded"}

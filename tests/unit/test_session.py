@@ -80,7 +80,8 @@ def test_relaunch_twenty_times_while_starting(session: Session) -> None:
     result = session.stop()
     elapsed = time.monotonic() - began
     assert result is not None and result.clean, result
-    assert elapsed < 150, f"21 launches and stops took {elapsed:.0f}s"
+    # About 15 s here: a bound only against a launch or stop that waits out a timeout.
+    assert elapsed < 200, f"21 launches and stops took {elapsed:.0f}s"
 
     assert list(session.supervisor.handles) == handles
     run_dirs = [h.run_dir for h in handles]

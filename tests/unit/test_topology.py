@@ -72,6 +72,7 @@ def test_a_group_is_the_ranks_that_differ_only_in_its_dimension(
 ) -> None:
     alloc = aurora(hosts, tiles)
     places = rank_layout(plan, alloc)
+    assert places, "the plan fits"
     for dim in COLOUR_BY:
         topo = build_topology(plan, alloc, dim)
         assert sorted(r for g in topo.groups for r in g) == list(range(len(places)))

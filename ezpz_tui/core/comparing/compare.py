@@ -139,18 +139,22 @@ def _flat(prefix: str, table: Mapping[str, Any], run_dir: str, out: dict[str, st
 def record_changes(runs: Sequence[RunFacts]) -> tuple[Change, ...]:
     """The record entries whose values are not the same in every run, in the first run's
     order, then the others'. Keys are dotted (``launch.env.EZPZ_TP``), a list of strings is
-    compared item by item (``launch.argv[11]``), and the run's own path reads ``<run-dir>``."""
+    compared item by item (``launch.argv[11]``), and the run's own path reads ``<run-dir>``.
+    A run whose record cannot be read differs in nothing, for want of one: its value is ``?``
+    (its notes say why)."""
     flats = []
     for facts in runs:
         flat: dict[str, str] = {}
         _flat("", facts.record, os.fspath(facts.path), flat)
         flats.append(flat)
-    keys = dict.fromkeys(key for flat in flats for key in flat)
+    unknown = [facts.record_problem is not None for facts in runs]
+    read = [flat for flat, no in zip(flats, unknown, strict=True) if not no]
     changes = []
-    for key in keys:
-        values = tuple(flat.get(key) for flat in flats)
-        if len(set(values)) > 1:
-            changes.append(Change(key, _after_label(key, values, flats)))
+    for key in dict.fromkeys(key for flat in read for key in flat):
+        if len({flat.get(key) for flat in read}) > 1:
+            values = _after_label(key, tuple(flat.get(key) for flat in flats), read)
+            shown = tuple("?" if no else v for v, no in zip(values, unknown, strict=True))
+            changes.append(Change(key, shown))
     return tuple(changes)
 
 

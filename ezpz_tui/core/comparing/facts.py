@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ezpz_tui.core.runs.liveness import run_state
-from ezpz_tui.core.runs.record import RunStoreError, positive_int, read_run_toml
+from ezpz_tui.core.runs.record import positive_int, read_record
 from ezpz_tui.core.watching.numbers import RunNumbers, read_numbers, warmup
 from runtime.rundir import RunState, State
 
@@ -88,6 +88,7 @@ class RunFacts:
     first_step_s: float | None  # from the run's start to its first metric record
     notes: tuple[str, ...]
     record: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    record_problem: str | None = None  # why its run.toml cannot be read: no record to compare
 
     @property
     def partial(self) -> bool:
@@ -115,11 +116,7 @@ def _notes(state: RunState, numbers: RunNumbers, record_error: str | None) -> tu
 def read_facts(run_dir: str | os.PathLike[str]) -> RunFacts:
     """Everything a comparison shows about the run in ``run_dir``; never raises."""
     path = Path(run_dir)
-    try:
-        record: Mapping[str, Any] = read_run_toml(path)
-        error = None
-    except RunStoreError as exc:
-        record, error = {}, str(exc)
+    record, error = read_record(path)
     state = run_state(path)
     numbers = read_numbers(path)
     epoch = record.get("created_epoch")
@@ -138,4 +135,5 @@ def read_facts(run_dir: str | os.PathLike[str]) -> RunFacts:
         first_step_s=first - start if first is not None and start is not None else None,
         notes=_notes(state, numbers, error),
         record=record,
+        record_problem=error,
     )

@@ -6,14 +6,16 @@ submission; from then on the run is listed as any other and the record is passed
 being read. Before that, the scheduler says where the job is (``squeue``, ``qstat``, one call
 per scheduler for all the jobs): ``queued``, or ``running`` while its launch is starting.
 A job the scheduler no longer knows, with no run, ended before its run began (a bad module,
-a walltime too short): it is listed ``lost`` with its output file named, and its record marks
-it ended so the scheduler is not asked about it again. Where the scheduler cannot be asked
-(no tool here, or no answer in time) a job stays ``queued``. Listing never raises.
+a walltime too short): it is listed ``lost`` with its output file named, and this process does
+not ask about it again. Listing writes nothing (docs/run-directory.md: readers never write): the
+record stays as ``submit`` wrote it, and another process asks once more, with the other jobs in
+the same call. A record an earlier version marked ``ended`` is lost without asking. Where the
+scheduler cannot be asked (no tool here, or no answer in time) a job stays ``queued``. Listing
+never raises.
 """
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import json
 import os
@@ -26,12 +28,12 @@ from ezpz_tui.core.launching.allocation import run_tool
 from ezpz_tui.core.launching.batch_script import batch_dir
 from ezpz_tui.core.launching.runstore import RunStore, RunSummary
 from ezpz_tui.core.runs.record import positive_int
-from runtime.atomic import write_atomic
 from runtime.rundir import State
 
 ASK_TIMEOUT_S = 5.0
 ASK_EVERY_S = 15.0
 _answers: dict[tuple[str, tuple[str, ...]], tuple[float, dict[str, State] | None]] = {}
+_ended: set[tuple[str, str]] = set()  # (scheduler, job id) of jobs seen gone without a run
 # Scheduler states of a job that has started: its launch is on its way.
 _SLURM_STARTED = frozenset({"RUNNING", "COMPLETING", "CONFIGURING"})
 _PBS_STARTED = frozenset({"R", "E", "B"})
@@ -114,12 +116,6 @@ def _records(folder: Path, linked: set[str]) -> list[tuple[Path, dict[str, Any]]
     return records
 
 
-def _mark_ended(path: Path, record: dict[str, Any]) -> None:
-    record["ended"] = time.time()
-    with contextlib.suppress(OSError):
-        write_atomic(path, json.dumps(record, indent=2).encode())
-
-
 def queued_runs(
     outputs: Path, runs: Iterable[RunSummary], ask: JobStates = job_states
 ) -> list[RunSummary]:
@@ -128,23 +124,30 @@ def queued_runs(
     records = _records(batch_dir(outputs), linked)
     waiting: dict[str, list[str]] = {}
     for _, record in records:
-        if "ended" not in record:
+        if not _gone(record):
             waiting.setdefault(str(record.get("scheduler")), []).append(record["job_id"])
     known = {scheduler: ask(scheduler, jobs) for scheduler, jobs in waiting.items()}
     rows = []
     for path, record in records:
-        states = known.get(str(record.get("scheduler")))
+        scheduler = str(record.get("scheduler"))
+        states = known.get(scheduler)
         job = record["job_id"]
-        if "ended" in record:
+        if _gone(record):
             state = State.LOST
         elif states is None:
             state = State.QUEUED
         else:
             state = states.get(job) or states.get(_short(job)) or State.LOST
             if state == State.LOST:
-                _mark_ended(path, record)
+                _ended.add((scheduler, job))
         rows.append(_row(path, record, state))
     return rows
+
+
+def _gone(record: dict[str, Any]) -> bool:
+    """Whether the job is known to have ended without a run: seen so by this process, or
+    marked so by an earlier version."""
+    return "ended" in record or (str(record.get("scheduler")), record["job_id"]) in _ended
 
 
 def _row(path: Path, record: dict[str, Any], state: State) -> RunSummary:

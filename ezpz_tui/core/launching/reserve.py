@@ -21,11 +21,10 @@ import errno
 import os
 from pathlib import Path
 
+from ezpz_tui.core.runs.full_disk import NO_SPACE as NO_SPACE  # the cause it lets be recorded
 from runtime.rundir import RunDir
 
 RESERVE_BYTES = 256 * 1024
-NO_SPACE = "no space left on device"
-"""The cause to record for a run that ended on a full disk (the system's own words)."""
 _NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 

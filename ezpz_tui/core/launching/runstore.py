@@ -44,7 +44,7 @@ from ezpz_tui.core.launching.processes import supervised_here
 from ezpz_tui.core.launching.reserve import make_reserve
 from ezpz_tui.core.runs.ezpz_layout import ezpz_runs_below
 from ezpz_tui.core.runs.liveness import run_state
-from ezpz_tui.core.runs.record import RunStoreError, positive_int, read_run_toml
+from ezpz_tui.core.runs.record import RunStoreError, positive_int, read_record, read_run_toml
 from runtime.atomic import write_atomic
 from runtime.rundir import (
     FINAL,
@@ -82,6 +82,8 @@ class RunSummary:
     job_id: str | None = None  # the scheduler's job the run ran in
     submission: str | None = None  # the ``ezpz-tui submit`` that queued it
     queued: bool = False  # a submitted job whose run directory is not made yet
+    cause: str | None = None  # a failed run's first cause, as its supervisor recorded it
+    problem: str | None = None  # why its run.toml cannot be read, when it cannot
 
 
 # --- the run's record -------------------------------------------------------------------------
@@ -349,10 +351,7 @@ class RunStore:
         return summary
 
     def _read_summary(self, path: Path) -> RunSummary:
-        try:
-            record = read_run_toml(path)
-        except RunStoreError:
-            record = {}
+        record, problem = read_record(path)
         state = run_state(path)
         sizes = record.get("sizes") if isinstance(record.get("sizes"), dict) else {}
         plan = record.get("plan") if isinstance(record.get("plan"), dict) else {}
@@ -379,4 +378,6 @@ class RunStore:
             or _str_list(launch.get("argv")),
             job_id=_str(record.get("job_id")),
             submission=_str(record.get("submission")),
+            cause=state.cause,
+            problem=problem,
         )

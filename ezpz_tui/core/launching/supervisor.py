@@ -46,7 +46,7 @@ from ezpz_tui.core.launching.processes import (
 )
 from ezpz_tui.core.launching.reserve import NO_SPACE, nearly_full, no_space, release_reserve
 from ezpz_tui.core.launching.tether import Tether, start_tether
-from ezpz_tui.core.runs.ending import cause_of, finalise, first_failure, status_dir_stamp
+from ezpz_tui.core.runs.ending import cause_in, finalise, first_failure, status_dir_stamp
 from ezpz_tui.core.runs.pids import start_ticks
 from ezpz_tui.core.watching.raised import RaisedWatch
 from runtime.env import RANK_VARS, RUN_DIR_VAR
@@ -233,7 +233,7 @@ class RunHandle:
             s for s in statuses if s.state == RankState.FAILED and not s.signals_received
         )
         if first is not None:
-            self._fail(first, cause_of(first))
+            self._fail(first, cause_in(self.run_dir, first, statuses))
         return now
 
     def _stop_raised(self) -> None:
@@ -285,7 +285,9 @@ class RunHandle:
                 signal_name=signal_name(sig) if sig else None,
             )
             if name == State.FAILED and first is not None:
-                cause = self._failure[1] if self._failure else cause_of(first)
+                cause = (
+                    self._failure[1] if self._failure else cause_in(self.run_dir, first, statuses)
+                )
                 end = replace(end, failed_rank=first.rank, cause=cause)
             if self._failure is not None and first is not None and first.state == RankState.FAILED:
                 # The launcher's own status came from the stop fail-fast sent it: as srun

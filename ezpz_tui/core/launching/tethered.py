@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S, RunProcesses, supervised_here
 from ezpz_tui.core.launching.reserve import release_reserve
-from ezpz_tui.core.runs.ending import cause_of, finalise, first_failure, world_size_of
+from ezpz_tui.core.runs.ending import cause_in, finalise, first_failure, world_size_of
 from ezpz_tui.core.runs.pids import process_alive
 from runtime.rundir import (
     HEARTBEAT_S,
@@ -90,7 +90,11 @@ def _record_end_from_ranks(run_dir: Path) -> RunState:
     ok = ok and (world is None or len(statuses) == world)
     end = replace(recorded, state=State.SUCCEEDED if ok else State.FAILED, end=time.time())
     if not ok:
-        cause = cause_of(first) if first else "the launcher ended without every rank's success"
+        cause = (
+            cause_in(run_dir, first, statuses)
+            if first
+            else "the launcher ended without every rank's success"
+        )
         end = replace(end, failed_rank=first.rank if first else None, cause=cause)
     release_reserve(run_dir)
     finalise(run_dir, end, world, end.end or time.time(), statuses)

@@ -5,8 +5,9 @@ SIGTERM may have been stopped by the user or torn down by the launcher after a p
 a wrapper the launcher SIGKILLed records nothing at all. The supervisor knows the rest of the
 story (whether the user asked for a stop, which rank failed first), so when the launcher has
 exited it rewrites every rank's end in those terms (:func:`final_statuses`) and records the
-run's first cause (:func:`first_failure`). Readers that find an end-less rank in a run nobody
-supervises any more derive the same words without writing (:func:`derived_state`).
+run's first cause (:func:`first_failure`, in words by :func:`cause_in`). Readers that find an
+end-less rank in a run nobody supervises any more derive the same words without writing
+(:func:`derived_state`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from ezpz_tui.core.runs.exit_abort import aborted_at_exit, exit_abort_cause
 from ezpz_tui.core.runs.exit_meanings import describe_end
+from ezpz_tui.core.runs.full_disk import NO_SPACE, ended_on_full_disk
 from runtime.rundir import (
     RankState,
     RankStatus,
@@ -60,6 +63,14 @@ def cause_of(status: RankStatus) -> str:
     return f"rank {status.rank}{where}: {how(status)}"
 
 
+def cause_in(run_dir: Path, status: RankStatus, statuses: Iterable[RankStatus]) -> str:
+    """:func:`cause_of`, unless the rank's run directory shows it aborted at interpreter exit
+    after its work was done (:mod:`ezpz_tui.core.runs.exit_abort`): then that, with the fix."""
+    if aborted_at_exit(run_dir, status, statuses):
+        return exit_abort_cause(status.rank)
+    return cause_of(status)
+
+
 def _ended_by_peer(status: RankStatus, first: RankStatus) -> bool:
     """A rank torn down after ``first`` failed: it got a stop forwarded, or died of a teardown
     signal no earlier than ``first``."""
@@ -81,11 +92,14 @@ def final_statuses(
     * A failure: ranks still running, or torn down after the first failure, are ``killed``
       with ``after rank N failed`` as their cause; the first (``run.failed_rank`` when the
       supervisor named it) is ``failed``, with the run's cause when the stop ended it.
+    * A run that ended on a full disk: ranks still running, or that never wrote a status, are
+      ``failed`` with that cause: their wrappers found no room to record their ends.
     * Anything else still running (a launcher that exited on its own, a wrapper killed before
       it could write) is ``lost``, as is a rank of the world that never wrote a status (one the
       user's stop came before is ``stopped``).
     """
     stopped = run.state == State.STOPPED
+    full = run.state == State.FAILED and ended_on_full_disk(run)
     named = [s for s in statuses if s.rank == run.failed_rank]
     first = named[0] if named else first_failure(statuses)
     if run.state != State.FAILED:
@@ -105,6 +119,8 @@ def final_statuses(
             status.state == RankState.RUNNING or _ended_by_peer(status, first)
         ):
             changed.append(_end(status, RankState.KILLED, f"after rank {first.rank} failed", end))
+        elif status.state == RankState.RUNNING and full:
+            changed.append(_end(status, RankState.FAILED, f"no end recorded: {NO_SPACE}", end))
         elif status.state == RankState.RUNNING:
             code = run.exit_code if run.exit_code is not None else run.signal_name
             word = f"no end recorded; the launcher ended ({code})"
@@ -117,6 +133,9 @@ def final_statuses(
             changed.append(
                 _end(RankStatus(rank), RankState.STOPPED, "stopped before it started", now)
             )
+        elif full:
+            word = f"no status: {NO_SPACE}"
+            changed.append(_end(RankStatus(rank), RankState.FAILED, word, now))
         else:
             word = "no status: the rank never started, or its wrapper could not write"
             changed.append(_end(RankStatus(rank), RankState.LOST, word, now))
@@ -157,6 +176,8 @@ def derived_state(rank: int, recorded: RankState, run: RunState) -> RankState:
         return RankState.STOPPED
     if run.state == State.FAILED and run.failed_rank not in (None, rank):
         return RankState.KILLED
+    if run.state == State.FAILED and ended_on_full_disk(run):
+        return RankState.FAILED  # its wrapper found no room to record the end
     return RankState.LOST
 
 

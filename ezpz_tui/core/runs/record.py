@@ -37,6 +37,29 @@ def read_run_toml(run_dir: Path) -> dict[str, Any]:
         raise RunStoreError(f"{path} is not valid TOML: {exc}") from None
 
 
+def read_record(run_dir: Path) -> tuple[dict[str, Any], str | None]:
+    """What ``run.toml`` records, for a reader that goes on without it: ``({}, why)`` when it
+    is there but cannot be read (``why`` names the file and the cause, for the screen), and
+    ``({}, None)`` when the run has none (one ezpz itself wrote)."""
+    path = RunDir(run_dir).run_toml
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8")), None
+    except FileNotFoundError:
+        return {}, None
+    except OSError as exc:
+        return {}, f"{RUN_TOML} cannot be read: {exc.strerror or exc}"
+    except ValueError as exc:  # TOMLDecodeError and UnicodeDecodeError both are
+        return {}, f"{RUN_TOML} cannot be read: not valid TOML ({exc})"
+
+
+def ranks_on_disk(run_dir: Path) -> int:
+    """How many ranks the run's files show (the highest rank with a status file or a log, plus
+    one; 0 for none), for a run whose record cannot say: two folder listings."""
+    run = RunDir(run_dir)
+    ranks = [rank for _, rank in (*run.statuses(), *run.logs())]
+    return max(ranks) + 1 if ranks else 0
+
+
 def positive_int(value: Any) -> int | None:
     """A whole number above zero, or None for anything else a record may hold (bools too)."""
     if isinstance(value, bool) or not isinstance(value, int):

@@ -16,6 +16,9 @@ What a reader here can know, and how it decides:
   the first failure by SIGTERM or SIGINT, or by a SIGKILL their wrapper was sent; and, in a
   run that has ended, those whose status still says ``running`` (the launcher killed their
   wrapper before it could write).
+* A rank that aborted at interpreter exit after its work was done (the terminate message last
+  in its log, SIGABRT, no peer further on) is said as such, with the fix, not as a native crash
+  (:mod:`ezpz_tui.core.runs.exit_abort`).
 * A node fault is a launcher or crash message that implicates a host (a shepherd killed, a GPU
   lost, a bus error, NCCL or CUDA failing, srun's "Killed" without an out-of-memory report), or
   Hydra reporting a process on a named host killed by SIGKILL/SIGBUS without one. Failover
@@ -29,17 +32,21 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ezpz_tui.core.runs.ending import first_failure
+from ezpz_tui.core.runs.ending import cause_of, first_failure
+from ezpz_tui.core.runs.exit_abort import aborted_at_exit, exit_abort_advice, exit_abort_cause
 from ezpz_tui.core.runs.exit_meanings import describe_end, meaning
+from ezpz_tui.core.runs.full_disk import ended_on_full_disk, what_to_do
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
+from ezpz_tui.core.runs.unreadable import unreadable, unusable_statuses
 from ezpz_tui.core.watching.launcher_messages import MAX_READ, LauncherMessage, read_messages
-from ezpz_tui.core.watching.tails import read_tail, strip_ansi
+from ezpz_tui.core.watching.tails import plain, read_tail
 from ezpz_tui.core.words import rank_ranges
 from runtime.rundir import (
     LAUNCHER_LOG,
     LIVE,
     LOGS,
+    STATUS,
     RankState,
     RankStatus,
     RunDir,
@@ -55,6 +62,7 @@ _STOP_NUMBERS = frozenset(int(s) for s in (_signal.SIGTERM, _signal.SIGINT, _sig
 _OOM_KINDS = frozenset({"srun_task_oom", "slurm_oom_kill", "cuda_oom", "bad_alloc"})
 _KILL_SIGNALS = frozenset({int(_signal.SIGKILL), int(_signal.SIGBUS)})
 _TRACEBACK = "Traceback (most recent call last):"
+AT_EXIT_MEANING = "aborted in the interpreter's teardown, after the script's own end"
 
 
 @dataclass(frozen=True)
@@ -78,12 +86,13 @@ class Failure:
     killed: tuple[int, ...]  # ranks ended as a consequence
     node_fault_host: str | None  # a host the messages implicate, for failover
     advice: tuple[str, ...]
+    notes: tuple[str, ...] = ()  # files of the run that could not be used, one line each
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["run_dir"] = str(self.run_dir)
         data["messages"] = [m.to_json() for m in self.messages]
-        for key in ("traceback", "last_lines", "killed", "advice"):
+        for key in ("traceback", "last_lines", "killed", "advice", "notes"):
             data[key] = list(data[key])
         return data
 
@@ -113,7 +122,7 @@ def last_traceback(lines: list[str]) -> tuple[str | None, tuple[str, ...]]:
 
 
 def _log_lines(path: Path) -> list[str]:
-    return [strip_ansi(line).rstrip() for line in read_tail(path, MAX_READ).splitlines()]
+    return [plain(line).rstrip() for line in read_tail(path, MAX_READ).splitlines()]
 
 
 def _last_lines(lines: list[str], count: int = LAST_LINES) -> tuple[str, ...]:
@@ -220,10 +229,24 @@ def advise(
     exit_code: int | None,
     exception: str | None,
     bad_host: str | None,
+    full_disk: Path | None = None,
+    at_exit: str | None = None,
 ) -> tuple[str, ...]:
-    """What to do next, most useful first, chosen by the cause."""
+    """What to do next, most useful first, chosen by the cause; ``full_disk`` is the run
+    directory when its disk filled up (recorded so, or said in the messages); ``at_exit`` is
+    the advice for a rank that aborted at interpreter exit after its work, said instead of a
+    native crash's."""
     kinds = {m.kind for m in messages}
     out: list[str] = []
+    if full_disk is not None:
+        out.append(f"The disk of {full_disk} is full: {what_to_do()}, then relaunch.")
+    elif "no_space" in kinds:  # another filesystem may be the full one (/dev/shm, /tmp)
+        out.append(
+            "A write found no space (the line above says where): free space on that "
+            "filesystem or quota, or write elsewhere, then relaunch."
+        )
+    if full_disk is not None or "no_space" in kinds:
+        exception = None  # the program's error is the full disk's, not a bug to fix
     if bad_host:
         out.append(
             f"Exclude {bad_host} and relaunch: the next launch in this outputs directory skips "
@@ -242,7 +265,9 @@ def advise(
             "A collective timed out: a rank fell behind or died first. Look for the earliest "
             "error above; `ezpz-tui stacks` shows where every rank waits on a hang."
         )
-    if signal in (_signal.SIGSEGV, _signal.SIGABRT) or exit_code in (134, 139):
+    if at_exit:
+        out.append(at_exit)
+    elif signal in (_signal.SIGSEGV, _signal.SIGABRT) or exit_code in (134, 139):
         out.append(
             "A native crash: check the last lines for the library at fault, and that torch, "
             "the driver and the collective library match."
@@ -286,10 +311,17 @@ def explain(run_dir: Path) -> Failure | None:
     statuses = read_statuses(run.path)
     if not _has_failure(state, statuses):
         return None
+    unusable = unusable_statuses(run.path, statuses)
+    notes = [state.reason] if state.state == State.UNKNOWN and state.reason else []
+    notes += unusable.values()
     first = first_failing(statuses, state.failed_rank)
+    if first is None and state.failed_rank in unusable:  # its log still tells
+        first = RankStatus(state.failed_rank)
     messages = read_messages(run.launcher_log, LAUNCHER_LOG)
+    notes += filter(None, [unreadable(run.path, run.launcher_log)])
     exception, traceback, last = None, (), ()
     if first is not None:
+        notes += filter(None, [unreadable(run.path, run.log(first.rank))])
         lines = _log_lines(run.log(first.rank))
         exception, traceback = last_traceback(lines)
         last = () if traceback else _last_lines(lines)
@@ -305,6 +337,8 @@ def explain(run_dir: Path) -> Failure | None:
     end = describe_end(exit_code, signal, name)
     said = meaning(exit_code, signal)
     word = next((m.text for m in said_by if m.node_fault), None)
+    at_exit = _aborted_at_exit(run.path, state, first, statuses)
+    full_disk = run.path if ended_on_full_disk(state) else None
     return Failure(
         run_id=run.path.name,
         run_dir=run.path,
@@ -314,16 +348,43 @@ def explain(run_dir: Path) -> Failure | None:
         exit_code=exit_code,
         signal=signal,
         signal_name=name,
-        meaning=said,
-        cause=state.cause or _cause(first, host, end, word, state.reason),
+        meaning=AT_EXIT_MEANING if at_exit else said,
+        cause=(
+            exit_abort_cause(at_exit.rank)
+            if at_exit
+            else state.cause or _cause(first, host, end, word, state.reason)
+        ),
         exception=exception,
         traceback=traceback,
         last_lines=last,
         messages=said_by,
         killed=killed_after(statuses, first, run_ended=state.state not in LIVE),
         node_fault_host=bad_host,
-        advice=advise(said_by, signal, exit_code, exception, bad_host),
+        advice=advise(
+            said_by,
+            signal,
+            exit_code,
+            exception,
+            bad_host,
+            full_disk,
+            at_exit=exit_abort_advice(at_exit) if at_exit else None,
+        ),
+        notes=tuple(notes),
     )
+
+
+def _aborted_at_exit(
+    run_dir: Path, state: RunState, first: RankStatus | None, statuses: list[RankStatus]
+) -> RankStatus | None:
+    """``first`` when it aborted at interpreter exit after its work was done and the run's
+    recorded cause says no more than that it failed (a cause the supervisor knew better, a full
+    disk say, is kept); a run recorded before this was recognised is explained too."""
+    if first is None:
+        return None
+    plain = (None, cause_of(first), exit_abort_cause(first.rank))
+    if state.cause not in plain or not aborted_at_exit(run_dir, first, statuses):
+        return None
+    return first
 
 
 def outcome(run_dir: Path) -> str:
@@ -348,8 +409,12 @@ def format_failure(failure: Failure, added: tuple[str, ...] = ()) -> str:
     """The failure as a person reads it in a terminal; ``added`` are the hosts just written to
     bad_hosts.txt."""
     out = [f"run {failure.run_id} {failure.state}: {failure.cause}"]
+    out += [f"note: {note}" for note in failure.notes]
     if failure.rank is not None:
         end = describe_end(failure.exit_code, failure.signal, failure.signal_name)
+        status = f"{STATUS}/{RunDir(failure.run_dir).status(failure.rank).name} "
+        if any(note.startswith(status) for note in failure.notes):
+            end = "its end unknown (its status cannot be used)"
         where = f" on {failure.host}" if failure.host else ""
         out.append(f"first failing rank: {failure.rank}{where}, {end}")
         if failure.meaning:
@@ -361,7 +426,7 @@ def format_failure(failure: Failure, added: tuple[str, ...] = ()) -> str:
         elif failure.last_lines:
             out.append(f"last lines of {log}:")
             out.extend(f"    {line}" for line in failure.last_lines)
-        else:
+        elif not any(note.startswith(f"{log} ") for note in failure.notes):
             out.append(f"{log} is empty")
     if failure.messages:
         out.append("the launcher and the logs said:")

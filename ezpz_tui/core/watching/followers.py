@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 import watchfiles
 
+from ezpz_tui.core.runs.unreadable import named, unusable_status
 from ezpz_tui.core.watching import fscalls
 from ezpz_tui.core.watching.budget import PollSchedule
 from ezpz_tui.core.watching.listing import LAUNCHER, LOG, METRICS, TELEMETRY, Found, RunListing
@@ -71,10 +72,14 @@ class Batch:
     metric_restarts: set[int] = field(default_factory=set)
     telemetry: dict[int, list[Sample]] = field(default_factory=dict)  # new samples by rank
     launcher: bool = False  # the launcher's log was found (and is followed as rank ``LAUNCHER``)
+    # Files whose use changed, by rank: the line saying why one cannot be used, None once it
+    # can again (:mod:`ezpz_tui.core.runs.unreadable`).
+    problems: dict[int, dict[str, str | None]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(
-            self.logs
+            self.problems
+            or self.logs
             or self.records
             or self.garbage
             or self.status
@@ -154,6 +159,8 @@ class RunFollower:
         self._first_scan = True
         self._polled = False  # the first poll with ``first_reads`` has been made
         self._launcher_found = False  # found since the last poll
+        self._problems: dict[Path, str | None] = {}  # why a file cannot be used, as last said
+        self._garbage: dict[Path, int] = {}  # unreadable lines skipped, by metrics/telemetry file
 
     def rescan(self, force: bool = False) -> None:
         """Start following files that appeared since the last scan; read the run's state."""
@@ -280,9 +287,31 @@ class RunFollower:
             del self._unread[path]
         return list(taken)
 
+    def _problem(self, batch: Batch, rank: int, path: Path, line: str | None) -> None:
+        """Say in ``batch`` that ``path`` cannot be used (``line``) or can again (None), once
+        each time that changes."""
+        if self._problems.get(path) != line:
+            self._problems[path] = line
+            batch.problems.setdefault(rank, {})[named(self.run_dir, path)] = line
+
     def _read(self, path: Path, batch: Batch, logs: list[tuple[int, int, Lines]]) -> bool:
         """Read what is new in one file into ``batch``; whether anything was."""
         followed = self._files[path]
+        rank, tail = followed.rank, followed.tail
+        changed = self._read_new(followed, path, batch, logs)
+        skipped = self._garbage.get(path, 0)
+        if tail.error is not None or skipped or path in self._problems:  # rare: one test else
+            name, why = named(self.run_dir, path), None
+            if tail.error is not None:
+                why = f"{name} cannot be read: {tail.error}"
+            elif skipped:
+                why = f"{name}: {skipped} unreadable line{'s' * (skipped != 1)} skipped"
+            self._problem(batch, rank, path, why)
+        return changed
+
+    def _read_new(
+        self, followed: _Followed, path: Path, batch: Batch, logs: list[tuple[int, int, Lines]]
+    ) -> bool:
         rank, tail = followed.rank, followed.tail
         offset = tail.offset
         if followed.kind == LOG:
@@ -300,10 +329,15 @@ class RunFollower:
                 batch.metric_restarts.add(rank)
             if garbage:
                 batch.garbage[rank] = batch.garbage.get(rank, 0) + garbage
+                self._garbage[path] = self._garbage.get(path, 0) + garbage
             merge_columns(batch.records, new)
         else:
             assert isinstance(tail, LineTail)
-            samples = [s for s in map(parse_line, tail.read(self.read_bytes).texts) if s]
+            texts = tail.read(self.read_bytes).texts
+            samples = [s for s in map(parse_line, texts) if s]
+            bad = len(samples) < len(texts) and sum(1 for t in texts if t.strip()) - len(samples)
+            if bad:
+                self._garbage[path] = self._garbage.get(path, 0) + bad
             if samples:
                 batch.telemetry.setdefault(rank, []).extend(samples)
         return tail.offset != offset
@@ -328,7 +362,9 @@ class RunFollower:
         data, st = _read_json(path)
         if data is None or st is None:  # a torn or odd file is read again later
             self.listing.forget_status(path)
+            self._problem(batch, rank, path, unusable_status(self.run_dir, path))
             return False
+        self._problem(batch, rank, path, None)
         status = RankStatus.from_json(data, rank)
         batch.status[rank] = status
         self._status_sig[path] = (rank, (st.st_ino, st.st_size, st.st_mtime_ns))

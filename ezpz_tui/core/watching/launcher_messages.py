@@ -212,6 +212,12 @@ PATTERNS: tuple[Pattern, ...] = (
         "a peer's connection closed: the named peer died or its node failed",
     ),
     _row(
+        "no_space",
+        "any",
+        _LABEL + r"(?:No space left on device|Disk quota exceeded)",
+        "the disk (or the quota on it) is full: nothing more could be written there",
+    ),
+    _row(
         "bus_error",
         "any",
         _LABEL + r"\bBus error\b",

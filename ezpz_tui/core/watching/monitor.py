@@ -24,7 +24,7 @@ from ezpz_tui.core.watching.raised import raised_exception
 from ezpz_tui.core.watching.stragglers import SLOW_FACTOR, StepTimes
 from ezpz_tui.core.watching.tails import DEFAULT_MAX_LINE, LineSegment, collapse_cr, strip_ansi
 from ezpz_tui.core.watching.telemetry import RankTelemetry
-from runtime.rundir import RANK_ENDED, RankState, RankStatus, RunDir, RunState, State
+from runtime.rundir import RANK_ENDED, STATUS, RankState, RankStatus, RunDir, RunState, State
 
 KEEP_PER_RANK = 2000
 KEEP_TOTAL = 128_000  # lines held over all ranks: 2000 each up to 64 ranks, fewer beyond
@@ -113,6 +113,7 @@ class Changes:
     by_rank: dict[int, list[LogLine]]
     arrived: list[LogLine]
     restarted: set[int]  # ranks whose log was truncated or replaced: reload their view
+    problems: bool = False  # a file came to be unusable, or usable again
 
 
 class RunMonitor:
@@ -146,6 +147,9 @@ class RunMonitor:
         self.has_launcher = False
         self._lines[LAUNCHER] = deque(maxlen=KEEP_LAUNCHER)
         self.shown: int | None = None  # the rank whose log is on screen
+        # Files that cannot be used, by rank (LAUNCHER for its log): the line saying why, by
+        # the file's name in the run directory.
+        self.problems: dict[int, dict[str, str]] = {}
 
     def show(self, rank: int | None) -> None:
         """``rank``'s log is on screen (None: the all-ranks view): its buffer grows to
@@ -234,6 +238,8 @@ class RunMonitor:
         self.steps.update(batch.records, batch.metric_restarts)
         for rank, samples in batch.telemetry.items():  # not activity: a hung rank is sampled
             self.telemetry.setdefault(rank, RankTelemetry()).add(samples)
+        self._note_problems(batch.problems)
+        changes.problems = bool(batch.problems)
         # In the order the ranks ended, so the all-ranks view marks the first death first.
         for rank, status in sorted(batch.status.items(), key=_end_then_rank):
             info = self._rank(rank)
@@ -246,6 +252,28 @@ class RunMonitor:
                 self.all_lines.append(mark)
                 changes.arrived.append(mark)
         return changes
+
+    def _note_problems(self, changed: dict[int, dict[str, str | None]]) -> None:
+        """Keep the lines about files that cannot be used; a rank whose status file says
+        nothing, and has said nothing readable before, is ``unknown`` (not ``waiting``)."""
+        for rank, lines in changed.items():
+            held = self.problems.setdefault(rank, {})
+            for name, line in lines.items():
+                if line is None:
+                    held.pop(name, None)
+                else:
+                    held[name] = line
+                    status = rank != LAUNCHER and name.startswith(f"{STATUS}/")
+                    if status and self._rank(rank).status == RankState.WAITING:
+                        self._rank(rank).status = RankState.UNKNOWN
+            if not held:
+                del self.problems[rank]
+
+    def problems_of(self, rank: int | None) -> list[str]:
+        """What cannot be used of ``rank``'s files (None: of any rank), one line each."""
+        if rank is None:
+            return [line for lines in self.problems.values() for line in lines.values()]
+        return list(self.problems.get(rank, {}).values())
 
     @staticmethod
     def _apply_status(info: RankInfo, status: RankStatus) -> None:
@@ -302,6 +330,8 @@ class RunMonitor:
         """
         info = self._rank(rank)
         run = self.run_state
+        if info.status == RankState.UNKNOWN:  # its status says nothing readable
+            return info.status
         if info.status == RankState.RUNNING and run is not None and not run.live:
             return derived_state(rank, info.status, run)
         if info.status == RankState.WAITING and info.last_activity is not None and run:

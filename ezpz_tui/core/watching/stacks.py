@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ezpz_tui.core.runs.pids import environ_has
+from ezpz_tui.core.runs.unreadable import unusable_statuses
 from ezpz_tui.core.words import rank_ranges
 from runtime.env import RUN_DIR_VAR
 from runtime.procfs import proc_stat
@@ -258,7 +259,10 @@ def request_stacks(
     here, needles = socket.gethostname(), _needles(run_dir)
     skipped: list[Skipped] = []
     pending: dict[int, tuple[Path, int]] = {}  # rank -> (log, its size before the signal)
-    for status in read_statuses(run_dir):
+    statuses = read_statuses(run_dir)
+    # A rank whose status says nothing has no pid to signal: said, not passed over.
+    skipped += [Skipped(rank, why) for rank, why in unusable_statuses(run.path, statuses).items()]
+    for status in statuses:
         reason, pid = _why_not(status, here, needles), status.pid
         if reason is None and pid is not None:
             log = run.log(status.rank)

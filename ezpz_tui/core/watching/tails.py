@@ -39,6 +39,22 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with its control bytes shown as ``�``: a NUL, a bell or a shift to another
+    character set would move a terminal's cursor or change its state. Tabs, newlines and
+    escapes stay (a view that renders colours reads those); :func:`plain` removes escapes too."""
+    return _CONTROL.sub("\ufffd", text)
+
+
+def plain(text: str) -> str:
+    """``text`` as plain printable text, for a terminal or a report: no ANSI sequence, no
+    control byte (a stray escape left over from a torn sequence included)."""
+    return printable(strip_ansi(text)).replace("\x1b", "\ufffd")
+
+
 class Line(NamedTuple):
     """One log line. ``offset``/``length`` locate its raw bytes (newline excluded) in the file,
     so the UI can read a cut line whole; ``cut`` is how many bytes of the shown segment were
@@ -161,7 +177,7 @@ def collapse_cr(text: str) -> str:
 class _ByteTail:
     """New bytes of one file, restarting at 0 when it shrinks, is replaced or re-created."""
 
-    __slots__ = ("_gone", "_ino", "more", "offset", "path")
+    __slots__ = ("_gone", "_ino", "error", "more", "offset", "path")
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -169,6 +185,7 @@ class _ByteTail:
         self._ino: int | None = None
         self._gone = False
         self.more = False  # the last read stopped at its cap, not at the file's end
+        self.error: str | None = None  # why the last open or read failed, in the system's words
 
     def start_at(self, ino: int, offset: int) -> None:
         """Continue file ``ino`` from ``offset`` instead of its start."""
@@ -199,8 +216,10 @@ class _ByteTail:
                 # No more than is there: an unbuffered read of max_bytes allocates all of it
                 # first, and thousands of such reads leave the allocator's heap high.
                 chunk = fh.read(max(0, min(max_bytes, st.st_size - self.offset)))
-        except OSError:
+        except OSError as exc:
+            self.error = exc.strerror or str(exc)
             return b"", self.offset, False
+        self.error = None
         start = self.offset
         self.offset += len(chunk)
         self.more = len(chunk) == max_bytes
@@ -249,6 +268,11 @@ class LineTail:
     def more(self) -> bool:
         """The last read stopped at its cap: the file has more to read now."""
         return self._src.more
+
+    @property
+    def error(self) -> str | None:
+        """Why the file could not be read at the last try (``Permission denied``), else None."""
+        return self._src.error
 
     def read(self, max_bytes: int = DEFAULT_READ, st: os.stat_result | None = None) -> Lines:
         chunk, pos, restarted = self._src.read(max_bytes, st)
@@ -332,6 +356,10 @@ class RecordTail:
     @property
     def more(self) -> bool:
         return self._src.more
+
+    @property
+    def error(self) -> str | None:
+        return self._src.error
 
     @property
     def offset(self) -> int:

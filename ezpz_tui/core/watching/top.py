@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ezpz_tui.core.runs.ending import derived_state
+from ezpz_tui.core.runs.unreadable import named, unreadable, unusable_statuses
 from ezpz_tui.core.watching.stragglers import SLOW_FACTOR, StepTimes
 from ezpz_tui.core.watching.telemetry import human_bytes, percent, read_last, read_tail
 from runtime.record_columns import RecordColumns, parse_columns
@@ -64,6 +65,7 @@ class Top:
     rows: list[RankTop]
     median_step_s: float | None
     slow_factor: float
+    notes: tuple[str, ...] = ()  # files that could not be used, one line each
 
     def to_json(self, now: float) -> dict[str, Any]:
         return {
@@ -73,6 +75,7 @@ class Top:
             "slow_factor": self.slow_factor,
             "slow": [row.rank for row in self.rows if row.slow],
             "ranks": [row.to_json(now) for row in self.rows],
+            "notes": list(self.notes),
         }
 
 
@@ -81,14 +84,24 @@ def read_top(run_dir: Path, slow_factor: float = SLOW_FACTOR) -> Top:
     run = RunDir(run_dir)
     state = read_state(run_dir)
     statuses: dict[int, RankStatus] = {s.rank: s for s in read_statuses(run_dir)}
-    samples = {rank: read_last(path, SAMPLE_TAIL) for path, rank in run.telemetries()}
+    unusable = unusable_statuses(run.path, statuses.values())
+    notes = list(unusable.values())
+    samples = {}
+    for path, rank in run.telemetries():
+        samples[rank] = read_last(path, SAMPLE_TAIL)
+        no = samples[rank] is None
+        note = _no_use(run.path, path, "sample", not state.live) if no else None
+        notes += [note] if note else []
     steps = StepTimes(slow_factor)
-    steps.update(_newest_records(run))
-    ranks = sorted(set(statuses) | set(samples) | set(steps.ranks))
+    steps.update(_newest_records(run, notes, not state.live))
+    ranks = sorted(set(statuses) | set(unusable) | set(samples) | set(steps.ranks))
     rows = []
     for rank in ranks:
         status = statuses.get(rank)
-        word = RankState.WAITING if status is None else derived_state(rank, status.state, state)
+        if status is None:  # none yet, or one that says nothing: the notes say which
+            word = RankState.UNKNOWN if rank in unusable else RankState.WAITING
+        else:
+            word = derived_state(rank, status.state, state)
         live = word == RankState.RUNNING
         rows.append(
             RankTop(
@@ -100,16 +113,31 @@ def read_top(run_dir: Path, slow_factor: float = SLOW_FACTOR) -> Top:
                 slow=live and rank in steps.slow,
             )
         )
-    return Top(run_dir.name, rows, steps.median, slow_factor)
+    return Top(run_dir.name, rows, steps.median, slow_factor, tuple(notes))
 
 
-def _newest_records(run: RunDir) -> dict[int, RecordColumns]:
+def _no_use(run_dir: Path, path: Path, what: str, ended: bool) -> str | None:
+    """Why a file gave nothing: it cannot be read, or (the run has ended: no line of it is
+    still being written) its end holds no readable ``what``; None when it is empty (a rank
+    that has not got that far is no fault)."""
+    why = unreadable(run_dir, path)
+    if why is not None or not ended:
+        return why
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    return f"{named(run_dir, path)} holds no readable {what} at its end" if size else None
+
+
+def _newest_records(run: RunDir, notes: list[str], ended: bool) -> dict[int, RecordColumns]:
     out: dict[int, RecordColumns] = {}
     for path, rank in metric_files(run.path):
         data = read_tail(path, RECORDS_TAIL)
-        if data is None:
-            continue
-        for got, columns in parse_columns(data, rank).columns.items():
+        found = parse_columns(data, rank).columns if data is not None else {}
+        note = None if found else _no_use(run.path, path, "record", ended)
+        notes += [note] if note else []
+        for got, columns in found.items():
             out[got] = columns
     return out
 
@@ -154,7 +182,7 @@ def format_top(top: Top, now: float | None = None) -> list[str]:
             " ".join(f"{cell:{width}}" for cell, (_, width) in zip(cells, HEAD, strict=True))
         )
     lines.append(_slow_line(top))
-    return lines
+    return lines + list(top.notes)
 
 
 def _slow_line(top: Top) -> str:

@@ -8,7 +8,6 @@ bounded: older lines of a rank are read back from disk when the cursor reaches t
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -28,19 +27,18 @@ from ezpz_tui.core.watching.monitor import (
     LogLine,
     is_error_line,
 )
-from ezpz_tui.core.watching.tails import strip_ansi
+from ezpz_tui.core.watching.tails import printable, strip_ansi
 from ezpz_tui.ui.palette import bindings_for
 from ezpz_tui.ui.widgets.linelist import LineList
 from ezpz_tui.ui.widgets.topology import group_palette
 
 MAX_LINES = 100_000
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f]")
 
 
 def styled(text: str) -> Text:
     """Rich text from a raw log line: colours from its ANSI codes, other control bytes shown
     as ``�`` (they would move the terminal's cursor), tabs expanded."""
-    return Text.from_ansi(_CONTROL.sub("�", text.expandtabs()), no_wrap=True, end="")
+    return Text.from_ansi(printable(text.expandtabs()), no_wrap=True, end="")
 
 
 class LogView(LineList):

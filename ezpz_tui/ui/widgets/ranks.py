@@ -34,7 +34,7 @@ from ezpz_tui.core.watching.rank_rows import (
     hosts,
     rank_rows,
 )
-from ezpz_tui.core.watching.tails import strip_ansi
+from ezpz_tui.core.watching.tails import plain
 from ezpz_tui.core.watching.telemetry import human_bytes, percent, sparkline
 from ezpz_tui.ui.palette import bindings_for
 from ezpz_tui.ui.widgets.linelist import LineList, fits
@@ -167,9 +167,14 @@ class RankList(LineList):
         self._totals = computed.totals if computed else {}
         if rows != self._rows:
             self._rows = rows
+            shown = self.monitor.shown if self.monitor is not None else None
             if before is not None and before in rows:
                 # Rows above it moved (a sort, the launcher's row): the cursor stays on its row.
                 self.set_reactive(RankList.cursor, rows.index(before))
+            elif before is None and shown in rows:
+                # The first rows of a run (none were known before): the cursor on the rank whose
+                # log is shown, whatever row the launcher's or a host's heading took.
+                self.set_reactive(RankList.cursor, rows.index(shown))
             elif rows and self.cursor >= len(rows):
                 self.set_reactive(RankList.cursor, len(rows) - 1)
         self._first_failure = computed.first_failure if computed else None
@@ -285,7 +290,7 @@ class RankList(LineList):
         text.append("launcher ", "bold")
         text.append(f"{fits(outcome or state, 9):<9} ", STATE_STYLE.get(state, ""))
         room = self.scrollable_content_region.width - text.cell_len
-        text.append(fits(strip_ansi(self.monitor.launcher.last_line), max(0, room)), "dim")
+        text.append(fits(plain(self.monitor.launcher.last_line), max(0, room)), "dim")
         return text
 
     def render_row(self, row: int) -> Text:
@@ -316,7 +321,7 @@ class RankList(LineList):
             text.append(f"{fits(info.host.split('.')[0], 16):<{self._host_width}} ", "dim")
         self._figures(text, info.rank)
         room = self.scrollable_content_region.width - text.cell_len
-        text.append(fits(strip_ansi(info.last_line), max(0, room)), "dim")
+        text.append(fits(plain(info.last_line), max(0, room)), "dim")
         return text
 
     def is_heading(self, row: int) -> bool:

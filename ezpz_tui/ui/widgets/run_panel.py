@@ -145,13 +145,15 @@ class RunPanel(Vertical):
         header = Text(details.path.name, "bold")
         header.append("  ")
         header.append(state, STATE_STYLE.get(state, ""))
-        sizes = details.plan.get("sizes", {})
-        if sizes:
+        sizes = details.plan.get("sizes")
+        if isinstance(sizes, dict) and sizes:
             header.append("  " + " ".join(f"{k}={v}" for k, v in sizes.items()))
         if self.read_only:
             header.append("  (read-only: not started here)", "dim")
         if details.plan.get("parent"):
             header.append(f"\nparent {details.plan['parent']}", "dim")
+        if details.problem:
+            header.append(f"\n{details.problem}: ranks as their files show", "yellow")
         if details.state.reason:
             header.append(f"\n{details.state.reason}", "yellow")
         if details.trackers:
@@ -170,6 +172,8 @@ class RunPanel(Vertical):
         assert self.monitor is not None
         ranks, log = self.ranks, self.log
         ranks.update_rows(wait=False)
+        if changes.problems:
+            self._status_changed()
         first = self.monitor.first_failure
         if not self._user_moved and first is not None and log.rank not in (None, first):
             ranks.select_rank(first)  # a failed run opens on the rank that failed first
@@ -242,7 +246,13 @@ class RunPanel(Vertical):
 
     @on(LogView.StatusChanged)
     def _status_changed(self) -> None:
-        self.query_one("#log-status", Static).update(self.log.status_text())
+        """The line above the log, then what of the shown rank's files cannot be used (all
+        ranks': of every rank), where the lines they hold would have been."""
+        text = self.log.status_text()
+        problems = self.monitor.problems_of(self.log.rank) if self.monitor else []
+        for line in problems:
+            text.append(f" · {line}", "bold red")
+        self.query_one("#log-status", Static).update(text)
 
     @on(RankList.Chosen)
     def _rank_chosen(self) -> None:

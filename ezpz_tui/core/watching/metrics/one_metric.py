@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ezpz_tui.core.runs.unreadable import unreadable
 from ezpz_tui.core.watching.metrics.aggregated import folded
 from runtime import records
 from runtime.rundir import metric_files
@@ -40,6 +41,7 @@ class MetricSeries:
     booleans: int = 0
     unnumbered: int = 0
     garbage: int = 0
+    unreadable: list[str] = field(default_factory=list)  # files that could not be read, why
     seen: int = 0  # records holding the metric at all
     metrics: set[str] = field(default_factory=set)  # every metric name met, in any record
 
@@ -80,7 +82,7 @@ class MetricSeries:
             out.append(f"{_count(self.unnumbered, 'record')} without a step numbered in order")
         if self.garbage:
             out.append(f"{_count(self.garbage, 'unreadable line')} skipped")
-        return out
+        return out + self.unreadable
 
 
 def _count(n: int, noun: str) -> str:
@@ -135,13 +137,14 @@ def _place(obj: dict[str, Any], default_rank: int) -> tuple[int, int | None]:
     )
 
 
-def _lines(path: Path) -> list[bytes]:
-    """The file's lines. A last line without its newline is kept when it is complete JSON (a
-    finished file) and left out otherwise: a live rank is still writing it, it is not garbage."""
+def _lines(path: Path) -> list[bytes] | None:
+    """The file's lines, None when it cannot be read. A last line without its newline is kept
+    when it is complete JSON (a finished file) and left out otherwise: a live rank is still
+    writing it, it is not garbage."""
     try:
         data = path.read_bytes()
     except OSError:
-        return []
+        return None
     lines = data.split(b"\n")
     last = lines.pop()
     if last.strip():
@@ -178,7 +181,12 @@ def read_metric(
     series = MetricSeries(name)
     for path, file_rank in metric_files(run_dir):
         counters: dict[int, int] = {}
-        for line in _lines(path):
+        lines = _lines(path)
+        if lines is None:
+            said = unreadable(Path(run_dir), path)
+            series.unreadable.append(said or f"{path.name} cannot be read")
+            continue
+        for line in lines:
             try:
                 obj = json.loads(line)
                 flat = _flat_raw(obj) if isinstance(obj, dict) else None
