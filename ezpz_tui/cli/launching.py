@@ -207,7 +207,7 @@ def report_end(handle: Any) -> int:
     from ezpz_tui.core.runs.ending import how
     from ezpz_tui.core.runs.exit_meanings import meaning
     from ezpz_tui.core.runs.full_disk import ended_on_full_disk, where_and_what_to_do
-    from ezpz_tui.core.watching.tails import read_tail
+    from ezpz_tui.core.runs.tail import read_tail
     from ezpz_tui.core.words import rank_ranges
     from runtime.rundir import LAUNCHER_LOG, RankState, RunDir, State, read_statuses
 

@@ -18,11 +18,11 @@ A rank aborted at exit when all of these hold, and else the usual words apply:
 
 from __future__ import annotations
 
-import os
 import signal as _signal
 from collections.abc import Iterable
 from pathlib import Path
 
+from ezpz_tui.core.runs.tail import read_tail
 from runtime.records import decode
 from runtime.rundir import RankStatus, RunDir
 
@@ -64,7 +64,7 @@ def aborted_at_exit(run_dir: Path, status: RankStatus, peers: Iterable[RankStatu
     if status.signal != _ABORT and not (status.signal is None and status.exit_code == 134):
         return False
     run = RunDir(Path(run_dir))
-    lines = [line.strip() for line in _tail(run.log(status.rank), _LOG_TAIL).splitlines()]
+    lines = [line.strip() for line in read_tail(run.log(status.rank), _LOG_TAIL).splitlines()]
     said = [line for line in lines if line and not line.startswith(_OURS)]
     if not said or said[-1] != TERMINATE or any(line.startswith(_TRACEBACK) for line in said):
         return False
@@ -75,22 +75,9 @@ def aborted_at_exit(run_dir: Path, status: RankStatus, peers: Iterable[RankStatu
     return all(step is None or step <= own for step in steps)
 
 
-def _tail(path: Path, limit: int) -> str:
-    """The last ``limit`` bytes of ``path`` from a line's start; "" when it cannot be read."""
-    try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            fh.seek(max(0, size - limit))
-            data = fh.read(limit)
-    except OSError:
-        return ""
-    text = data.decode("utf-8", errors="replace")
-    return text.partition("\n")[2] if size > limit else text
-
-
 def _last_step(path: Path) -> int | None:
     """The step of the last complete History record in ``path``; None when there is none."""
-    for line in reversed(_tail(path, _RECORD_TAIL).split("\n")):
+    for line in reversed(read_tail(path, _RECORD_TAIL).split("\n")):
         record = decode(line) if line.strip() else None
         if record is not None and record.step is not None:
             return record.step

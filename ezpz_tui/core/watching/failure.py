@@ -38,9 +38,10 @@ from ezpz_tui.core.runs.exit_meanings import describe_end, meaning
 from ezpz_tui.core.runs.full_disk import ended_on_full_disk, what_to_do
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
+from ezpz_tui.core.runs.tail import read_tail
 from ezpz_tui.core.runs.unreadable import unreadable, unusable_statuses
 from ezpz_tui.core.watching.launcher_messages import MAX_READ, LauncherMessage, read_messages
-from ezpz_tui.core.watching.tails import plain, read_tail
+from ezpz_tui.core.watching.tails import plain
 from ezpz_tui.core.words import rank_ranges
 from runtime.rundir import (
     LAUNCHER_LOG,

@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ezpz_tui.core.watching.tails import read_tail, strip_ansi
+from ezpz_tui.core.runs.tail import read_tail
+from ezpz_tui.core.watching.tails import strip_ansi
 from runtime.rundir import LAUNCHER_LOG
 
 MAX_READ = 256 << 10  # bytes read from the end of a log: a failure is told at its end

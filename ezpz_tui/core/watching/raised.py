@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from ezpz_tui.core.watching.tails import read_tail
+from ezpz_tui.core.runs.tail import read_tail
 from runtime.rundir import RunDir
 
 TRACEBACK = "Traceback (most recent call last):"

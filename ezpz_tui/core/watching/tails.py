@@ -390,21 +390,6 @@ class RecordTail:
         return result.columns, garbage, restarted
 
 
-def read_tail(path: Path, limit: int) -> str:
-    """The last ``limit`` bytes of ``path`` as text (from a line start); "" if unreadable."""
-    try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            fh.seek(max(0, size - limit))
-            data = fh.read(limit)
-    except OSError:
-        return ""
-    text = data.decode("utf-8", errors="replace")
-    if size > limit:
-        text = text.partition("\n")[2]
-    return text
-
-
 def file_columns(path: Path, rank: int) -> Iterator[ColumnsResult]:
     """The records of one JSONL file by rank, with its garbage lines counted, a chunk at a time
     so a large file never sits in memory whole. A line longer than MAX_RECORD is skipped
