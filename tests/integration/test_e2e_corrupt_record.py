@@ -10,7 +10,6 @@ record cannot be read, and ``j``/``k`` move between the two ranks' logs as with 
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from pathlib import Path
 
@@ -30,15 +29,7 @@ def test_attach_with_a_corrupt_run_toml_moves_between_ranks(
     tmp_path: Path,
 ) -> None:
     python = str(EZPZ_TUI.parent / "python")
-    done = subprocess.run(
-        [str(EZPZ_TUI), "launch", "--ppn", "2", "--quiet", "--", python, "-c", SAY],
-        env=tmux.env,
-        cwd=tmux.cwd,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = tmux.cli("launch", "--ppn", "2", "--quiet", "--", python, "-c", SAY)
     assert done.returncode == 0, done.stderr
     (run_dir,) = run_dirs(tmp_path)
     (run_dir / "run.toml").write_text("run_id = [unclosed\n")

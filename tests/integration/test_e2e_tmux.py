@@ -80,6 +80,18 @@ class Tmux:
             timeout=30,
         )
 
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """``ezpz-tui ARGS`` run to its end beside the pane, with its environment and folder."""
+        return subprocess.run(
+            [str(EZPZ_TUI), *args],
+            env=self.env,
+            cwd=self.cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
     def start(self, argv: list[str]) -> None:
         self.tmux(
             "new-session", "-d", "-s", self.target, "-x", str(WIDTH), "-y", str(HEIGHT),
@@ -474,14 +486,7 @@ def test_quit_leaving_the_run_running_and_stop_it_later(tmux: Tmux, tmp_path: Pa
     state = json.loads((run_dir / "state.json").read_text())
     assert state["state"] == "running" and state["supervisor_pid"] != tui, state
     assert len(processes_of(run_dir)) >= 2  # the ranks go on
-    stop = subprocess.run(
-        [str(EZPZ_TUI), "stop", run_dir.name],
-        env=tmux.env,
-        cwd=tmux.cwd,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    stop = tmux.cli("stop", run_dir.name, timeout=90)
     assert stop.returncode == 0, stop.stderr
     state = json.loads((run_dir / "state.json").read_text())
     assert state["state"] == "stopped" and state["stopped_by_user"] is True, state

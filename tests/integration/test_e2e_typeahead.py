@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import subprocess
 import time
 from pathlib import Path
 
@@ -31,15 +30,7 @@ def finished_run(tmux: Tmux, tmp_path: Path) -> Path:  # noqa: F811
     """A real 2-rank demo run that has ended, with both ranks' logs and metrics."""
     python = str(EZPZ_TUI.parent / "python")
     demo = [python, "-m", "runtime.examples.train", "--steps", "5"]
-    done = subprocess.run(
-        [str(EZPZ_TUI), "launch", "--ppn", "2", "--quiet", "--", *demo],
-        env=tmux.env,
-        cwd=tmux.cwd,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    done = tmux.cli("launch", "--ppn", "2", "--quiet", "--", *demo, timeout=180)
     assert done.returncode == 0, done.stderr
     (run_dir,) = run_dirs(tmp_path)
     return run_dir
