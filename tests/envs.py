@@ -20,6 +20,7 @@ JOB_VARS = frozenset(
         "HIP_VISIBLE_DEVICES",
         "EZPZ_OUTPUTS",
         "EZPZ_RUN_DIR",
+        "CPU_BIND",  # a site's binding for the launcher
     }
 )
 

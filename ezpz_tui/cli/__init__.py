@@ -1,6 +1,8 @@
 """``ezpz-tui``: the TUI with no arguments, headless commands on the same core otherwise.
 
-Every command answers bad input with one readable line and exit status 2, never a traceback.
+Every command answers bad input with one readable line and exit status 2, never a traceback,
+and does its work whatever its stdout does (closed, full, a pipe whose reader left:
+:mod:`ezpz_tui.cli.stdout`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ezpz_tui.cli.reading import (
     cmd_tui,
     cmd_why,
 )
+from ezpz_tui.cli.stdout import exit_status, guard_stdout
 from ezpz_tui.cli.submitting import cmd_submit
 from ezpz_tui.cli.sweeping import cmd_sweep
 from ezpz_tui.cli.telemetry import cmd_top
@@ -50,17 +53,31 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    before = sys.stdout
+    guard_stdout()
+    try:
+        return _run(argv)
+    finally:
+        sys.stdout = before  # for callers in this process (tests); a command has flushed
+
+
+def _run(argv: list[str] | None) -> int:
     if not (sys.argv[1:] if argv is None else argv):
         # The bare TUI skips building the parser (and importing the plan module for its
         # launcher list): it is the first frame's start-up cost.
         return cmd_tui(argparse.Namespace(cmd=None, outputs=None))
-    args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.cmd](args)
+        args = build_parser().parse_args(argv)
+    except SystemExit as done:  # --help, --version (0) or a usage error (2), already printed
+        return exit_status(done.code if isinstance(done.code, int) else 0, keeps_status=False)
+    try:
+        code = COMMANDS[args.cmd](args)
     except KeyboardInterrupt:
-        return 130
+        code = 130
     except BrokenPipeError:  # ezpz-tui runs | head
         return 0
+    runs = args.cmd == "sweep" or (args.cmd == "launch" and not args.dry_run)
+    return exit_status(code, keeps_status=runs)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ezpz_tui.cli.common import fail, outputs_of, say
+from ezpz_tui.cli.stdout import refused, why_refused
 
 
 def plan_from_args(args: argparse.Namespace, **sizes: int) -> Any:
@@ -54,11 +54,13 @@ def _rank_env(launch: Any) -> dict[str, Any]:
 
 
 def _dry_run(session: Any, plan: Any) -> int:
-    """The launch as JSON, exactly what would run; exit 2 when the plan has errors."""
+    """The launch as JSON, exactly what would run: the plan as the launch checks it (without
+    the hosts of bad_hosts.txt), its sizes and its argv; exit 2 when the plan has errors."""
     preview = session.preview(plan)
     out: dict[str, Any] = {"problems": [asdict(p) for p in preview.problems]}
-    launch = preview.command
-    if launch is not None:
+    launch, checked = preview.command, preview.checked
+    if launch is not None and checked is not None:
+        plan = checked.plan
         out.update(
             argv=launch.argv,
             env=launch.env,
@@ -68,7 +70,7 @@ def _dry_run(session: Any, plan: Any) -> int:
             hostfile_hosts=preview.hostfile_hosts,
             notes=launch.notes,
             rank_env=_rank_env(launch),
-            world_size=plan.world_size(session.alloc),
+            world_size=checked.world_size,
             sizes={
                 "tp": plan.tp,
                 "pp": plan.pp,
@@ -135,6 +137,16 @@ def cmd_launch(args: argparse.Namespace) -> int:
         result = step.result
 
 
+# Ctrl-C and SIGTERM (what `ezpz-tui stop` sends) are the user's stop; SIGHUP is the terminal
+# or the SSH session going away, which nobody chose: the run's record says so.
+HUNG_UP = "the terminal hung up (SIGHUP)"
+
+
+def stop_reason(signum: int) -> str | None:
+    """The reason a stop for signal ``signum`` records: None for the user's stop."""
+    return HUNG_UP if signum == signal.SIGHUP else None
+
+
 def _follow(handle: Any, quiet: bool) -> int:
     """Print rank 0's log as it grows until the run ends, as srun would: Ctrl-C, SIGTERM or
     SIGHUP (the terminal closed) stop the run; a closed or full stdout stops the printing only,
@@ -152,7 +164,7 @@ def _follow(handle: Any, quiet: bool) -> int:
             offset = out.copy(log, offset)
             if stop_requested:
                 say(f"\nezpz-tui: stopping the run ({signal.Signals(stop_requested[0]).name}) ...")
-                result = handle.stop()
+                result = handle.stop(reason=stop_reason(stop_requested[0]))
                 out.copy(log, offset)
                 state = "clean" if result.clean else f"left {result.remaining}"
                 say(f"ezpz-tui: stopped ({state}) after {result.elapsed_s:.1f}s")
@@ -164,9 +176,9 @@ def _follow(handle: Any, quiet: bool) -> int:
 
 
 class _Out:
-    """Rank 0's log copied to stdout until stdout refuses (``| head -1``, ``> /dev/full``):
-    then the copying stops and stdout points at /dev/null, so Python's own flush at exit cannot
-    fail either, and the run goes on being supervised."""
+    """Rank 0's log copied to stdout until stdout refuses (closed, ``| head -1``,
+    ``> /dev/full``): then the copying stops, which is said once, and the run goes on being
+    supervised (:mod:`ezpz_tui.cli.stdout` keeps the refusal from raising)."""
 
     def __init__(self, quiet: bool) -> None:
         self.on = not quiet
@@ -181,21 +193,18 @@ class _Out:
         except OSError:
             return offset
         if data:
-            try:
-                sys.stdout.write(data.decode("utf-8", errors="replace"))
-                sys.stdout.flush()
-            except (OSError, ValueError) as exc:
+            sys.stdout.write(data.decode("utf-8", errors="replace"))
+            sys.stdout.flush()
+            if exc := refused():
                 self._stop_printing(exc)
         return offset + len(data)
 
     def _stop_printing(self, exc: BaseException) -> None:
         self.on = False
-        with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-        why = getattr(exc, "strerror", None) or type(exc).__name__
-        say(f"ezpz-tui: stdout refused rank 0's log ({why}); the run goes on, followed quietly")
+        say(
+            f"ezpz-tui: stdout refused rank 0's log ({why_refused(exc)}); "
+            "the run goes on, followed quietly"
+        )
 
 
 def report_end(handle: Any) -> int:
@@ -209,7 +218,7 @@ def report_end(handle: Any) -> int:
     from ezpz_tui.core.runs.full_disk import ended_on_full_disk, where_and_what_to_do
     from ezpz_tui.core.runs.tail import read_tail
     from ezpz_tui.core.words import rank_ranges
-    from runtime.rundir import LAUNCHER_LOG, RankState, RunDir, State, read_statuses
+    from runtime.rundir import BAD_HOSTS, LAUNCHER_LOG, RankState, RunDir, State, read_statuses
 
     run, state = RunDir(handle.run_dir), handle.state
     statuses = read_statuses(run.path)
@@ -231,6 +240,8 @@ def report_end(handle: Any) -> int:
         tail = "\n".join(read_tail(run.launcher_log, 20000).splitlines()[-15:])
         if tail:
             say(f"ezpz-tui: {LAUNCHER_LOG} ends with:\n" + tail)
+    for host in handle.bad_hosts_added:
+        say(f"ezpz-tui: a node fault named {host}: added to {run.path.parent / BAD_HOSTS}")
     say(f"ezpz-tui: run {state.state} ({run.path.name})")
     if state.state == State.FAILED and first is not None:
         if first.exit_code is not None:

@@ -11,7 +11,8 @@ from ezpz_tui import __version__
 EPILOG = (
     "With no command, ezpz-tui starts the terminal UI. Exit status: 0 done; 1 a failure found "
     "(a failed run, a doctor error); 2 bad usage or a bad place (no such run, an unreadable "
-    "directory), said in one line; 130 interrupted."
+    "directory), said in one line; 74 done, but stdout was closed or full and the output is "
+    "lost; 130 interrupted. launch exits with its run's status, whatever its stdout does."
 )
 RUN_HELP = "run id, unique prefix, or path to a run directory"
 
@@ -96,7 +97,8 @@ COMMANDS_HELP = {
         "Explain RUN's failure on one screen: the first rank that failed on its own and its "
         "host, its exit code or signal and what that usually means, its traceback or last "
         "lines, what the launcher said, which ranks were killed as a consequence, and what to "
-        "do. A host a node fault names is added to bad_hosts.txt in the outputs directory.",
+        "do, and whether the host a node fault names is in the outputs directory's "
+        "bad_hosts.txt (recorded once, when the run ended). It writes nothing.",
     ),
     "stop": (
         "stop a run another ezpz-tui on this node supervises (left running, or launched elsewhere)",

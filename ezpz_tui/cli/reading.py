@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterable
 from dataclasses import asdict
@@ -132,18 +133,36 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def no_terminal() -> str | None:
+    """Why the TUI cannot start here, if it cannot: it reads keys from stdin and draws on stderr
+    (Textual's choice, so that stdout stays free), and without a terminal on both it would draw
+    into a file, or wait for keys that never come."""
+    missing = [name for fd, name in ((0, "stdin"), (2, "stderr")) if not os.isatty(fd)]
+    if not missing:
+        return None
+    verb = "is not a terminal" if len(missing) == 1 else "are not terminals"
+    return (
+        f"the TUI needs a terminal on stdin and stderr, and {' and '.join(missing)} {verb} "
+        "here; the headless commands are in `ezpz-tui --help`"
+    )
+
+
 def cmd_tui(args: argparse.Namespace) -> int:
+    if why := no_terminal():
+        return fail(why)
     from ezpz_tui.ui.app import run_app
 
     return run_app(outputs=args.outputs)
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    from ezpz_tui.ui.app import run_app
-
     run_dir = run_named(args)
     if isinstance(run_dir, str):
         return fail(run_dir)
+    if why := no_terminal():
+        return fail(why)
+    from ezpz_tui.ui.app import run_app
+
     return run_app(outputs=args.outputs or run_dir.parent, attach=run_dir)
 
 
@@ -153,7 +172,7 @@ def cmd_why(args: argparse.Namespace) -> int:
     run_dir = run_named(args)
     if isinstance(run_dir, str):
         return fail(run_dir)
-    print(why_report(run_dir, args.json, warn=lambda line: print(line, file=sys.stderr)))
+    print(why_report(run_dir, args.json))
     return 0
 
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import signal
-import sys
 import time
 from typing import Any
 
 from ezpz_tui.cli.common import fail, say
-from ezpz_tui.cli.launching import plan_from_args, report_end, session_for
+from ezpz_tui.cli.launching import plan_from_args, report_end, session_for, stop_reason
 
 
 class _Progress:
@@ -61,16 +60,19 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     say(f"ezpz-tui: sweeping {', '.join(layout_label(p) for p in sweep.runs)}")
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     with deferred_signals(stops) as stop_requested:
-        outcome = run_sweep(session, sweep, args.steps, _Progress(), lambda: bool(stop_requested))
+        outcome = run_sweep(
+            session,
+            sweep,
+            args.steps,
+            _Progress(),
+            lambda: bool(stop_requested),
+            stop_reason=lambda: stop_reason(stop_requested[0]) if stop_requested else None,
+        )
     if outcome.halted is not None:
         return fail(" ".join(outcome.halted.reasons))
     say(f"ezpz-tui: sweep {outcome.record.sweep_id} {outcome.record.state}")
-    if outcome.run_dirs:
-        try:
-            print("\n".join(table_lines(compare(outcome.run_dirs))))
-            sys.stdout.flush()
-        except (OSError, ValueError):  # stdout closed: the runs are on disk all the same
-            pass
+    if outcome.run_dirs:  # a stdout that refuses it loses the table, not the runs
+        print("\n".join(table_lines(compare(outcome.run_dirs))))
     if outcome.stopped:
         return 128 + stop_requested[0] if stop_requested else 130
     return 0 if outcome.all_succeeded else 1

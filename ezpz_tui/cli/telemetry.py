@@ -8,6 +8,7 @@ import sys
 import time
 
 from ezpz_tui.cli.common import fail, run_named
+from ezpz_tui.cli.stdout import refused
 
 CLEAR = "\x1b[H\x1b[2J"
 
@@ -33,13 +34,10 @@ def cmd_top(args: argparse.Namespace) -> int:
             else:
                 lines = format_top(top, now)
                 print((CLEAR if clear else "") + "\n".join(lines), flush=True)
-            if args.watch is None:
+            if args.watch is None or refused():  # nobody reads what a watch would print
                 return 0
             if not args.json and not clear:
                 print(flush=True)
             time.sleep(args.watch)
     except KeyboardInterrupt:
-        return 0
-    except BrokenPipeError:  # `ezpz-tui top RUN --watch 2 | head`
-        sys.stderr.close()
         return 0

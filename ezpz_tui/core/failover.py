@@ -17,6 +17,7 @@ from ezpz_tui.core.launching.bad_hosts import (
     add_bad_hosts,
     bad_hosts_path,
     exclude_listed,
+    is_listed,
     read_bad_hosts,
 )
 from ezpz_tui.core.launching.failover import without_host
@@ -53,6 +54,7 @@ class Exclusion:
     plan: LaunchPlan | None
     hosts: tuple[str, ...] = ()
     refused: NotStarted | None = None
+    listed: bool = False  # bad_hosts.txt has the host already (its run's end recorded it)
 
 
 @dataclass(frozen=True)
@@ -110,9 +112,10 @@ class Failover:
     def retry(
         self, failure: Failure, decision: Decision, fallback: LaunchPlan | None = None
     ) -> Relaunch:
-        """The retry ``decision`` claimed. The node fault's host is recorded first, as ``why``
-        records it, whether or not what is left can still hold the plan: a later launch should
-        skip it either way."""
+        """The retry ``decision`` claimed. The node fault's host is recorded first, whether or
+        not what is left can still hold the plan: a later launch should skip it either way.
+        The run's supervisor recorded it when the run ended, so this adds nothing then; it
+        says why when the file cannot be written."""
         host = failure.node_fault_host
         assert host is not None, "decide retries node faults only"
         said, unrecorded = self._record(failure, host)
@@ -140,12 +143,14 @@ class Failover:
                 f"{failure.run_id} has no readable plan, and the launch form's has errors."
             )
         session = self.session
-        listed = read_bad_hosts(session.store.outputs) if session.exclude_bad else []
+        bad = read_bad_hosts(session.store.outputs)
+        listed = bad if session.exclude_bad else []
         try:
             plan = without_host(exclude_listed(plan, session.alloc, listed), session.alloc, host)
         except LaunchRefused as exc:
             return refused(*(p.message for p in exc.problems))
-        return Exclusion(failure, host, blamed, plan, plan.hosts_used(session.alloc))
+        hosts = plan.hosts_used(session.alloc)
+        return Exclusion(failure, host, blamed, plan, hosts, listed=is_listed(host, bad))
 
     def relaunch(self, exclusion: Exclusion) -> Relaunch:
         """What a person agreed to: record the host in bad_hosts.txt, stop the session's run if

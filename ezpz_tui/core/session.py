@@ -48,11 +48,13 @@ def default_outputs() -> Path:
 @dataclass(frozen=True)
 class Preview:
     """What a launch of a plan would run, without starting or writing anything; the run
-    directory is shown as ``<outputs>/<run-id>``."""
+    directory is shown as ``<outputs>/<run-id>``. ``checked`` is the plan as the launch would
+    run it (the hosts of ``bad_hosts.txt`` screened out), whose sizes are the launch's."""
 
     problems: list[Problem]
     command: Launch | None
     hostfile_hosts: list[str]
+    checked: CheckedPlan | None = None
 
 
 def _listed_hosts(hostfile: Path | None) -> list[str]:
@@ -141,7 +143,7 @@ class Session:
         shown = self.store.outputs / PLACEHOLDER_RUN_ID
         launch = build_launch(checked, shown, self._config())
         hosts = list(launch.hostfile_hosts) or _listed_hosts(launch.hostfile)
-        return Preview(list(checked.warnings), launch, hosts)
+        return Preview(list(checked.warnings), launch, hosts, checked)
 
     def _prepare(self, plan: LaunchPlan, parent: str | None) -> Launch:
         """A recorded launch of ``plan`` in a new run directory; :class:`LaunchRefused` for a

@@ -11,9 +11,9 @@ as tests/integration/test_failover.py does: on a simulated two-host Aurora PBS j
 ``Allocation`` and nodefile), ``mpiexec`` on PATH is a script that records the hostfile it was
 handed and prints, into ``launcher.log``, the line PALS prints when a node dies, naming the last
 host of that hostfile; it exits 1 without starting ranks. Everything after the launcher is the
-real path: the supervisor records the failure, ``explain`` parses ``launcher.log``, the key
-writes ``bad_hosts.txt`` and the relaunch is planned, recorded and started by the same code as
-any launch.
+real path: the supervisor records the failure and the host its node fault names in
+``bad_hosts.txt``, ``explain`` parses ``launcher.log``, and the relaunch the key asks for is
+planned, recorded and started by the same code as any launch.
 """
 
 from __future__ import annotations
@@ -203,7 +203,10 @@ async def test_exclude_the_failing_host_and_relaunch(tmp_path: Path, aurora: All
             await pilot.press("B")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question", 10)
             question = text_of(app.screen.query_one("#question"))
-            assert question.startswith(f"{AURORA[1]} was named by the failure. Add {AURORA[1]}")
+            # The run's end listed the host already: the question does not offer to add it.
+            assert question.startswith(
+                f"{AURORA[1]} was named by the failure. {AURORA[1]} is in bad_hosts.txt. Relaunch"
+            )
             assert f"on 1 host(s) without it ({short[0]})?" in question
             await pilot.press("y")
             # The run directory appears before its run.toml is written into it.
@@ -211,8 +214,9 @@ async def test_exclude_the_failing_host_and_relaunch(tmp_path: Path, aurora: All
             second = run_dirs(outputs)[1]
 
             listed = (outputs / "bad_hosts.txt").read_text().splitlines()
-            assert len(listed) == 1 and listed[0].startswith(f"{AURORA[1]}  # ")
+            assert listed[0].startswith(f"{AURORA[1]}  # ")  # once, by the first run's end
             assert f"run {first.name}: " in listed[0]
+            assert sum(line.startswith(AURORA[1]) for line in listed) == 1
             record = read_run_toml(second)
             assert record["parent"] == first.name
             assert record["hosts"] == [AURORA[0]]
@@ -221,11 +225,15 @@ async def test_exclude_the_failing_host_and_relaunch(tmp_path: Path, aurora: All
             assert len(handed) == 2 and AURORA[1] in handed[0] and AURORA[1] not in handed[1]
             panel = app.query_one(AllocationPanel)
             await until(pilot, lambda: "excluded" in shown(panel), "the excluded host", 10)
-            assert f"excluded  ✗ 1: {short[1]} (bad_hosts.txt)" in shown(panel)
+            # The relaunch's own end may have listed its host too by now.
+            [row] = [line for line in shown(panel).splitlines() if line.startswith("excluded")]
+            assert short[1] in row and "(bad_hosts.txt)" in row, row
 
-            # The relaunch's node died too: nothing is left to run on, and the key says so
-            # with the plan's reason before it writes anything.
+            # The relaunch's node died too (its end listed that host): nothing is left to run
+            # on, and the key says so with the plan's reason, writing nothing more.
             await failure_popped(pilot, second.name)
+            listed = (outputs / "bad_hosts.txt").read_text().splitlines()
+            assert len(listed) == 2 and listed[1].startswith(f"{AURORA[0]}  # ")
             await pilot.press("B")
             await until(pilot, lambda: isinstance(app.screen, MessageScreen), "the refusal", 10)
             said = text_of(app.screen.query_one("#message"))
@@ -236,6 +244,22 @@ async def test_exclude_the_failing_host_and_relaunch(tmp_path: Path, aurora: All
         finally:
             if app.main.session is not None:
                 app.main.session.supervisor.stop_all(grace_s=(1.0, 1.0))
+
+
+async def test_the_form_sizes_the_plan_without_the_listed_host(
+    tmp_path: Path, aurora: Allocation
+) -> None:
+    """One of the job's two hosts in bad_hosts.txt: the form's world and DP are those of the
+    launch its preview shows (one host), as the dry run's are."""
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    (outputs / "bad_hosts.txt").write_text(f"{AURORA[1]}  # a node fault\n")
+    app = EzpzApp(outputs=outputs, alloc=aurora, clock=lambda: FIXED, checks=[])
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        preview = app.query_one("#preview")
+        await until(pilot, lambda: "--np=2" in text_of(preview), "the launch's preview", 10)
+        assert "DP 2 · world 2" in text_of(app.query_one("#dp"))
 
 
 async def test_the_palette_finds_exclude_host_and_relaunch(tmp_path: Path) -> None:

@@ -266,10 +266,35 @@ def test_dry_run_aurora_binds_xpu_tiles(tmp_path: Path) -> None:
     assert f"--hostfile={env['PBS_NODEFILE']}" in head
     bind = [a for a in head if a.startswith("--cpu-bind=")]
     assert bind == [
-        "--cpu-bind=verbose,list:1-8:9-16:17-24:25-32:33-40:41-48:53-60:61-68:69-76:77-84:85-92:93-100"
+        "--cpu-bind=list:1-8:9-16:17-24:25-32:33-40:41-48:53-60:61-68:69-76:77-84:85-92:93-100"
     ]
     assert "EZPZ_CP=2" in head and "OMP_NUM_THREADS=8" in head  # eight cores per tile
     assert out["sizes"] == {"tp": 1, "pp": 1, "cp": 2, "dp": 12}
+
+
+def test_dry_run_plans_without_a_bad_host_as_the_launch_does(tmp_path: Path) -> None:
+    """One of the job's two hosts in bad_hosts.txt: the dry run's world and sizes are those of
+    its own argv (one host), and of the run the launch itself records."""
+    env = pbs_env(tmp_path, "aurora", AURORA_HOSTS)
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    (outputs / "bad_hosts.txt").write_text(f"{AURORA_HOSTS[1].split('.')[0]}  # a node fault\n")
+    out = dry_run(["--tp", "2"], env)
+    head = ranks_part(out["argv"])
+    assert "--np=12" in head and "--ppn=12" in head  # one host of 12 tiles
+    assert out["hostfile_hosts"] == [AURORA_HOSTS[0]]
+    assert out["world_size"] == 12, out
+    assert out["sizes"] == {"tp": 2, "pp": 1, "cp": 1, "dp": 6}, out
+    assert [p["field"] for p in out["problems"]] == ["exclude"]  # the warning says which
+    # The real launch (its stand-in launcher fails at once) records the same plan.
+    launched = cli(["launch", "--quiet", "--tp", "2"], env)
+    assert launched.returncode == 99, launched.stderr
+    [run_dir] = run_dirs(outputs)
+    record = read_run_toml(run_dir)
+    assert record["sizes"] == {**out["sizes"], "world_size": out["world_size"]}
+    assert record["hosts"] == out["hostfile_hosts"]
+    counts = [a for a in record["launch"]["argv"] if a.startswith(("--np=", "--ppn="))]
+    assert counts == ["--np=12", "--ppn=12"]
 
 
 def test_dry_run_sophia_uses_openmpi_mpirun(tmp_path: Path) -> None:

@@ -493,3 +493,43 @@ def test_quit_leaving_the_run_running_and_stop_it_later(tmux: Tmux, tmp_path: Pa
     statuses = [json.loads(p.read_text()) for p in (run_dir / "status").glob("rank-*.json")]
     assert sorted(s["state"] for s in statuses) == ["stopped", "stopped"], statuses
     assert not processes_of(run_dir)
+
+
+SLEEPERS = "import os, time; print(f\"rank {os.environ['RANK']} up\", flush=True); time.sleep(120)"
+
+
+def test_a_launch_whose_terminal_closes_records_the_hang_up(tmux: Tmux, tmp_path: Path) -> None:
+    """``ezpz-tui launch`` in a terminal that goes away (tmux killed: the SSH drop): the run is
+    stopped, and its history says the terminal hung up, not that the user stopped it."""
+    python = str(EZPZ_TUI.parent / "python")
+    tmux.start([str(EZPZ_TUI), "launch", "--ppn", "2", "--", python, "-c", SLEEPERS])
+    tmux.wait_for("rank 0 up", lambda s: "rank 0 up" in s, timeout=60)
+    (run_dir,) = run_dirs(tmp_path)
+    launch = json.loads((run_dir / "state.json").read_text())["supervisor_pid"]
+    tmux.tmux("kill-server")
+    deadline = time.monotonic() + 60
+    while (state := json.loads((run_dir / "state.json").read_text()))["state"] == "running":
+        assert time.monotonic() < deadline, "the run's end was not recorded"
+        time.sleep(0.2)
+    assert state["state"] == "stopped", state
+    assert state["supervisor_pid"] == launch, "the launch recorded it, not its tether"
+    assert state["reason"] == "the terminal hung up (SIGHUP)", state
+    assert state.get("stopped_by_user") is not True, state
+    statuses = [json.loads(p.read_text()) for p in (run_dir / "status").glob("rank-*.json")]
+    assert [s["cause"] for s in statuses] == ["the terminal hung up (SIGHUP)"] * 2, statuses
+    assert not processes_of(run_dir)
+
+
+def test_the_tui_with_stdout_closed_still_draws(tmux: Tmux) -> None:
+    """``ezpz-tui >&-`` in a terminal: Textual draws on stderr and reads stdin, so the TUI
+    starts as usual; ``q`` quits it with status 0."""
+    tmux.start(["sh", "-c", f"exec {EZPZ_TUI} >&-"])
+    drawn = re.compile(r"Doctor: \d+ ok")
+    tmux.wait_for("the doctor's result and the footer", lambda s: bool(drawn.search(s)), 60)
+    assert "q quit" in tmux.screen()
+    tmux.keys("q")
+    deadline = time.monotonic() + 30
+    while (status := tmux.exit_status()) is None:
+        assert time.monotonic() < deadline, "the TUI did not quit"
+        time.sleep(0.2)
+    assert status == "status=0 signal=", status

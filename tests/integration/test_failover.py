@@ -69,7 +69,7 @@ def test_why_names_the_crashed_rank_its_signal_last_line_and_the_rank_killed_aft
     assert out["killed"] == [0]
     assert "hydra_bad_termination" in [m["kind"] for m in out["messages"]]
     # A workstation has no other node: nothing is blamed on it, nothing written.
-    assert out["node_fault_host"] is None and out["bad_hosts_added"] == []
+    assert out["node_fault_host"] is None and out["bad_host_listed"] is None
     assert not (crashed["outputs"] / "bad_hosts.txt").exists()  # type: ignore[operator]
     assert out["advice"][0].startswith("Give each rank more memory")
 
@@ -125,10 +125,13 @@ def test_retries_exclude_the_host_a_node_fault_names(tmp_path: Path) -> None:
     proc = cli(["launch", "--retries", "2", "--quiet", "--", PY, "-c", "pass"], env, 120)
     assert proc.returncode == 1, proc.stderr
     first, retry = run_dirs(outputs)  # ids sort by creation: the failed run, then its retry
-    # The first run's node fault put its host in bad_hosts.txt, with the run and the reason.
+    # Each run's end put its node fault's host in bad_hosts.txt, with the run and the reason.
     listed = (outputs / "bad_hosts.txt").read_text().splitlines()
     assert listed[0].startswith(f"{AURORA[1]}  # ")
     assert f"run {first.name}: the launcher: {AURORA[1]}: shepherd died" in listed[0]
+    assert listed[1].startswith(f"{AURORA[0]}  # ") and f"run {retry.name}: " in listed[1]
+    assert len(listed) == 2
+    assert f"a node fault named {AURORA[1]}: added to {outputs / 'bad_hosts.txt'}" in proc.stderr
     # The retry is its own run, child of the failed one, planned and launched without it.
     record = read_run_toml(retry)
     assert record["parent"] == first.name
@@ -144,10 +147,38 @@ def test_retries_exclude_the_host_a_node_fault_names(tmp_path: Path) -> None:
     why = json.loads(cli(["why", first.name, "--json"], env).stdout)
     assert why["node_fault_host"] == AURORA[1] and why["rank"] is None
     assert why["advice"][0].startswith(f"Exclude {AURORA[1]} and relaunch")
-    assert why["bad_hosts_added"] == []  # listed already: never twice
+    assert why["bad_host_listed"] is True
     # A later launch in this outputs directory skips both hosts unless told not to.
     plain = cli(["launch", "--dry-run", "--", PY, "-c", "pass"], env)
     assert plain.returncode == 2 and "--no-exclude-bad" in plain.stdout
     forced = cli(["launch", "--dry-run", "--no-exclude-bad", "--", PY, "-c", "pass"], env)
     assert forced.returncode == 0, forced.stdout
     assert json.loads(forced.stdout)["hostfile_hosts"] == list(AURORA)
+
+
+def test_why_reads_and_the_runs_end_records_the_node_fault_once(tmp_path: Path) -> None:
+    """Reading commands never write: the supervisor lists the host when the failed run ends;
+    a person removes it (the node was repaired), and ``why``, run twice, says it is not listed
+    and leaves it out."""
+    env = aurora_job(tmp_path)
+    outputs = tmp_path / "outputs"
+    bad_hosts = outputs / "bad_hosts.txt"
+    proc = cli(["launch", "--quiet", "--", PY, "-c", "pass"], env, 120)
+    assert proc.returncode == 1, proc.stderr
+    [run_dir] = run_dirs(outputs)
+    listed = bad_hosts.read_text().splitlines()
+    assert len(listed) == 1 and listed[0].startswith(f"{AURORA[1]}  # "), listed
+    assert f"run {run_dir.name}: " in listed[0]
+    why = json.loads(cli(["why", run_dir.name, "--json"], env).stdout)
+    assert (why["node_fault_host"], why["bad_host_listed"]) == (AURORA[1], True)
+    assert bad_hosts.read_text().splitlines() == listed, "why wrote"
+
+    bad_hosts.write_text("# x4102c7s1b0n0 repaired\n")  # a person's edit
+    before = bad_hosts.read_bytes()
+    for _ in range(2):
+        text = cli(["why", run_dir.name], env)
+        assert text.returncode == 0, text.stderr
+        assert f"{AURORA[1]} is not listed in bad_hosts.txt in {outputs}" in text.stdout
+        as_json = json.loads(cli(["why", run_dir.name, "--json"], env).stdout)
+        assert as_json["bad_host_listed"] is False
+    assert bad_hosts.read_bytes() == before

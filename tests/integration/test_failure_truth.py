@@ -127,14 +127,24 @@ def _wait_final(run_dir: Path, timeout: float = 40) -> dict:
 def test_a_stop_signal_stops_the_run_and_no_rank_is_marked_failed(
     outputs: Path, sig: signal.Signals
 ) -> None:
+    """Ctrl-C and SIGTERM (``ezpz-tui stop``) are the user's stop; SIGHUP is the terminal going
+    away, and the run's history says that, not that the user stopped it."""
     proc = _launch(outputs, SLEEPERS, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     run_dir = _wait_for_ranks(outputs)
     proc.send_signal(sig)
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig, err
     recorded = state(run_dir)
-    assert recorded["state"] == "stopped" and recorded.get("stopped_by_user") is True
-    assert {r: s["state"] for r, s in statuses(run_dir).items()} == {0: "stopped", 1: "stopped"}
+    hung_up = sig == signal.SIGHUP
+    assert recorded["state"] == "stopped" and recorded.get("stopped_by_user") is not hung_up
+    assert recorded.get("reason") == ("the terminal hung up (SIGHUP)" if hung_up else None)
+    ranks = statuses(run_dir)
+    assert {r: s["state"] for r, s in ranks.items()} == {0: "stopped", 1: "stopped"}
+    said = "the terminal hung up (SIGHUP)" if hung_up else "stopped by the user"
+    assert {s["cause"] for s in ranks.values()} == {said}, ranks
+    why = cli(["why", run_dir.name], base_env(outputs))
+    expected = f"was stopped: {said}" if hung_up else "was stopped by the user"
+    assert why.stdout.strip() == f"run {run_dir.name} {expected}", why.stderr
     assert "failed" not in err
     assert not processes_of(run_dir)
 
@@ -313,3 +323,62 @@ def test_every_rank_of_every_run_ends_in_a_burst_of_relaunches(tmp_path: Path) -
             assert not processes_of(handle.run_dir)
     finally:
         kill_leftovers(tmp_path / "outputs")
+
+
+# Every rank says it is up, waits long enough to be left to the tether, then ends as told.
+ENDS_LATER = """
+import os, sys, time
+rank = int(os.environ["RANK"])
+print(f"rank {rank} up", flush=True)
+time.sleep(3)
+sys.exit(int(sys.argv[1]) if rank == 1 else 0)
+"""
+
+
+@pytest.mark.parametrize(("code", "word"), [("0", "succeeded"), ("3", "failed")])
+def test_a_run_left_to_its_tether_ends_with_its_exit_status(
+    outputs: Path, code: str, word: str
+) -> None:
+    """The TUI quit with "leave running": the tether supervises the run to its end and records
+    the exit status its ranks give it (the launcher's is lost with the TUI), as ``runs`` shows."""
+    from ezpz_tui.core.launching.allocation import detect_allocation
+    from ezpz_tui.core.launching.plan import LaunchPlan
+    from ezpz_tui.core.session import Session
+
+    session = Session(detect_allocation(), outputs)
+    result = session.launch(LaunchPlan(ppn=2, command=(PY, "-c", ENDS_LATER, code)))
+    run_dir = _wait_for_ranks(outputs)
+    assert session.current is not None and session.current.detach(), result
+    recorded = _wait_final(run_dir)
+    assert recorded["supervisor_pid"] != os.getpid(), "the tether recorded the end"
+    assert (recorded["state"], recorded["exit_code"]) == (word, int(code)), recorded
+    runs = cli(["runs"], base_env(outputs))
+    [row] = [line.split() for line in runs.stdout.splitlines() if run_dir.name in line]
+    assert row[1:3] == [word, code], runs.stdout  # RUN STATE EXIT WORLD ...
+
+
+def test_a_node_fault_under_the_tether_is_recorded_once(tmp_path: Path) -> None:
+    """A run left to its tether whose node dies: the tether, which records its end, also puts
+    the host in bad_hosts.txt, once; reading the failure adds nothing."""
+    from ezpz_tui.core.launching.bad_hosts import read_bad_hosts
+    from ezpz_tui.core.launching.plan import LaunchPlan
+    from ezpz_tui.core.session import Session
+    from tests.fixtures.stand_ins import AURORA, aurora_job
+
+    alloc, stand_in = aurora_job(tmp_path)
+    # The stand-in, slowed down so that the run can be left to its tether before it ends.
+    stand_in.write_text(stand_in.read_text().replace("for arg in", "sleep 3\nfor arg in", 1))
+    outputs = tmp_path / "outputs"
+    session = Session(alloc, outputs, which={"mpiexec": str(stand_in)}.get)
+    try:
+        session.launch(LaunchPlan(command=(PY, "-c", "pass")))
+        assert session.current is not None and session.current.detach()
+        run_dir = session.current.run_dir
+        recorded = _wait_final(run_dir)
+        assert recorded["state"] == "failed" and recorded["supervisor_pid"] != os.getpid()
+        assert read_bad_hosts(outputs) == [AURORA[1]]
+        why = cli(["why", run_dir.name, "--json"], base_env(outputs))
+        assert json.loads(why.stdout)["bad_host_listed"] is True, why.stderr
+        assert len((outputs / "bad_hosts.txt").read_text().splitlines()) == 1
+    finally:
+        kill_leftovers(outputs)

@@ -58,12 +58,11 @@ def test_retries_drop_each_dead_host_until_nothing_fits(session: Session) -> Non
     outputs = session.store.outputs
     flow = Failover(session, retries=2)
     first = started(session.launch(PLAN))
+    assert first.bad_hosts_added == (AURORA[1],), "the run's end recorded its node fault"
     step = flow.after(first, PLAN)
     second = started(step.result)
-    path = bad_hosts_path(outputs)
-    assert step.said[0] == f"added {AURORA[1]} to {path}"
-    assert step.said[1].startswith(f"retry 1 of 2 without {AURORA[1]} (after the launcher: ")
-    assert len(step.said) == 2 and step.unrecorded is None
+    assert step.said[0].startswith(f"retry 1 of 2 without {AURORA[1]} (after the launcher: ")
+    assert len(step.said) == 1 and step.unrecorded is None  # listed already: nothing to add
     record = read_run_toml(second.run_dir)
     assert record["parent"] == first.run_dir.name
     assert record["hosts"] == [AURORA[0]]
@@ -75,8 +74,8 @@ def test_retries_drop_each_dead_host_until_nothing_fits(session: Session) -> Non
     last = flow.after(second, PLAN)
     assert isinstance(last.result, NotStarted) and last.result.must_fix
     assert last.result.title == f"Cannot relaunch {second.run_dir.name} without {AURORA[0]}"
-    assert last.said[0] == f"added {AURORA[0]} to {path}"
-    assert last.said[1].startswith(
+    assert second.bad_hosts_added == (AURORA[0],)
+    assert last.said[0].startswith(
         f"cannot retry without {AURORA[0]}: Every allocated host is excluded"
     )
     assert [h.split(".")[0] for h in read_bad_hosts(outputs)] == [SHORT[1], SHORT[0]]
@@ -90,7 +89,8 @@ def test_the_count_is_spent_along_a_chain_of_retries(session: Session) -> None:
     nothing = flow.after(second, PLAN)
     assert (nothing.result, nothing.said) == (None, ())
     assert flow.decide(failed(second)).attempt == 0
-    assert len(read_bad_hosts(session.store.outputs)) == 1, "a spent count records nothing"
+    # Each run's end recorded its own node fault, whatever the count: the next launch knows.
+    assert [h.split(".")[0] for h in read_bad_hosts(session.store.outputs)] == [SHORT[1], SHORT[0]]
     assert len(runs(session.store.outputs)) == 2
 
 
@@ -98,7 +98,8 @@ def test_no_retries_asked_for_means_none(session: Session) -> None:
     first = started(session.launch(PLAN))
     flow = Failover(session, retries=0)
     assert flow.after(first, PLAN).result is None
-    assert not bad_hosts_path(session.store.outputs).exists()
+    assert len(runs(session.store.outputs)) == 1
+    assert read_bad_hosts(session.store.outputs) == [AURORA[1]], "recorded by the run's end"
 
 
 def test_a_failure_is_claimed_once(session: Session) -> None:
@@ -151,15 +152,19 @@ def test_a_person_is_asked_before_anything_is_written(session: Session) -> None:
     flow = Failover(session, retries=0)
     first = started(session.launch(PLAN))
     failure = failed(first)
+    recorded = bad_hosts_path(outputs).read_text()  # by the run's end, not by the flow
     exclusion = flow.exclusion(failure, None)  # the run's own record: no fallback needed
     assert (exclusion.host, exclusion.blamed, exclusion.hosts) == (AURORA[1], True, (AURORA[0],))
-    assert exclusion.refused is None and not bad_hosts_path(outputs).exists()
+    assert exclusion.refused is None and exclusion.listed
     RunDir(first.run_dir).run_toml.write_text("not toml [")  # no readable plan: the fallback
     too_big = flow.exclusion(failure, PLAN.with_changes(nodes=2))
     assert too_big.plan is None and too_big.refused is not None and too_big.refused.must_fix
     assert "2 nodes asked for but only 1" in too_big.refused.text
-    assert not bad_hosts_path(outputs).exists()
+    assert bad_hosts_path(outputs).read_text() == recorded
+    assert len(runs(outputs)) == 1
 
+    bad_hosts_path(outputs).write_text("")  # the person had emptied it, then chose to exclude
+    assert not flow.exclusion(failure, None).listed
     done = flow.relaunch(exclusion)
     second = started(done.result)
     assert done.said == (f"added {AURORA[1]} to {bad_hosts_path(outputs)}",)

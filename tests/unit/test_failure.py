@@ -206,8 +206,12 @@ def test_no_rank_status_leaves_the_launcher_to_tell(tmp_path: Path) -> None:
     assert failure is not None and failure.rank is None
     assert failure.host == "x4102c7s1b0n0.hsn.cm.aurora.alcf.anl.gov"
     assert failure.cause.startswith("the launcher: x4102c7s1b0n0")
-    text = format_failure(failure, added=(failure.host,))
-    assert "added x4102c7s1b0n0.hsn.cm.aurora.alcf.anl.gov to bad_hosts.txt" in text
+    where = f"bad_hosts.txt in {tmp_path}"
+    listed = format_failure(failure, listed=True)
+    assert f"{failure.host} is listed in {where}: later launches there skip it" in listed
+    removed = format_failure(failure, listed=False)
+    assert f"{failure.host} is not listed in {where}: later launches there use it" in removed
+    assert f"listed in {where}" not in format_failure(failure)  # the TUI's dialog: not said
 
 
 @pytest.mark.parametrize(

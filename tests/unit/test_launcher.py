@@ -184,7 +184,7 @@ def test_intel_xpu_machines(tmp_path: Path, hosts: list[str], machine: str, hsn:
         "--np=24",
         "--ppn=12",
         f"--hostfile={alloc.nodefile}",
-        f"--cpu-bind=verbose,{INTEL_XPU_CPU_BIND}",
+        f"--cpu-bind={INTEL_XPU_CPU_BIND}",
         *env_flags("--env", env),
         *capture(run_dir),
     ]
@@ -208,7 +208,7 @@ def test_sophia_uses_open_mpi_mpirun(tmp_path: Path) -> None:
     env = {
         **sizes(),
         "NCCL_DEBUG": "INFO",
-        "MASTER_ADDR": SOPHIA[0],  # no high-speed-network name there
+        "MASTER_ADDR": SOPHIA[0],  # its full name, as ezpz gives it
         "MASTER_PORT": str(run_port("run")),
         "OMP_NUM_THREADS": str(max(1, alloc.cpus_per_host // 8)),
     }
@@ -576,9 +576,7 @@ def test_a_user_flag_replaces_the_machine_default_of_the_same_name(
     omp = str(max(1, alloc.cpus_per_host // 12))
     assert launch.env["OMP_NUM_THREADS"] == omp
     assert any(
-        note.startswith(
-            f"Your launcher flags replace the default --cpu-bind=verbose,{INTEL_XPU_CPU_BIND}"
-        )
+        note.startswith(f"Your launcher flags replace the default --cpu-bind={INTEL_XPU_CPU_BIND}")
         and f"OMP_NUM_THREADS={omp}" in note
         for note in launch.notes
     ), launch.notes
@@ -599,8 +597,80 @@ def test_aurora_default_has_no_no_vni_and_daos_users_add_it(tmp_path: Path) -> N
     daos = LaunchPlan(launcher_args=("--no-vni",), command=CMD)
     launch = launch_of(daos, alloc, tmp_path / "b", PY, which)
     assert launch.argv.count("--no-vni") == 1
-    assert f"--cpu-bind=verbose,{INTEL_XPU_CPU_BIND}" in launch.argv  # nothing replaced
+    assert f"--cpu-bind={INTEL_XPU_CPU_BIND}" in launch.argv  # nothing replaced
     assert launch.env["OMP_NUM_THREADS"] == "8"
+
+
+def test_sophia_meets_on_the_first_host_by_its_full_name(tmp_path: Path) -> None:
+    """A nodefile of short names, as a job's hostname gives them: MASTER_ADDR gets the
+    ``.lab.alcf.anl.gov`` domain ezpz gives it, which the other nodes resolve."""
+    alloc = pbs(tmp_path, [h.split(".")[0] for h in SOPHIA], "99.sophia-pbs-01.lab.alcf.anl.gov")
+    assert alloc.machine == "Sophia"
+    launch = launch_of(LaunchPlan(ppn=8, command=CMD), alloc, tmp_path / "run", PY, which)
+    assert launch.env["MASTER_ADDR"] == "sophia-gpu-07.lab.alcf.anl.gov"
+    assert launch.rendezvous is not None and launch.rendezvous.why.startswith(
+        "first host by its full name;"
+    )
+
+
+@pytest.mark.parametrize(
+    ("hosts", "job", "default"),
+    [
+        (AURORA, "8765.aurora-pbs-0001", (f"--cpu-bind={INTEL_XPU_CPU_BIND}",)),
+        (POLARIS, "1.polaris-pbs-01", ("--cpu-bind=depth", "--depth=8")),
+    ],
+)
+def test_cpu_bind_in_the_environment_is_the_binding(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    hosts: list[str],
+    job: str,
+    default: tuple[str, ...],
+) -> None:
+    """As ezpz: CPU_BIND (a leading ``--cpu-bind=`` dropped) replaces the machine's binding,
+    ``--depth`` included; an empty one leaves the default; a launcher flag still wins."""
+    alloc = pbs(tmp_path, hosts, job)
+    plan = LaunchPlan(ppn=4, command=CMD)
+
+    def binding() -> tuple[list[str], Launch]:
+        launch = launch_of(plan, alloc, tmp_path / "run", PY, which)
+        head = list(launch.argv[: launch.argv.index(PY)])
+        return [a for a in head if a.startswith(("--cpu-bind", "--depth"))], launch
+
+    monkeypatch.setenv("CPU_BIND", " --cpu-bind=list:2-4:10-12:18-20:26-28 ")
+    bound, launch = binding()
+    assert bound == ["--cpu-bind=list:2-4:10-12:18-20:26-28"]
+    assert launch.env["OMP_NUM_THREADS"] == str(max(1, alloc.cpus_per_host // 4))
+    assert "--cpu-bind=list:2-4:10-12:18-20:26-28: from CPU_BIND in the environment." in (
+        launch.notes
+    )
+    monkeypatch.setenv("CPU_BIND", " ")
+    assert binding()[0] == list(default)
+    monkeypatch.setenv("CPU_BIND", "depth")
+    plan = plan.with_changes(launcher_args=("--cpu-bind=none",))
+    assert binding()[0] == ["--cpu-bind=none"]
+
+
+def test_srun_gets_the_cpu_bind_of_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CPU_BIND", "cores")
+    launch = launch_of(LaunchPlan(ppn=4, command=CMD), perlmutter(), tmp_path / "run", PY, which)
+    head = list(launch.argv[: launch.argv.index(PY)])
+    assert [a for a in head if a.startswith("--cpu-bind")] == ["--cpu-bind=cores"]
+    monkeypatch.setenv("CPU_BIND", "")
+    launch = launch_of(LaunchPlan(ppn=4, command=CMD), perlmutter(), tmp_path / "run", PY, which)
+    assert not [a for a in launch.argv if a.startswith("--cpu-bind")]
+
+
+def test_a_local_hydra_is_not_given_cpu_bind_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CPU_BIND", "cores")
+    plan = LaunchPlan(ppn=2, command=CMD)
+    launch = launch_of(plan, local_alloc(), tmp_path / "run", sys.executable, which, "laptop")
+    assert not [a for a in launch.argv if "cpu-bind" in a]
+    assert any(n.startswith("CPU_BIND=cores is not passed on: mpiexec") for n in launch.notes)
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,7 @@ def known(_name: str) -> bool:
         ("x1921c0s0b0n0", "Sunspot", "x1921c0s0b0n0.hsn.cm.sunspot.alcf.anl.gov"),
         ("nid001140", "Perlmutter", "nid001140"),
         ("sophia-gpu-07.lab.alcf.anl.gov", "Sophia", "sophia-gpu-07.lab.alcf.anl.gov"),
+        ("sophia-gpu-07", "Sophia", "sophia-gpu-07.lab.alcf.anl.gov"),  # as ezpz names it
     ],
 )
 def test_high_speed_network_names(host: str, machine: str, name: str) -> None:

@@ -139,11 +139,14 @@ def run_sweep(
     on_event: Callable[[SweepEvent], None] = lambda event: None,
     should_stop: Callable[[], bool] = _never,
     poll_s: float = 0.2,
+    stop_reason: Callable[[], str | None] = lambda: None,
 ) -> SweepOutcome:
     """Run ``plan``'s runs one after another until done or ``should_stop``; blocks.
 
     ``on_event`` and ``should_stop`` are called in the thread that runs the sweep (a TUI posts
-    a message from ``on_event`` and answers ``should_stop`` from its worker's cancellation).
+    a message from ``on_event`` and answers ``should_stop`` from its worker's cancellation);
+    ``stop_reason`` says what asked for the stop when it was not the user (the run's record
+    keeps it).
     """
     total = len(plan.runs)
     record = SweepRecord(
@@ -189,7 +192,7 @@ def run_sweep(
                 if should_stop():
                     stopped = True
                     on_event(SweepEvent("stopping", index, total, run_plan, handle))
-                    handle.stop()
+                    handle.stop(reason=stop_reason())
                     break
             states.append(handle.state.state)
             on_event(SweepEvent("ended", index, total, run_plan, handle))

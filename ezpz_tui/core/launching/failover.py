@@ -2,14 +2,17 @@
 
 At scale a failed node is the most common reason a good job fails, and the same node fails the
 next attempt too. So the host a failure implicates (:attr:`Failure.node_fault_host`) goes to the
-outputs directory's ``bad_hosts.txt``, and the failed run's plan is relaunched on the remaining
-hosts, each attempt its own run with ``parent`` naming the one that failed. A failure that does
-not look like a node's (an exception in the program, the OOM killer) is not retried: it would
-fail again wherever it ran. When the sizes no longer fit on what is left, the retry is refused
-with the plan's own reason rather than silently shrunk.
+outputs directory's ``bad_hosts.txt``, once, when the run's end is recorded (by its supervisor or
+its tether: :func:`record_end_fault`; ``ezpz-tui why`` only says whether it is listed), and the
+failed run's plan is relaunched on the remaining hosts, each attempt its own run with
+``parent`` naming the one that failed. A failure that does not look like a node's (an
+exception in the program, the OOM killer) is not retried: it would fail again wherever it ran.
+When the sizes no longer fit on what is left, the retry is refused with the plan's own reason
+rather than silently shrunk.
 
 The flow that decides and relaunches is :class:`~ezpz_tui.core.failover.Failover`, one
-layer up, beside the session it drives; this module holds what it and ``ezpz-tui why`` share.
+layer up, beside the session it drives; this module holds what it, the supervisor and
+``ezpz-tui why`` share.
 
 Only runs on a scheduler's nodes name a faulty host (:func:`explain` decides): on a workstation
 the one host is this machine, and excluding it would only make every later launch refuse.
@@ -18,17 +21,16 @@ the one host is this machine, and excluding it would only make every later launc
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import logging
 from pathlib import Path
 
 from ezpz_tui.core.launching.allocation import Allocation
-from ezpz_tui.core.launching.bad_hosts import (
-    add_bad_hosts,
-    is_listed,
-)
+from ezpz_tui.core.launching.bad_hosts import add_bad_hosts, is_listed, read_bad_hosts
 from ezpz_tui.core.launching.plan import LaunchPlan, check
 from ezpz_tui.core.runs.hosts import short_host
 from ezpz_tui.core.watching.failure import Failure, explain, format_failure, outcome
+
+log = logging.getLogger(__name__)
 
 
 def record_node_fault(failure: Failure) -> list[str]:
@@ -41,22 +43,34 @@ def record_node_fault(failure: Failure) -> list[str]:
     return add_bad_hosts(failure.run_dir.parent, [host], failure.run_id, failure.cause)
 
 
-def why_report(run_dir: Path, as_json: bool, warn: Callable[[str], None]) -> str:
-    """What ``ezpz-tui why`` prints: the failure (text or JSON), after recording its node
-    fault's host; or how a run that did not fail ended."""
+def record_end_fault(run_dir: Path) -> tuple[str, ...]:
+    """What whoever records a failed run's end (the supervisor, or the tether) does once, right
+    after: the host its node fault names goes to ``bad_hosts.txt``. The hosts added; a file
+    that cannot be written is logged (the failover says so when it retries), and nothing here
+    may keep the end from being recorded."""
+    try:
+        failure = explain(run_dir)
+        return tuple(record_node_fault(failure)) if failure is not None else ()
+    except Exception:
+        log.exception("cannot record the node fault of %s in bad_hosts.txt", run_dir)
+        return ()
+
+
+def why_report(run_dir: Path, as_json: bool) -> str:
+    """What ``ezpz-tui why`` prints: the failure (text or JSON) and whether the host its node
+    fault names is in ``bad_hosts.txt`` (recorded when the run ended; a person may have
+    removed it since); or how a run that did not fail ended. It only reads: explaining a run
+    never changes what the next launch does."""
     failure = explain(run_dir)
     if failure is None:
         said = outcome(run_dir)
         data = {"run_id": run_dir.name, "failed": False, "outcome": said}
         return json.dumps(data, indent=2) if as_json else said
-    try:
-        added = tuple(record_node_fault(failure))
-    except OSError as exc:
-        warn(f"ezpz-tui: cannot record {failure.node_fault_host} in bad_hosts.txt: {exc}")
-        added = ()
+    host = failure.node_fault_host
+    listed = None if host is None else is_listed(host, read_bad_hosts(run_dir.parent))
     if not as_json:
-        return format_failure(failure, added)
-    return json.dumps({**failure.to_json(), "failed": True, "bad_hosts_added": added}, indent=2)
+        return format_failure(failure, listed)
+    return json.dumps({**failure.to_json(), "failed": True, "bad_host_listed": listed}, indent=2)
 
 
 def without_host(plan: LaunchPlan, alloc: Allocation, host: str) -> LaunchPlan:

@@ -6,7 +6,8 @@ build_launch_cmd``):
 - Aurora, Sunspot, Polaris, Sirius: PALS ``mpiexec --envall --line-buffer --np=N --ppn=P
   --hostfile=F`` and the machine's CPU binding, kept as data in :mod:`.launcher_flags` (ezpz
   v0.26.1's: eight cores per XPU tile on Aurora and Sunspot, no ``--no-vni``;
-  ``--cpu-bind=depth --depth=8`` on Polaris);
+  ``--cpu-bind=depth --depth=8`` on Polaris), or the one ``CPU_BIND`` asks for, as ezpz reads
+  it (srun gets that too);
 - Sophia: Open MPI's ``mpirun -n N -N P --hostfile F -x PATH -x LD_LIBRARY_PATH``;
 - Slurm (Perlmutter, Frontier): ``srun -u --verbose -NN -nR``;
 - no scheduler: the MPICH ``mpiexec`` next to this Python (the PyPI wheel) or on PATH, else
@@ -44,8 +45,10 @@ from pathlib import Path
 
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.launcher_flags import (
+    CPU_BIND_VAR,
     PALS_ALIASES,
-    filled,
+    cpu_bind_asked,
+    cpu_bind_flags,
     merge,
     pals_defaults,
     plan_owned,
@@ -74,7 +77,8 @@ SRUN_INLINE_NODELIST_MAX = 256
 @dataclass(frozen=True)
 class LaunchConfig:
     """What building a launch takes from this machine: the Python the ranks run, how launchers
-    are found, this host's name and whether a port is free here (tests pass their own)."""
+    are found, this host's name, whether a port is free here, the binding ``CPU_BIND`` asks
+    for (tests pass their own)."""
 
     python: str = sys.executable
     which: Which = shutil.which
@@ -82,6 +86,7 @@ class LaunchConfig:
     port_free: PortFree = port_free
     address: Callable[[str], str] = same_name  # how a host is reached (Slurm's NodeAddr)
     resolves: Resolves = resolves  # whether a name (a host's HSN name) resolves here
+    cpu_bind: str | None = field(default_factory=cpu_bind_asked)
 
 
 @dataclass(frozen=True)
@@ -331,10 +336,16 @@ def _fill(template: Sequence[str], **values: object) -> list[str]:
 
 
 def _mpi_argv(
-    kind: str, binary: str, step: _Step, bind: bool, user: Sequence[str] = ()
+    kind: str,
+    binary: str,
+    step: _Step,
+    bind: bool,
+    user: Sequence[str] = (),
+    cpu_bind: str | None = None,
 ) -> list[str]:
     """mpiexec/mpirun argv in the style of the MPI that ``binary`` is; ``user``: the plan's own
-    launcher flags, which replace the machine's defaults for the options they name."""
+    launcher flags, which replace the machine's defaults for the options they name;
+    ``cpu_bind``: the binding ``CPU_BIND`` asks for, in place of the machine's."""
     flavour = _mpi_flavour(kind, binary, step.alloc)
     style = _MPI_STYLES[flavour]
     hostfile = step.use_hostfile() if step.alloc.scheduler != "none" else None
@@ -344,10 +355,17 @@ def _mpi_argv(
     binding: tuple[str, ...] = ()
     replaced: tuple[str, ...] = ()
     if flavour == "pals":
-        defaults = pals_defaults(step.alloc.machine, bind)
-        binding, replaced = merge(filled(defaults, step.world), user, PALS_ALIASES)
+        defaults = pals_defaults(step.alloc.machine, bind, cpu_bind)
+        binding, replaced = merge(defaults.flags, user, PALS_ALIASES)
         if not replaced and defaults.threads_per_rank:
             threads = defaults.threads_per_rank  # the binding's cores per rank
+        if cpu_bind and not replaced:
+            step.notes.append(f"{binding[0]}: from {CPU_BIND_VAR} in the environment.")
+    elif cpu_bind:
+        step.notes.append(
+            f"{CPU_BIND_VAR}={cpu_bind} is not passed on: {kind} spells binding otherwise "
+            "(give it as a launcher flag)."
+        )
     step.env.setdefault("OMP_NUM_THREADS", str(threads))
     if replaced:
         step.notes.append(
@@ -361,9 +379,12 @@ def _mpi_argv(
     return [*argv, *user, *step.program]
 
 
-def _srun_argv(binary: str, step: _Step, user: Sequence[str] = ()) -> list[str]:
+def _srun_argv(
+    binary: str, step: _Step, user: Sequence[str] = (), cpu_bind: str | None = None
+) -> list[str]:
     """srun argv; the step's CPUs are split evenly among the tasks of a node; ``user``: the
-    plan's own launcher flags."""
+    plan's own launcher flags; ``cpu_bind``: the binding ``CPU_BIND`` asks for, unless a flag
+    of the user's names it."""
     alloc, hosts, per_node, notes = step.alloc, step.hosts, step.per_node, step.notes
     cpus_per_task = _threads(alloc.cpus_per_host, per_node)
     if len(hosts) > SRUN_INLINE_NODELIST_MAX:
@@ -378,6 +399,10 @@ def _srun_argv(binary: str, step: _Step, user: Sequence[str] = ()) -> list[str]:
     # the step instead of leaving its peers waiting in a collective until the walltime ends.
     argv += ["--disable-status", "--kill-on-bad-exit=1"]
     argv.append(f"--cpus-per-task={cpus_per_task}")
+    binding = merge(cpu_bind_flags(cpu_bind), user, {}).kept
+    if binding:
+        argv += binding
+        notes.append(f"{binding[0]}: from {CPU_BIND_VAR} in the environment.")
     if per_node > alloc.cpus_per_host:
         # More tasks than the job has CPUs on a node: srun refuses the step ("More processors
         # requested than permitted") unless the tasks may share CPUs.
@@ -446,9 +471,10 @@ def build_launch(checked: CheckedPlan, run_dir: Path, config: LaunchConfig | Non
     env.update(meet.env())
     notes.append(contract_note(kind, meet))
     step = _Step(alloc, hosts, ppn, run_dir, env, [python, *capture], notes, rendezvous=meet)
+    bind = config.cpu_bind
     if kind == "srun":
-        return step.launch(_srun_argv(binary, step, user), kind)
-    return step.launch(_mpi_argv(kind, binary, step, bind=True, user=user), kind)
+        return step.launch(_srun_argv(binary, step, user, bind), kind)
+    return step.launch(_mpi_argv(kind, binary, step, bind=True, user=user, cpu_bind=bind), kind)
 
 
 def _rendezvous(

@@ -7,7 +7,8 @@ env flags (the capture wrapper adds RANK and the rest per rank, :mod:`runtime.ca
 
 - The address is the plan's first host, by its high-speed-network name on the ALCF machines
   (``x3005c0s13b0n0.hsn.cm.polaris.alcf.anl.gov``, as ezpz does: the short name resolves to the
-  management network there) when that name resolves here (asked with a bound of
+  management network there), by its full ``.lab.alcf.anl.gov`` name on Sophia (as ezpz does),
+  when that name resolves here (asked with a bound of
   :data:`RESOLVE_TIMEOUT_S`, so a slow DNS cannot hold a launch), else by its plain name; at
   Slurm's NodeAddr where that differs from the node's name; loopback when every rank runs on
   this host. The reason says which was used.
@@ -33,12 +34,14 @@ PORT_SPREAD = 1000
 PROBE_TRIES = 64
 LOOPBACK = "127.0.0.1"
 
-# The ALCF machines whose nodes answer on the Slingshot network as <short>.hsn.cm.<machine>...
-HSN_DOMAINS = {
-    "Aurora": "aurora",
-    "Sunspot": "sunspot",
-    "Polaris": "polaris",
-    "Sirius": "sirius",
+# Where the ALCF machines' nodes meet: on the Slingshot network as <short>.hsn.cm.<machine>...,
+# on Sophia by the lab's domain (ezpz's dist setup names MASTER_ADDR so on each).
+MEETING_DOMAINS = {
+    "Aurora": "hsn.cm.aurora.alcf.anl.gov",
+    "Sunspot": "hsn.cm.sunspot.alcf.anl.gov",
+    "Polaris": "hsn.cm.polaris.alcf.anl.gov",
+    "Sirius": "hsn.cm.sirius.alcf.anl.gov",
+    "Sophia": "lab.alcf.anl.gov",
 }
 
 # How long the HSN name's lookup may take before the plain name is used.
@@ -82,11 +85,12 @@ def short_name(host: str) -> str:
 
 
 def hsn_name(host: str, machine: str) -> str:
-    """The host's name on the high-speed network where the machine has one, else as given."""
-    domain = HSN_DOMAINS.get(machine)
-    if domain is None or ".hsn." in host:
+    """The host's name where the machine's ranks meet (its high-speed network, Sophia's lab
+    domain), else as given."""
+    domain = MEETING_DOMAINS.get(machine)
+    if domain is None or host.endswith(f".{domain}") or ".hsn." in host:
         return host
-    return f"{short_name(host)}.hsn.cm.{domain}.alcf.anl.gov"
+    return f"{short_name(host)}.{domain}"
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,11 @@ def choose(
         whys.append("first host")
     elif resolved(hsn):
         addr = hsn
-        whys.append("first host on the high-speed network")
+        whys.append(
+            "first host on the high-speed network"
+            if ".hsn." in hsn
+            else "first host by its full name"
+        )
     else:
         addr = first
         whys.append(f"first host by its plain name, as {hsn} does not resolve here")

@@ -17,7 +17,8 @@ fails fast, as ``srun --kill-on-bad-exit`` and torchrun do: one ``stat`` of the 
 every :data:`FAIL_FAST_POLL_S` says whether a rank ended, and a rank that failed on its own
 account stops the rest of the job (MPICH's Hydra would let its peers run on into a collective
 that never completes). When the launcher has exited, the watcher gives every rank its true end
-(:mod:`~ezpz_tui.core.runs.ending`) before the run's.
+(:mod:`~ezpz_tui.core.runs.ending`) before the run's, and for a failed run the host its node
+fault names to ``bad_hosts.txt`` (:func:`~ezpz_tui.core.launching.failover.record_end_fault`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ezpz_tui.core.launching.failover import record_end_fault
 from ezpz_tui.core.launching.finalize import start_finalize
 from ezpz_tui.core.launching.launcher import Launch
 from ezpz_tui.core.launching.processes import (
@@ -120,6 +122,7 @@ class RunHandle:
         self._returncode: int | None = None
         self._state = recorded
         self._stop_requested = False
+        self._stop_reason: str | None = None  # what asked for the stop, when not the user
         # The rank whose failure is ending the run, and that failure in words.
         self._failure: tuple[RankStatus, str] | None = None
         self._live: list[RankStatus] = []  # ranks whose status said running at the last look
@@ -127,6 +130,7 @@ class RunHandle:
         self._tether: Tether | None = None
         self._disk_full = False  # a state write failed for want of space
         self._detached = False  # left to its tether: this process records nothing more
+        self.bad_hosts_added: tuple[str, ...] = ()  # named by its node fault, at its end
         self._lock = threading.Lock()  # state writes and the stop-vs-exit decision
         self._stop_lock = threading.Lock()  # one stop at a time
         self._done = threading.Event()  # set once the final state is recorded
@@ -267,8 +271,9 @@ class RunHandle:
         with self._lock:
             if self._failure is not None:  # a rank's failure ended it, whatever else happened
                 name, by_user = State.FAILED, False
-            elif self._stop_requested:  # a stop asked for before the exit: the user ended it
-                name, by_user = State.STOPPED, True
+            elif self._stop_requested:  # a stop asked for before the exit: the user, unless
+                # the stop said what else asked for it (the terminal hung up)
+                name, by_user = State.STOPPED, self._stop_reason is None
             else:
                 name, by_user = (State.SUCCEEDED if code == 0 else State.FAILED), False
             self._returncode = code
@@ -284,6 +289,8 @@ class RunHandle:
                 signal=sig,
                 signal_name=signal_name(sig) if sig else None,
             )
+            if name == State.STOPPED and self._stop_reason is not None:
+                end = replace(end, reason=self._stop_reason)  # who or what ended the run
             if name == State.FAILED and first is not None:
                 cause = (
                     self._failure[1] if self._failure else cause_in(self.run_dir, first, statuses)
@@ -306,6 +313,8 @@ class RunHandle:
             release_reserve(self.run_dir)  # the room the final records need
             finalise(self.run_dir, end, self.launch.world_size, end.end or time.time(), statuses)
             state = self._write(name, **{k: getattr(end, k) for k in _END_FIELDS})
+            if name == State.FAILED:  # once, by whoever records the end; never by a reader
+                self.bad_hosts_added = record_end_fault(self.run_dir)
             start_finalize(self.run_dir)  # its own process, started before anyone may exit
             self._done.set()
         self.supervisor._notify(self, state)
@@ -326,17 +335,22 @@ class RunHandle:
 
     # --- stopping -------------------------------------------------------------------------
 
-    def stop(self, grace_s: tuple[float, float] = DEFAULT_GRACE_S) -> StopResult:
+    def stop(
+        self, grace_s: tuple[float, float] = DEFAULT_GRACE_S, reason: str | None = None
+    ) -> StopResult:
         """Stop every process of the run on this node; returns once none is left or SIGKILL
         has failed. Safe to call more than once and on a run that already ended (it then only
         removes leftovers). Blocks for at most about ``sum(grace_s) + 2 * KILL_WAIT_S`` seconds,
-        so call it from a worker, not the UI thread."""
+        so call it from a worker, not the UI thread. ``reason``: what asked for the stop when
+        it was not the user (the terminal hung up), recorded as the run's reason; None is the
+        user's stop."""
         began = time.monotonic()
         with self._stop_lock:
             with self._lock:
                 already = self._done.is_set()
                 if not already:
                     self._stop_requested = True
+                    self._stop_reason = reason
                     self._write(self._state.state, stop_requested=time.time())
             done = self._processes.stop(grace_s)
             if self._proc is not None:
@@ -365,6 +379,7 @@ class RunHandle:
 _END_FIELDS = (
     "end",
     "stopped_by_user",
+    "reason",
     "exit_code",
     "signal",
     "signal_name",

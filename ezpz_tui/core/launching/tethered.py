@@ -13,6 +13,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from ezpz_tui.core.launching.failover import record_end_fault
 from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S, RunProcesses, supervised_here
 from ezpz_tui.core.launching.reserve import release_reserve
 from ezpz_tui.core.runs.ending import cause_in, finalise, first_failure, world_size_of
@@ -79,7 +80,8 @@ def keep(run_dir: Path, launcher_pid: int, ticks: int) -> RunState:
 
 def _record_end_from_ranks(run_dir: Path) -> RunState:
     """The launcher has gone and was not this process's child: its exit status is lost, so the
-    ranks' ends tell the run's."""
+    ranks' ends tell the run's, and its status is theirs as srun gives it: 0 when every rank
+    succeeded, else the first failed rank's exit code or signal."""
     recorded = read_state(run_dir)
     if not recorded.live:
         return recorded
@@ -89,13 +91,21 @@ def _record_end_from_ranks(run_dir: Path) -> RunState:
     ok = bool(statuses) and all(s.state == RankState.SUCCEEDED for s in statuses)
     ok = ok and (world is None or len(statuses) == world)
     end = replace(recorded, state=State.SUCCEEDED if ok else State.FAILED, end=time.time())
-    if not ok:
+    if ok:
+        end = replace(end, exit_code=0)
+    else:
         cause = (
             cause_in(run_dir, first, statuses)
             if first
             else "the launcher ended without every rank's success"
         )
         end = replace(end, failed_rank=first.rank if first else None, cause=cause)
+        if first is not None:
+            sig, name = first.signal, first.signal_name
+            end = replace(end, exit_code=first.exit_code, signal=sig, signal_name=name)
     release_reserve(run_dir)
     finalise(run_dir, end, world, end.end or time.time(), statuses)
-    return write_state(run_dir, end)
+    state = write_state(run_dir, end)
+    if state.state == State.FAILED:  # once, as the supervisor would have
+        record_end_fault(run_dir)
+    return state

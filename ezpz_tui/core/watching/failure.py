@@ -395,7 +395,9 @@ def outcome(run_dir: Path) -> str:
     name = run.path.name
     if state.state == State.SUCCEEDED:
         return f"run {name} succeeded"
-    if state.state == State.STOPPED:
+    if state.state == State.STOPPED:  # by the user, or by what its record names
+        if state.reason and not state.stopped_by_user:
+            return f"run {name} was stopped: {state.reason}"
         return f"run {name} was stopped by the user"
     if state.state in LIVE:
         return f"run {name} is {state.state}; no rank has failed"
@@ -406,9 +408,9 @@ def outcome(run_dir: Path) -> str:
 # --- in words ----------------------------------------------------------------------------------
 
 
-def format_failure(failure: Failure, added: tuple[str, ...] = ()) -> str:
-    """The failure as a person reads it in a terminal; ``added`` are the hosts just written to
-    bad_hosts.txt."""
+def format_failure(failure: Failure, listed: bool | None = None) -> str:
+    """The failure as a person reads it in a terminal; ``listed``: whether the host its node
+    fault names is in bad_hosts.txt (None: not said)."""
     out = [f"run {failure.run_id} {failure.state}: {failure.cause}"]
     out += [f"note: {note}" for note in failure.notes]
     if failure.rank is not None:
@@ -438,8 +440,14 @@ def format_failure(failure: Failure, added: tuple[str, ...] = ()) -> str:
         count = len(failure.killed)
         noun = "rank" if count == 1 else "ranks"
         out.append(f"killed as a consequence: {noun} {rank_ranges(failure.killed)}")
-    for host in added:
-        out.append(f"added {host} to bad_hosts.txt in {failure.run_dir.parent}")
+    host = failure.node_fault_host
+    if host is not None and listed is not None:
+        where = f"bad_hosts.txt in {failure.run_dir.parent}"
+        out.append(
+            f"{host} is listed in {where}: later launches there skip it"
+            if listed
+            else f"{host} is not listed in {where}: later launches there use it"
+        )
     out.append("what to do:")
     out.extend(f"  - {line}" for line in failure.advice)
     return "\n".join(out)

@@ -3,7 +3,8 @@
 Everything that reads or writes a file runs in a thread worker and reports back with a message
 (``ezpz_tui.ui.messages``): :func:`explain` reads the run's state, statuses, logs and the
 launcher's log; planning the relaunch reads the run's record and ``bad_hosts.txt``; excluding
-writes ``bad_hosts.txt`` and launches. The UI thread only shows what they found.
+writes ``bad_hosts.txt`` (where the run's end did not already list the host) and launches.
+The UI thread only shows what they found.
 
 The failure is read once when the opened run is first seen ``failed`` (and again on ``w``). The
 dialog opens by itself once per run, and only for a run the person was watching: one this
@@ -151,8 +152,13 @@ class Failures:
             else ""
         )
         hosts = exclusion.hosts
+        act = (
+            f"{host} is in bad_hosts.txt. Relaunch"
+            if exclusion.listed
+            else f"Add {host} to bad_hosts.txt and relaunch"
+        )
         question = (
-            f"{why} Add {host} to bad_hosts.txt and relaunch {failure.run_id}'s plan on "
+            f"{why} {act} {failure.run_id}'s plan on "
             f"{len(hosts)} host(s) without it ({', '.join(h.split('.')[0] for h in hosts)})?"
             f"{stop}"
         )

@@ -213,15 +213,18 @@ class LaunchForm(VerticalScroll, can_focus=True):
             style = "bold red" if problem.level == "error" else "yellow"
             text.append(f"{'✗' if problem.level == 'error' else '!'} {problem.message}\n", style)
         self.query_one("#problems", Static).update(text)
-        dp = self.query_one("#dp", Static)
         if self.plan is not None:
-            world = self.plan.world_size(self.alloc)
-            dp.update(f"DP {self.plan.layout(self.alloc).dp} · world {world}")
+            self._show_sizes(self.plan)
         self.post_message(self.Changed(self.plan if self.can_launch else None, self.problems))
 
     @property
     def can_launch(self) -> bool:
         return self.plan is not None and not any(p.level == "error" for p in self.problems)
+
+    def _show_sizes(self, plan: LaunchPlan) -> None:
+        assert self.alloc is not None, "sizes are shown once the allocation is known"
+        world = plan.world_size(self.alloc)
+        self.query_one("#dp", Static).update(f"DP {plan.layout(self.alloc).dp} · world {world}")
 
     def set_preview(self, preview: Preview | None) -> None:
         """Show the exact launcher argv, or why there is none."""
@@ -234,6 +237,8 @@ class LaunchForm(VerticalScroll, can_focus=True):
                     text.append(f"\n✗ {problem.message}", "bold red")
             widget.update(text)
             return
+        if preview.checked is not None and self.alloc is not None:
+            self._show_sizes(preview.checked.plan)  # without bad_hosts.txt's, as it would run
         text = Text("$ ", "bold")
         text.append(format_argv(preview.command.argv))
         for note in preview.command.notes:
