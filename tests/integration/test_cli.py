@@ -525,7 +525,19 @@ def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     try:
         good = cli(["launch", "--ppn", "2", "--tp", "2", "--", *train("--steps", "5")], env, 180)
         good_dirs = run_dirs(outputs)
-        bad = cli(["launch", "--ppn", "2", "--", PY, "-c", "import sys; sys.exit(3)"], env, 180)
+        # Both ranks fail alike: each exits 3 only once the other has started, so neither is
+        # torn down by the fail-fast before its own exit (on a loaded machine one rank can
+        # start a second after the other).
+        started = outputs.parent / "started"
+        started.mkdir()
+        both_exit_3 = (
+            "import os, pathlib, sys, time; "
+            f"d = pathlib.Path({str(started)!r}); (d / os.environ['RANK']).touch(); "
+            "deadline = time.monotonic() + 120\n"
+            "while len(list(d.iterdir())) < 2 and time.monotonic() < deadline: time.sleep(0.01)\n"
+            "sys.exit(3)"
+        )
+        bad = cli(["launch", "--ppn", "2", "--", PY, "-c", both_exit_3], env, 180)
         bad_dirs = [d for d in run_dirs(outputs) if d not in good_dirs]
         yield {
             "outputs": outputs,
