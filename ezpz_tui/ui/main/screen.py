@@ -219,8 +219,9 @@ class MainScreen(Screen[None]):
                 self.post_message(self.Ready())
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The screen's own keys wait for its regions (a key typed ahead at start-up); the
-        failure keys act (and show in the footer) while a failed run is open."""
+        """The screen's own actions act once its regions are there (a palette command cannot
+        run before them; keys typed ahead are kept by the app until Ready); the failure keys
+        act (and show in the footer) while a failed run is open."""
         if action in FAILURE_ACTIONS:
             return self.started and self.failures.on_screen() is not None
         return self.started or action in APP_ACTIONS
