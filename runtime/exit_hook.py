@@ -43,9 +43,15 @@ _STDERR_FD = 2  # the rank log under the capture wrapper, whatever sys.stderr be
 _DIST = "torch.distributed"
 
 
+def switched_on(env: Mapping[str, str], var: str) -> bool:
+    """Whether ``env`` leaves ``var``'s job on: anything but ``0``/``no``/``false``/``off``
+    (the rank-side switches, ``EZPZ_STACKS`` and ``EZPZ_DESTROY_AT_EXIT``, read alike)."""
+    return env.get(var, "1").strip().lower() not in _OFF
+
+
 def wanted(env: Mapping[str, str]) -> bool:
     """Whether ``env`` leaves the hook on (``EZPZ_DESTROY_AT_EXIT=0`` turns it off)."""
-    return env.get(ENABLE_VAR, "1").strip().lower() not in _OFF
+    return switched_on(env, ENABLE_VAR)
 
 
 def timeout_s(env: Mapping[str, str]) -> float:

@@ -30,7 +30,6 @@ from runtime import exit_hook
 SIGNAL_NAME = "SIGUSR1"
 SITE_DIR = Path(__file__).resolve().parent / "_site"
 ENABLE_VAR = "EZPZ_STACKS"
-_OFF = ("0", "no", "false", "off")
 _STDERR_FD = 2  # the rank log under the capture wrapper, whatever sys.stderr became since
 
 
@@ -53,7 +52,7 @@ def add_site(env: dict[str, str]) -> None:
     """Put the ``sitecustomize`` first on ``env``'s ``PYTHONPATH`` (once), unless both its jobs
     are turned off: ``EZPZ_STACKS=0`` and ``EZPZ_DESTROY_AT_EXIT=0`` (:mod:`runtime.exit_hook`).
     It reads each of them itself."""
-    if env.get(ENABLE_VAR, "1").strip().lower() in _OFF and not exit_hook.wanted(env):
+    if not exit_hook.switched_on(env, ENABLE_VAR) and not exit_hook.wanted(env):
         return
     site, given = str(SITE_DIR), env.get("PYTHONPATH", "")
     if site in given.split(os.pathsep):
