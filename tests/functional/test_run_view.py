@@ -169,6 +169,28 @@ def live_run(outputs: Path, ranks: int, lines: int) -> Path:
     return run
 
 
+async def test_a_rank_chosen_away_from_the_failure_stays_when_lines_arrive(
+    tmp_path: Path,
+) -> None:
+    """The view goes once to the rank that failed first; a rank the person then picks (here
+    ``ctrl+n`` from the log, with the rank list unfocused) is not taken back by the lines the
+    live run goes on writing."""
+    run = live_run(tmp_path, 4, 3)
+    app = attach(run)
+    async with app.run_test(size=SIZE) as pilot:
+        _, log = await opened(pilot, 4)
+        log.focus()
+        failed = {"rank": 2, "host": "nid0001", "pid": 102, "state": "failed", "exit_code": 1}
+        (run / "status" / "rank-00002.json").write_text(json.dumps(failed))
+        await until(pilot, lambda: log.rank == 2, "the failed rank's log", 10)
+        await pilot.press("ctrl+n")
+        assert log.rank == 3
+        for rank in (2, 3):
+            _append(run / "logs" / f"rank-{rank:05d}.log", [f"a late line of rank {rank}"])
+        await until(pilot, lambda: "a late line of rank 3" in log_texts(log), "the new line", 10)
+        assert log.rank == 3
+
+
 async def test_a_run_toml_that_is_not_toml_costs_only_what_it_holds(tmp_path: Path) -> None:
     """The ranks come from the files on disk, the header says the record cannot be read, the
     cursor is on the rank whose log is shown (not on the launcher's row above it) and ``j``

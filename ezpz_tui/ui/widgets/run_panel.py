@@ -107,7 +107,9 @@ class RunPanel(Vertical):
         self.clock = clock
         self.monitor: RunMonitor | None = None
         self.read_only = False
-        self._user_moved = False
+        # The person chose a rank, or the panel went to the first failure already: from then on
+        # a failure found later does not move the view.
+        self._rank_settled = False
         self._placed: int | None = None  # a rank whose log show_step placed: keep it there
 
     def compose(self) -> ComposeResult:
@@ -130,7 +132,7 @@ class RunPanel(Vertical):
         """Show ``monitor``'s run (empty until the first batch arrives)."""
         self.monitor = monitor
         self.read_only = read_only
-        self._user_moved = False
+        self._rank_settled = False
         header = Text(monitor.run_dir.name, "bold")
         header.append("  reading …", "dim")
         self.query_one("#run-header", Static).update(header)
@@ -175,7 +177,8 @@ class RunPanel(Vertical):
         if changes.problems:
             self._status_changed()
         first = self.monitor.first_failure
-        if not self._user_moved and first is not None and log.rank not in (None, first):
+        if not self._rank_settled and first is not None and log.rank not in (None, first):
+            self._rank_settled = True
             ranks.select_rank(first)  # a failed run opens on the rank that failed first
             return
         if log.rank is None:
@@ -202,7 +205,7 @@ class RunPanel(Vertical):
 
         if self.monitor is None or rank not in self.monitor.ranks:
             return ""
-        self._user_moved = True  # the person chose this rank: a failure elsewhere keeps out
+        self._rank_settled = True  # the person chose this rank: a failure elsewhere keeps out
         if self.ranks.selected != rank:
             self._placed = rank  # the list's Selected message would show the log's end
         self.ranks.select_rank(rank)
@@ -227,7 +230,7 @@ class RunPanel(Vertical):
             self._placed = None
             return
         if self.ranks.has_focus:
-            self._user_moved = True
+            self._rank_settled = True
         self._show_rank(event.rank)
 
     def _show_rank(self, rank: int) -> None:
