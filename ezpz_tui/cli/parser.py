@@ -244,6 +244,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="after a node fault, exclude the host and relaunch, at most N times (default: 0)",
     )
+    p.add_argument(
+        "--resume-from",
+        metavar="RUN",
+        help="continue from RUN's newest complete checkpoint (a run id, prefix or path), or "
+        "from a checkpoint folder; the ranks get it in EZPZ_RESUME_FROM",
+    )
     _command_args(p)
     _outputs_arg(_command(sub, "runs", json=True))
     p = _command(sub, "attach")

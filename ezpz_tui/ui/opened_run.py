@@ -19,6 +19,7 @@ from ezpz_tui.core.watching.followers import RunFollower
 from ezpz_tui.core.watching.monitor import RunMonitor
 from ezpz_tui.core.watching.progress import Progress
 from ezpz_tui.ui.messages import BatchRead, Handoff, ParentFound, RanksExpected
+from runtime.checkpoint_dirs import RESUME_VAR
 from runtime.rundir import RunDir
 
 if TYPE_CHECKING:
@@ -119,7 +120,10 @@ class OpenedRun:
             world = ranks_on_disk(monitor.run_dir)
         parent = record.get("parent")
         if isinstance(parent, str) and RunDir(monitor.run_dir.parent / parent).run_toml.is_file():
-            self._screen.post_message(ParentFound(self, monitor.run_dir.parent / parent))
+            plan = record.get("plan")
+            env = plan.get("env") if isinstance(plan, dict) else None
+            resumed = isinstance(env, dict) and RESUME_VAR in env
+            self._screen.post_message(ParentFound(self, monitor.run_dir.parent / parent, resumed))
         try:
             expected = isinstance(world, int) and 0 < world <= 1 << 20
             if expected and not self._handed_over(RanksExpected(self, world)):

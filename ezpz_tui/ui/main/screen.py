@@ -415,7 +415,7 @@ class MainScreen(Screen[None]):
             self.refresh_comparison()
 
     def on_parent_found(self, message: ParentFound) -> None:
-        self.views.parent_found(message.run, message.parent)
+        self.views.parent_found(message.run, message.parent, message.resumed)
 
     def on_failure_explained(self, message: FailureExplained) -> None:
         if message.run is self.opened:
