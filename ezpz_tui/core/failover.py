@@ -1,6 +1,7 @@
 """The relaunch after a failure, once, for both front ends: ``ezpz-tui launch --retries N``
 drives it in a loop (launch, follow, ask it), the TUI from its thread workers, both for
 ``[launch] retries`` and for the key that excludes a failing host after asking the person.
+A relaunch continues from the failed run's newest complete checkpoint when it has one.
 
 It sits beside the :class:`~ezpz_tui.core.session.Session` it relaunches through, above
 ``core.launching`` (where the host is recorded and the plan checked without it:
@@ -22,6 +23,7 @@ from ezpz_tui.core.launching.bad_hosts import (
 )
 from ezpz_tui.core.launching.failover import without_host
 from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused
+from ezpz_tui.core.launching.resuming import parent_resume, with_resume
 from ezpz_tui.core.launching.supervisor import RunHandle
 from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 from ezpz_tui.core.session import Session
@@ -180,6 +182,10 @@ class Failover:
             return Relaunch(refused, tuple(said), unrecorded)
         if attempt:
             said.append(f"retry {attempt} of {self.retries} without {host} (after {failure.cause})")
+        resume = parent_resume(failure.run_dir, alive=False)
+        if resume is not None:  # else the failed run's own EZPZ_RESUME_FROM, if it had one
+            plan = with_resume(plan, resume)
+            said.append(f"the relaunch {resume.describe()}")
         result = self.session.relaunch(plan, parent=failure.run_id)
         if isinstance(result, Started):
             self._attempt_of[result.handle.run_dir.name] = attempt

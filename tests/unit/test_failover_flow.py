@@ -23,6 +23,7 @@ from ezpz_tui.core.launching.supervisor import RunHandle
 from ezpz_tui.core.runs.record import read_run_toml
 from ezpz_tui.core.session import Session
 from ezpz_tui.core.watching.failure import Failure, explain
+from runtime.checkpoint_dirs import COMPLETE, RESUME_VAR, step_dir
 from runtime.rundir import RunDir
 from tests.fixtures.runs import make_run
 from tests.fixtures.stand_ins import AURORA, aurora_job
@@ -80,6 +81,27 @@ def test_retries_drop_each_dead_host_until_nothing_fits(session: Session) -> Non
     )
     assert [h.split(".")[0] for h in read_bad_hosts(outputs)] == [SHORT[1], SHORT[0]]
     assert runs(outputs) == [first.run_dir, second.run_dir]
+
+
+def test_a_retry_resumes_from_the_failed_runs_newest_complete_checkpoint(
+    session: Session,
+) -> None:
+    """The stand-in starts no rank, so the failed run's checkpoints are written here as a
+    save leaves them: step 10's complete, step 15's torn (no mark)."""
+    flow = Failover(session, retries=1)
+    first = started(session.launch(PLAN))
+    for step, done in ((10, True), (15, False)):
+        folder = step_dir(first.run_dir, step)
+        folder.mkdir(parents=True)
+        if done:
+            (folder / COMPLETE).write_text("{}")
+    step = flow.after(first, PLAN)
+    second = started(step.result)
+    checkpoint = step_dir(first.run_dir, 10)
+    assert step.said[1] == f"the relaunch resumes at step 10 from {checkpoint}"
+    record = read_run_toml(second.run_dir)
+    assert record["plan"]["env"] == {RESUME_VAR: str(checkpoint)}
+    assert record["parent"] == first.run_dir.name
 
 
 def test_the_count_is_spent_along_a_chain_of_retries(session: Session) -> None:
