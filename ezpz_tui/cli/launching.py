@@ -35,6 +35,7 @@ def plan_from_args(args: argparse.Namespace, **sizes: int) -> Any:
         command=tuple(command) or demo_command(),
         env=tuple(env),
         launcher_args=tuple(args.launcher_args),
+        spares=getattr(args, "spares", 0),  # launch's only
         **sizes,
     )
 

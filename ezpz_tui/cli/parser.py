@@ -245,6 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="after a node fault, exclude the host and relaunch, at most N times (default: 0)",
     )
     p.add_argument(
+        "--spares",
+        type=int,
+        default=0,
+        metavar="N",
+        help="keep N usable hosts out of the run, for a retry to swap in for a failed one "
+        "so that the sizes stay (default: 0)",
+    )
+    p.add_argument(
         "--resume-from",
         metavar="RUN",
         help="continue from RUN's newest complete checkpoint (a run id, prefix or path), or "

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ezpz_tui.core.launching.plan import LaunchPlan
+from ezpz_tui.core.launching.plan import DEMO_MODULE, LaunchPlan
 from runtime.checkpoint_dirs import RESUME_VAR, Checkpoint, newest, resolve
 
 
@@ -57,3 +57,23 @@ def with_resume(plan: LaunchPlan, resume: Resume | None) -> LaunchPlan:
     if resume is not None:
         env.append((RESUME_VAR, str(resume.given)))
     return plan.with_changes(env=tuple(env))
+
+
+DEMO_BATCH = 8  # the demo's --batch-size default: sequences per replica
+
+
+def keep_global_batch(plan: LaunchPlan, old_dp: int) -> LaunchPlan:
+    """The demo's plan with the global batch it had on ``old_dp`` replicas made explicit, so
+    a relaunch on fewer ranks trains on the same batches (its default is the batch size x
+    DP); any other command, or a demo given ``--global-batch``, is left as it is. The demo
+    refuses, with the reason, a global batch the new DP does not divide."""
+    command = plan.command
+    if DEMO_MODULE not in command or "--global-batch" in command:
+        return plan
+    batch = DEMO_BATCH
+    if "--batch-size" in command[:-1]:
+        try:
+            batch = int(command[command.index("--batch-size") + 1])
+        except ValueError:
+            return plan
+    return plan.with_changes(command=(*command, "--global-batch", str(batch * old_dp)))
