@@ -203,7 +203,6 @@ class Failover:
             said.append(f"cannot retry without {host}: {' '.join(result.reasons)}")
         return Relaunch(result, tuple(said), unrecorded)
 
-
     def _resized(self, failure: Failure, plan: LaunchPlan, said: list[str]) -> LaunchPlan:
         """Say when the relaunch runs on fewer ranks than the failed run (no spare to take
         the host's place), and keep the demo's global batch: its default follows DP."""
