@@ -313,6 +313,11 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("PBS", "SLURM"),
         help="write for this scheduler (default: this job's, else the run's, else the one on PATH)",
     )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="the job continues RUN from its newest complete checkpoint when it starts",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the script, submit nothing")
     _outputs_arg(p)
     p = _command(sub, "compare", json=True)
