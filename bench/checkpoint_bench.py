@@ -106,9 +106,9 @@ def main() -> None:
             f"{median(walls[variant]):7.2f}"
         )
     if load_s is not None:
-        ratio = load_s / off
+        ratio, step_ms = load_s / off, off * 1e3
         print(
-            f"resume: load {load_s * 1e3:.1f} ms = {ratio:.1f} x the median step ({off * 1e3:.2f} ms)"
+            f"resume: load {load_s * 1e3:.1f} ms = {ratio:.1f} x the median step ({step_ms:.2f} ms)"
         )
 
 
