@@ -13,7 +13,9 @@ Saves are asynchronous where torch offers it: the step is held up while the stat
 and the files are written by a thread over a gloo group of their own, so the next steps'
 collectives never wait on them. The completion mark is written by rank 0 once every rank's
 files and the metadata are written, from the writer's thread; a failed save is raised at the
-next save or at :meth:`Checkpointer.close`, the same step on every rank.
+next save or at :meth:`Checkpointer.close`, the same step on every rank. When the supervisor
+asks for a checkpoint (the job's walltime is about to end: ``[checkpoint] before_walltime``),
+every rank saves at the same step, within ``poll_every`` steps, and waits until it is written.
 
 torch is imported when a :class:`Checkpointer` is made, not with this module.
 """
@@ -38,6 +40,7 @@ from runtime.checkpoint_dirs import (
     Checkpoint,
     CheckpointError,
     complete,
+    request_path,
     resolve,
     step_dir,
     torn,
@@ -74,6 +77,7 @@ class Checkpointer:
         keep: int = KEEP,
         async_save: bool = True,
         describe: dict[str, Any] | None = None,
+        poll_every: int = 10,
     ) -> None:
         import torch.distributed as dist
 
@@ -87,6 +91,12 @@ class Checkpointer:
         # The writer thread's collectives run beside the training's: on a group of their own.
         self._group = dist.new_group(backend="gloo") if self._dist and async_save else None
         self.async_save = async_save
+        # Whether the supervisor asks for a checkpoint (checkpoint_dirs.REQUEST) is read by
+        # rank 0 every ``poll_every`` steps and agreed on over a group of its own, so that
+        # every rank saves at the same step.
+        self.poll_every = poll_every
+        self._poll_group = dist.new_group(backend="gloo") if self._dist and poll_every else None
+        self._saved_step: int | None = None
         self._pending: tuple[Any, Path, threading.Event] | None = None
         self._error: CheckpointError | None = None  # rank 0's, marking a save complete
         self._lock = threading.Lock()  # the figures, added to by the writer's thread
@@ -117,9 +127,31 @@ class Checkpointer:
 
     def step_done(self, step: int) -> None:
         """After optimizer step ``step`` (counted from 1): save when it is a multiple of
-        ``every``."""
+        ``every``, or when the supervisor asked for a checkpoint (its walltime is ending):
+        then the save is written before the step returns."""
         if self.every and step % self.every == 0:
             self.save(step)
+        if self.poll_every and step % self.poll_every == 0 and self._requested():
+            if self._saved_step != step:
+                self.save(step)
+            self.wait()
+            if self.rank == 0:
+                with contextlib.suppress(OSError):
+                    request = request_path(self.run_dir)
+                    request.rename(request.with_name(request.name + ".done"))
+            with self._lock:
+                self._figures["ckpt_requested"] = 1.0
+
+    def _requested(self) -> bool:
+        asked = self.rank == 0 and request_path(self.run_dir).is_file()
+        if self._poll_group is None:
+            return asked
+        import torch
+        import torch.distributed as dist
+
+        flag = torch.tensor([int(asked)], dtype=torch.int32)
+        dist.all_reduce(flag, group=self._poll_group)
+        return bool(flag.item())
 
     def save(self, step: int) -> None:
         """Start saving the state after ``step`` optimizer steps; returns once it is copied.
@@ -141,6 +173,7 @@ class Checkpointer:
         except _failures() as exc:
             raise CheckpointError(f"{path}: checkpoint save failed: {_reason(exc)}") from exc
         held = time.perf_counter() - start
+        self._saved_step = step
         finished = threading.Event()
         self._pending = (future, path, finished)
         if future is None:

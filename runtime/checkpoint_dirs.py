@@ -19,6 +19,10 @@ from pathlib import Path
 
 CHECKPOINTS = "checkpoints"
 COMPLETE = "COMPLETE"
+REQUEST = "checkpoint.request"
+"""In the run directory: the supervisor's request that the ranks checkpoint now (the job's
+walltime is about to end); :class:`runtime.checkpoint.Checkpointer` renames it to
+``checkpoint.request.done`` once the checkpoint it asked for is complete."""
 STEP_DIR = re.compile(r"step-(\d+)")
 RESUME_VAR = "EZPZ_RESUME_FROM"
 """The checkpoint a launch resumes from, set for every rank by ``ezpz-tui launch
@@ -40,6 +44,10 @@ class Checkpoint:
 
 def step_dir(run_dir: str | os.PathLike[str], step: int) -> Path:
     return Path(run_dir) / CHECKPOINTS / f"step-{step}"
+
+
+def request_path(run_dir: str | os.PathLike[str]) -> Path:
+    return Path(run_dir) / REQUEST
 
 
 def is_complete(path: Path) -> bool:
