@@ -9,7 +9,7 @@ and over the steps that saved (``dt`` includes what a save held the step up), ea
 ``off``; the median ``ckpt_save_s`` (what a save held the step up), ``ckpt_write_s`` (until its
 files were written) and ``ckpt_mb``. Then a resume from the last checkpoint (``--resume``): its
 ``ckpt_load_s``, against the median step time. Wall time of each whole run is printed too (it
-includes start-up, the same for all three).
+includes start-up, the same for all three). The resume loads the checkpoint before the last.
 """
 
 from __future__ import annotations
@@ -81,7 +81,9 @@ def main() -> None:
         assert last is not None
         resume_dir = root / "resume"
         demo = demo_args(args, "off")
-        _, resumed = run(resume_dir, [*demo, "--resume", str(last)])
+        # The one before the last: the resumed run then trains its last ``every`` steps.
+        checkpoint = last / "checkpoints" / f"step-{args.steps - args.every}"
+        _, resumed = run(resume_dir, [*demo, "--resume", str(checkpoint)])
         load_s = resumed[0].get("ckpt_load_s") if resumed else None
 
     off = median(dts["off"])

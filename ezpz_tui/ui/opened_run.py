@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ezpz_tui.core.runs.record import ranks_on_disk, read_record
+from ezpz_tui.core.watching.finish import total_steps
 from ezpz_tui.core.watching.followers import RunFollower
 from ezpz_tui.core.watching.monitor import RunMonitor
 from ezpz_tui.core.watching.progress import Progress
@@ -57,6 +58,7 @@ class OpenedRun:
         self.settings = settings
         self.state: str | None = None  # as last read from disk, for runs not started here
         self.progress = Progress()
+        self.total_steps: int | None = None  # from the recorded command's --steps
         self.monitor = RunMonitor(
             path, stall_after=settings.stall_after, slow_factor=settings.slow_factor
         )
@@ -118,6 +120,10 @@ class OpenedRun:
         world = sizes.get("world_size")
         if not isinstance(world, int):
             world = ranks_on_disk(monitor.run_dir)
+        plan = record.get("plan")
+        command = plan.get("command") if isinstance(plan, dict) else None
+        if isinstance(command, list) and all(isinstance(w, str) for w in command):
+            self.total_steps = total_steps(command)
         parent = record.get("parent")
         if isinstance(parent, str) and RunDir(monitor.run_dir.parent / parent).run_toml.is_file():
             plan = record.get("plan")
