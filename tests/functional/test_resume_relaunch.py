@@ -19,6 +19,7 @@ from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.record import read_run_toml
 from ezpz_tui.ui.screens.confirm import RelaunchScreen
 from ezpz_tui.ui.widgets.metrics import MetricsView
+from ezpz_tui.ui.widgets.panels import SummaryBar
 from runtime.checkpoint_dirs import newest
 from tests.functional.test_app import SIZE, make_app, run_dirs, settle, type_into
 from tests.pilots import text_of, until
@@ -72,6 +73,9 @@ async def test_relaunch_with_tp_changed_resumes_and_joins_the_curves(tmp_path: P
             await until(pilot, lambda: first_step(child) is not None, "the child's first step", 120)
             resumed = first_step(child)
             assert resumed is not None and resumed >= shown and resumed % 5 == 0
+            # The header says when the child will finish: --steps 100000, no walltime here.
+            summary = app.query_one(SummaryBar)
+            await until(pilot, lambda: "finish in " in text_of(summary), "the finish", 30)
             log = (child / "logs" / "rank-00000.log").read_text()
             assert f"resumed at step {resumed} from {parent}/checkpoints/step-{resumed}" in log
 
