@@ -30,6 +30,7 @@ import random
 import shutil
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,8 @@ class Checkpointer:
         self.describe = describe or {}
         self._dist = dist.is_available() and dist.is_initialized()
         self.rank = dist.get_rank() if self._dist else 0
+        if not self._dist:  # DCP says so on every save and load, from the writer's thread too
+            warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavail")
         # The writer thread's collectives run beside the training's: on a group of their own.
         self._group = dist.new_group(backend="gloo") if self._dist and async_save else None
         self.async_save = async_save
@@ -166,9 +169,11 @@ class Checkpointer:
         state = self._state(step)
         try:
             if self.async_save:
-                future = dcp.async_save(state, checkpoint_id=path, process_group=self._group)
+                future = dcp.async_save(
+                    state, checkpoint_id=path, process_group=self._group, no_dist=not self._dist
+                )
             else:
-                dcp.save(state, checkpoint_id=path)
+                dcp.save(state, checkpoint_id=path, no_dist=not self._dist)
                 future = None
         except _failures() as exc:
             raise CheckpointError(f"{path}: checkpoint save failed: {_reason(exc)}") from exc
@@ -270,7 +275,7 @@ class Checkpointer:
         if rng_key not in saved:  # saved on fewer ranks: this one keeps its seeded RNG
             del state["rng"]
         try:
-            dcp.load(state, checkpoint_id=found.path)
+            dcp.load(state, checkpoint_id=found.path, no_dist=not self._dist)
         except _failures() as exc:
             raise CheckpointError(f"{found.path}: checkpoint load failed: {_reason(exc)}") from exc
         set_state_dict(
