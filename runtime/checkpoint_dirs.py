@@ -11,7 +11,6 @@ them needs torch for it.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -111,12 +110,3 @@ def resolve(target: str | os.PathLike[str]) -> Checkpoint:
         names = ", ".join(p.name for p in left)
         raise CheckpointError(f"{run}: no complete checkpoint (torn: {names})")
     raise CheckpointError(f"{run}: the run has no checkpoint in {run / CHECKPOINTS}")
-
-
-def read_mark(path: Path) -> dict[str, object]:
-    """What the completion mark says (step, sizes, bytes, when), {} when it says nothing."""
-    try:
-        data = json.loads((path / COMPLETE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}

@@ -46,10 +46,6 @@ def parent_resume(parent: Path, alive: bool) -> Resume | None:
     return Resume(parent if alive else found.path, found)
 
 
-def resumed_from(plan: LaunchPlan) -> str | None:
-    return plan.env_dict().get(RESUME_VAR)
-
-
 def with_resume(plan: LaunchPlan, resume: Resume | None) -> LaunchPlan:
     """``plan`` continuing from ``resume``, or starting fresh (None): a relaunched plan may
     carry its parent's own ``EZPZ_RESUME_FROM``, which must not survive a fresh start."""
