@@ -18,7 +18,11 @@ Each rank logs once what it holds (stage and layers, shard coordinates, paramete
 every rank logs the same per-step loss and gradient norm, those of the global batch and the
 whole model, with the step time and global samples/s and tokens/s. With ``--global-batch`` and
 the same seed, every layout gives the single process's losses up to float rounding
-(tests/integration/test_parallel_equivalence.py). Run under any launcher, e.g.
+(tests/integration/test_parallel_equivalence.py). ``--checkpoint-every N`` saves the model,
+optimizer, data position and RNG states with torch.distributed.checkpoint (runtime.checkpoint),
+and ``--resume PATH`` (or ``EZPZ_RESUME_FROM`` from the launcher) continues from one in any
+layout, the losses those of the run that was never stopped
+(tests/integration/test_checkpoint_resume.py). Run under any launcher, e.g.
 ``mpiexec -n 4 python -m runtime.examples.train --pp 2 --tp 2 --steps 20``.
 """
 
@@ -28,7 +32,7 @@ import argparse
 import math
 import sys
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -234,10 +238,8 @@ def train(args: argparse.Namespace) -> dict[str, dict[str, float]]:
         raise SystemExit(problem)
     if info.mesh is not None:
         check_groups(info, log)
-    try:
-        summary = _train_loop(
-            args, info, log, resume
-        )  # its model, optimizer and tensors die on return
+    try:  # its model, optimizer and tensors die on return
+        summary = _train_loop(args, info, log, resume)
     except CheckpointError as exc:
         _refuse(exc, info.rank)
     if "loss" in summary:
@@ -246,7 +248,7 @@ def train(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     return summary
 
 
-def _refuse(exc: CheckpointError, rank: int) -> None:
+def _refuse(exc: CheckpointError, rank: int) -> NoReturn:
     """One line on rank 0's stderr (every rank meets the same error) and exit status 2."""
     if rank == 0:
         print(f"error: {exc}", file=sys.stderr, flush=True)
