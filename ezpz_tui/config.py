@@ -26,6 +26,9 @@ variable EZPZ_TUI_CONFIG_DIR points elsewhere, which tests and site-wide setups 
     raised_grace_s = 10       # how long a rank that raised may linger before the job is stopped
     retries = 0               # TUI: relaunch without the bad node after a node fault, N times
 
+    [checkpoint]
+    before_walltime = 300     # seconds of walltime left when the ranks are asked to checkpoint
+
 Anything else in the file (a misspelt key or section, a theme that does not exist) gets one
 warning naming the file and the key, with the closest valid name. The warnings go wherever the
 caller shows problems: stderr for the CLI, a notification in the TUI.
@@ -115,6 +118,10 @@ class Config:
     retries: int = 0
     """`[launch] retries`: in the TUI, how many times a run that failed with a node fault is
     relaunched without that node, unattended (as `ezpz-tui launch --retries N`)."""
+    before_walltime_s: float = 300.0
+    """`[checkpoint] before_walltime`: when the job's walltime left falls below this, the
+    supervisor asks the run's ranks to checkpoint now (``runtime.checkpoint`` watches for
+    it), so the end of the job loses nothing; 0 never asks."""
 
 
 SCHEMA: Mapping[str, frozenset[str] | None] = {
@@ -124,6 +131,7 @@ SCHEMA: Mapping[str, frozenset[str] | None] = {
     "telemetry": frozenset({"interval"}),
     "launch": frozenset({"kill_on_bad_exit", "raised_grace_s", "retries"}),
     "follow": frozenset({"stats_per_second", "slowest"}),
+    "checkpoint": frozenset({"before_walltime"}),
 }
 """Every section of config.toml and the keys each may hold."""
 
@@ -225,6 +233,13 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
     slowest, wrong = _number_in(follow, "follow slowest", Config.slowest, (1, 86400), path)
     problems += more + wrong
     kill, grace, retries, more = _launch_settings(data.get("launch", {}), path)
+    problems += more
+    table = data.get("checkpoint", {})
+    if not isinstance(table, dict):
+        problems.append(f"{path}: [checkpoint] should be a table; ignored.")
+    before, more = _number_in(
+        table, "checkpoint before_walltime", Config.before_walltime_s, (0, 86400), path
+    )
     problems += more + unknown_names(data, path)
     settings = Config(
         theme=theme,
@@ -235,6 +250,7 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
         kill_on_bad_exit=kill,
         raised_grace_s=grace,
         retries=retries,
+        before_walltime_s=before,
         stats_per_second=rate,
         slowest=slowest,
     )

@@ -11,7 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ezpz_tui.cli.common import fail, outputs_of, say
+from ezpz_tui.cli.common import fail, outputs_of, run_named, say
 from ezpz_tui.cli.stdout import refused, why_refused
 
 
@@ -35,6 +35,7 @@ def plan_from_args(args: argparse.Namespace, **sizes: int) -> Any:
         command=tuple(command) or demo_command(),
         env=tuple(env),
         launcher_args=tuple(args.launcher_args),
+        spares=getattr(args, "spares", 0),  # launch's only
         **sizes,
     )
 
@@ -95,7 +96,10 @@ def session_for(args: argparse.Namespace) -> Any:
     for warning in warnings:
         print(f"ezpz-tui: warning: {warning}", file=sys.stderr)
     supervisor = Supervisor(
-        settings.kill_on_bad_exit, settings.raised_grace_s, settings.telemetry_s
+        settings.kill_on_bad_exit,
+        settings.raised_grace_s,
+        settings.telemetry_s,
+        settings.before_walltime_s,
     )
     return Session(
         detect_allocation(),
@@ -116,10 +120,16 @@ def cmd_launch(args: argparse.Namespace) -> int:
         return fail(str(exc))
     if args.retries < 0:
         return fail(f"--retries must be 0 or more, not {args.retries}")
+    parent = None
+    if args.resume_from is not None:
+        resumed = _resume(args, plan)
+        if isinstance(resumed, str):
+            return fail(resumed)
+        plan, parent = resumed
     session = session_for(args)
     if args.dry_run:
         return _dry_run(session, plan)
-    result = session.launch(plan)
+    result = session.launch(plan, parent=parent)
     if isinstance(result, NotStarted):
         for reason in result.reasons:
             say(f"ezpz-tui: {reason}")
@@ -135,6 +145,29 @@ def cmd_launch(args: argparse.Namespace) -> int:
         if step.result is None or isinstance(step.result, NotStarted):
             return code
         result = step.result
+
+
+def _resume(args: argparse.Namespace, plan: Any) -> tuple[Any, str | None] | str:
+    """``plan`` continuing from ``--resume-from``, with the run it continues as its parent
+    when that run is in the same outputs directory; or why it cannot."""
+    from ezpz_tui.core.launching.resuming import resume_of, with_resume
+    from runtime.checkpoint_dirs import CheckpointError
+
+    target = Path(args.resume_from).expanduser()
+    if not target.exists():
+        named = run_named(args, args.resume_from)
+        if isinstance(named, str):
+            return f"--resume-from {args.resume_from}: {named}"
+        target = named
+    try:
+        resume = resume_of(target.absolute())
+    except CheckpointError as exc:
+        return str(exc)
+    say(f"ezpz-tui: {resume.describe()}")
+    run = resume.found.path.parent.parent  # <run>/checkpoints/step-N
+    outputs = outputs_of(args).absolute()
+    parent = run.name if run.parent.resolve() == outputs.resolve() else None
+    return with_resume(plan, resume), parent
 
 
 # Ctrl-C and SIGTERM (what `ezpz-tui stop` sends) are the user's stop; SIGHUP is the terminal

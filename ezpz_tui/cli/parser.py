@@ -244,6 +244,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="after a node fault, exclude the host and relaunch, at most N times (default: 0)",
     )
+    p.add_argument(
+        "--spares",
+        type=int,
+        default=0,
+        metavar="N",
+        help="keep N usable hosts out of the run, for a retry to swap in for a failed one "
+        "so that the sizes stay (default: 0)",
+    )
+    p.add_argument(
+        "--resume-from",
+        metavar="RUN",
+        help="continue from RUN's newest complete checkpoint (a run id, prefix or path), or "
+        "from a checkpoint folder; the ranks get it in EZPZ_RESUME_FROM",
+    )
     _command_args(p)
     _outputs_arg(_command(sub, "runs", json=True))
     p = _command(sub, "attach")
@@ -298,6 +312,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=str.upper,
         choices=("PBS", "SLURM"),
         help="write for this scheduler (default: this job's, else the run's, else the one on PATH)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="the job continues RUN from its newest complete checkpoint when it starts",
     )
     p.add_argument("--dry-run", action="store_true", help="print the script, submit nothing")
     _outputs_arg(p)

@@ -17,6 +17,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         SubmitError,
         plan_source,
         prepare,
+        resumed_run,
         submit,
     )
 
@@ -27,7 +28,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     )
     try:
         source, record = plan_source(store, args.run)
-        job = prepare(record, source, request, detect_allocation(), store.outputs)
+        resume = resumed_run(store, args.run) if args.resume else None
+        job = prepare(record, source, request, detect_allocation(), store.outputs, resume=resume)
         script = render(job)
         if args.dry_run:
             sys.stdout.write(script)

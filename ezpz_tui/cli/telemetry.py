@@ -15,6 +15,7 @@ CLEAR = "\x1b[H\x1b[2J"
 
 def cmd_top(args: argparse.Namespace) -> int:
     from ezpz_tui.config import load_config
+    from ezpz_tui.core.launching.allocation import detect_allocation
     from ezpz_tui.core.watching.top import format_top, read_top
 
     run_dir = run_named(args)
@@ -24,15 +25,18 @@ def cmd_top(args: argparse.Namespace) -> int:
     for warning in warnings:
         print(f"ezpz-tui: warning: {warning}", file=sys.stderr)
     clear = args.watch is not None and sys.stdout.isatty() and not args.json
+    left = detect_allocation().walltime_left()  # this job's, read once: counted down after
+    end = None if left is None else time.time() + left
     try:
         while True:
             now = time.time()
             top = read_top(run_dir, settings.slow_factor)
+            walltime = None if end is None else end - now
             if args.json:  # with --watch, one object a line (JSON Lines)
                 indent = None if args.watch is not None else 2
-                print(json.dumps(top.to_json(now), indent=indent), flush=True)
+                print(json.dumps(top.to_json(now, walltime), indent=indent), flush=True)
             else:
-                lines = format_top(top, now)
+                lines = format_top(top, now, walltime)
                 print((CLEAR if clear else "") + "\n".join(lines), flush=True)
             if args.watch is None or refused():  # nobody reads what a watch would print
                 return 0

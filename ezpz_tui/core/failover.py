@@ -1,6 +1,7 @@
 """The relaunch after a failure, once, for both front ends: ``ezpz-tui launch --retries N``
 drives it in a loop (launch, follow, ask it), the TUI from its thread workers, both for
 ``[launch] retries`` and for the key that excludes a failing host after asking the person.
+A relaunch continues from the failed run's newest complete checkpoint when it has one.
 
 It sits beside the :class:`~ezpz_tui.core.session.Session` it relaunches through, above
 ``core.launching`` (where the host is recorded and the plan checked without it:
@@ -22,6 +23,7 @@ from ezpz_tui.core.launching.bad_hosts import (
 )
 from ezpz_tui.core.launching.failover import without_host
 from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused
+from ezpz_tui.core.launching.resuming import keep_global_batch, parent_resume, with_resume
 from ezpz_tui.core.launching.supervisor import RunHandle
 from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 from ezpz_tui.core.session import Session
@@ -55,6 +57,7 @@ class Exclusion:
     hosts: tuple[str, ...] = ()
     refused: NotStarted | None = None
     listed: bool = False  # bad_hosts.txt has the host already (its run's end recorded it)
+    spare: bool = False  # a spare host (``spares``) takes the excluded one's place
 
 
 @dataclass(frozen=True)
@@ -145,12 +148,17 @@ class Failover:
         session = self.session
         bad = read_bad_hosts(session.store.outputs)
         listed = bad if session.exclude_bad else []
+        spare = plan.spares > 0
+        if spare:  # one host fewer kept aside: the run keeps its number of hosts
+            plan = plan.with_changes(spares=plan.spares - 1)
         try:
             plan = without_host(exclude_listed(plan, session.alloc, listed), session.alloc, host)
         except LaunchRefused as exc:
             return refused(*(p.message for p in exc.problems))
         hosts = plan.hosts_used(session.alloc)
-        return Exclusion(failure, host, blamed, plan, hosts, listed=is_listed(host, bad))
+        return Exclusion(
+            failure, host, blamed, plan, hosts, listed=is_listed(host, bad), spare=spare
+        )
 
     def relaunch(self, exclusion: Exclusion) -> Relaunch:
         """What a person agreed to: record the host in bad_hosts.txt, stop the session's run if
@@ -180,12 +188,42 @@ class Failover:
             return Relaunch(refused, tuple(said), unrecorded)
         if attempt:
             said.append(f"retry {attempt} of {self.retries} without {host} (after {failure.cause})")
+        if exclusion.spare:
+            said.append(f"a spare host takes {host}'s place: the sizes stay")
+        else:
+            plan = self._resized(failure, plan, said)
+        resume = parent_resume(failure.run_dir, alive=False)
+        if resume is not None:  # else the failed run's own EZPZ_RESUME_FROM, if it had one
+            plan = with_resume(plan, resume)
+            said.append(f"the relaunch {resume.describe()}")
         result = self.session.relaunch(plan, parent=failure.run_id)
         if isinstance(result, Started):
             self._attempt_of[result.handle.run_dir.name] = attempt
         else:
             said.append(f"cannot retry without {host}: {' '.join(result.reasons)}")
         return Relaunch(result, tuple(said), unrecorded)
+
+    def _resized(self, failure: Failure, plan: LaunchPlan, said: list[str]) -> LaunchPlan:
+        """Say when the relaunch runs on fewer ranks than the failed run (no spare to take
+        the host's place), and keep the demo's global batch: its default follows DP."""
+        alloc = self.session.alloc
+        try:
+            old = read_run_toml(failure.run_dir).get("sizes", {}).get("world_size")
+        except (RunStoreError, AttributeError):
+            return plan
+        new = plan.world_size(alloc)
+        if not isinstance(old, int) or old == new:
+            return plan
+        model = plan.tp * plan.pp * plan.cp
+        old_dp, new_dp = old // model, new // model
+        said.append(
+            f"no spare host: the relaunch runs {new} ranks instead of {old} (DP {old_dp} → "
+            f"{new_dp})"
+        )
+        kept = keep_global_batch(plan, old_dp)
+        if kept is not plan:
+            said.append(f"the demo keeps its global batch: {' '.join(kept.command[-2:])}")
+        return kept
 
 
 def _recorded_plan(run_dir: Path) -> LaunchPlan | None:

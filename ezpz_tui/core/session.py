@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -153,7 +154,9 @@ class Session:
         if self.submission:
             meta["submission"] = self.submission
         run_dir = self.store.create(checked.plan.to_dict(), checked.sizes, parent=parent, meta=meta)
-        return build_launch(checked, run_dir, self._config())
+        launch = build_launch(checked, run_dir, self._config())
+        left = self.alloc.walltime_left()
+        return launch if left is None else replace(launch, walltime_end=time.time() + left)
 
     def _start(
         self, launch: Launch, old: RunHandle | None, grace_s: tuple[float, float]

@@ -282,6 +282,7 @@ i,enter    | edit_field           |          | Edit the field under the cursor
 y,enter    | confirm              |          | Yes / keep the choice
 n          | cancel               |          | No
 l          | leave_running        |          | Quitting: leave the runs running, supervised
+f          | switch_resume        |          | Relaunching: resume, or start fresh
 """
 )
 """The default bindings: every key the UI knows, exactly once."""

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ezpz_tui.core.failover import Exclusion
     from ezpz_tui.core.launching.allocation import Allocation
     from ezpz_tui.core.launching.plan import LaunchPlan
+    from ezpz_tui.core.launching.resuming import Resume
     from ezpz_tui.core.launching.supervisor import RunHandle
     from ezpz_tui.core.session import Preview
     from ezpz_tui.core.watching.failure import Failure
@@ -70,6 +71,7 @@ class RelaunchAsked(Message):
     handle: RunHandle
     plan: LaunchPlan
     lines: list[str]
+    resume: Resume | None = None  # the relaunch's default: from the run's newest checkpoint
 
 
 @dataclass(eq=False)
@@ -110,10 +112,12 @@ class ExclusionPlanned(Message):
 @dataclass(eq=False)
 class ParentFound(Message):
     """The opened run ``run`` was relaunched from the run in ``parent``: its curves belong on
-    the plots without being asked for."""
+    the plots without being asked for; ``resumed``: it continued from the parent's checkpoint,
+    so the two are drawn as one curve."""
 
     run: OpenedRun
     parent: Path
+    resumed: bool = False
 
 
 @dataclass(eq=False)

@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ezpz_tui.core.runs.record import ranks_on_disk, read_record
+from ezpz_tui.core.watching.finish import total_steps
 from ezpz_tui.core.watching.followers import RunFollower
 from ezpz_tui.core.watching.monitor import RunMonitor
 from ezpz_tui.core.watching.progress import Progress
 from ezpz_tui.ui.messages import BatchRead, Handoff, ParentFound, RanksExpected
+from runtime.checkpoint_dirs import RESUME_VAR
 from runtime.rundir import RunDir
 
 if TYPE_CHECKING:
@@ -56,6 +58,7 @@ class OpenedRun:
         self.settings = settings
         self.state: str | None = None  # as last read from disk, for runs not started here
         self.progress = Progress()
+        self.total_steps: int | None = None  # from the recorded command's --steps
         self.monitor = RunMonitor(
             path, stall_after=settings.stall_after, slow_factor=settings.slow_factor
         )
@@ -117,9 +120,16 @@ class OpenedRun:
         world = sizes.get("world_size")
         if not isinstance(world, int):
             world = ranks_on_disk(monitor.run_dir)
+        plan = record.get("plan")
+        command = plan.get("command") if isinstance(plan, dict) else None
+        if isinstance(command, list) and all(isinstance(w, str) for w in command):
+            self.total_steps = total_steps(command)
         parent = record.get("parent")
         if isinstance(parent, str) and RunDir(monitor.run_dir.parent / parent).run_toml.is_file():
-            self._screen.post_message(ParentFound(self, monitor.run_dir.parent / parent))
+            plan = record.get("plan")
+            env = plan.get("env") if isinstance(plan, dict) else None
+            resumed = isinstance(env, dict) and RESUME_VAR in env
+            self._screen.post_message(ParentFound(self, monitor.run_dir.parent / parent, resumed))
         try:
             expected = isinstance(world, int) and 0 < world <= 1 << 20
             if expected and not self._handed_over(RanksExpected(self, world)):

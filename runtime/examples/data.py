@@ -32,6 +32,13 @@ class GlobalBatches:
         self.gen = torch.Generator().manual_seed(seed)
         self.shape = (global_batch, seq_len, vocab, noise)
 
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Where the draw is: a resumed run draws the global batches the first run would have."""
+        return {"generator": self.gen.get_state()}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        self.gen.set_state(state["generator"])
+
     def next(self, rows: slice, columns: slice) -> tuple[torch.Tensor, torch.Tensor]:
         x, y = make_batch(self.gen, *self.shape)
         return x[rows, columns].contiguous(), y[rows, columns].contiguous()

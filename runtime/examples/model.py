@@ -48,6 +48,12 @@ class Block(nn.Module):
         return x + self.down(F.gelu(self.up(self.mlp_norm(x))))
 
 
+class Elsewhere(nn.Identity):
+    """The place of a block another pipeline stage holds: it keeps the blocks' indices, and so
+    every parameter's name, those of the whole model on every stage. A checkpoint saved by one
+    stage layout then loads into another, each stage taking the layers it holds."""
+
+
 class TinyLM(nn.Module):
     """Embedding, blocks, head; a pipeline stage keeps a slice of this and drops the rest."""
 
@@ -71,17 +77,22 @@ class TinyLM(nn.Module):
     def keep_stage(self, layers: range, first: bool, last: bool) -> None:
         """Drop what another pipeline stage holds: the embedding unless ``first``, the head
         unless ``last``, and every block outside ``layers``."""
-        self.blocks = nn.ModuleList(self.blocks[i] for i in layers)
+        self.blocks = nn.ModuleList(
+            block if i in layers else Elsewhere() for i, block in enumerate(self.blocks)
+        )
         if not first:
             self.tok = self.pos = None
         if not last:
             self.norm = self.head = None
 
+    def held_blocks(self) -> list[Block]:
+        return [block for block in self.blocks if isinstance(block, Block)]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Tokens in on the first stage, hidden states between stages, logits out of the last."""
         if self.tok is not None and self.pos is not None:
             x = self.tok(x) + self.pos[:, self.offset : self.offset + x.shape[1]]
-        for block in self.blocks:
+        for block in self.held_blocks():
             x = block(x)
         if self.norm is not None and self.head is not None:
             x = self.head(self.norm(x))
@@ -104,7 +115,7 @@ def apply_tensor_parallel(model: TinyLM, info: DistInfo) -> None:
         "up": ColwiseParallel(),
         "down": RowwiseParallel(),
     }
-    for block in model.blocks:
+    for block in model.held_blocks():
         parallelize_module(block, info.mesh["tp"], plan)
 
 

@@ -18,7 +18,11 @@ Each rank logs once what it holds (stage and layers, shard coordinates, paramete
 every rank logs the same per-step loss and gradient norm, those of the global batch and the
 whole model, with the step time and global samples/s and tokens/s. With ``--global-batch`` and
 the same seed, every layout gives the single process's losses up to float rounding
-(tests/integration/test_parallel_equivalence.py). Run under any launcher, e.g.
+(tests/integration/test_parallel_equivalence.py). ``--checkpoint-every N`` saves the model,
+optimizer, data position and RNG states with torch.distributed.checkpoint (runtime.checkpoint),
+and ``--resume PATH`` (or ``EZPZ_RESUME_FROM`` from the launcher) continues from one in any
+layout, the losses those of the run that was never stopped
+(tests/integration/test_checkpoint_resume.py). Run under any launcher, e.g.
 ``mpiexec -n 4 python -m runtime.examples.train --pp 2 --tp 2 --steps 20``.
 """
 
@@ -28,11 +32,13 @@ import argparse
 import math
 import sys
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
 import runtime
+from runtime.checkpoint import Checkpointer, resume_target
+from runtime.checkpoint_dirs import Checkpoint, CheckpointError
 from runtime.dist import DistInfo, replica_mesh
 from runtime.examples.context import ContextShard
 from runtime.examples.data import GlobalBatches
@@ -122,6 +128,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "the plot (demos, tests); training itself is unchanged",
     )
     p.add_argument("--spike-factor", type=float, default=10.0)
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="save a checkpoint to <run>/checkpoints/step-<N>/ every N steps (0: never)",
+    )
+    p.add_argument("--checkpoint-keep", type=positive, default=2, help="checkpoints kept")
+    p.add_argument(
+        "--checkpoint-sync",
+        action="store_true",
+        help="write checkpoints before the next step, not beside it",
+    )
+    p.add_argument(
+        "--resume",
+        default=None,
+        metavar="PATH",
+        help="continue from a checkpoint folder, or a run's newest checkpoint (default: "
+        "EZPZ_RESUME_FROM from the launcher); any layout resumes any other's",
+    )
     return p.parse_args(argv)
 
 
@@ -199,6 +225,10 @@ def data_slice(args: argparse.Namespace, info: DistInfo) -> tuple[slice, slice]:
 def train(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     """Set up, train, and tear down once every tensor of the run has been released."""
     log = runtime.get_logger("ezpz.train", all_ranks=True)
+    try:  # before any process group: a bad path ends every rank at once, the same way
+        resume = resume_target(args.resume)
+    except CheckpointError as exc:
+        _refuse(exc, runtime.get_rank())
     info = runtime.setup(args.tp, args.pp, args.cp, seed=args.seed)
     log.info("%s", info.describe())
     for key, reason in info.reasons.items():
@@ -208,11 +238,25 @@ def train(args: argparse.Namespace) -> dict[str, dict[str, float]]:
         raise SystemExit(problem)
     if info.mesh is not None:
         check_groups(info, log)
-    summary = _train_loop(args, info, log)  # its model, optimizer and tensors die on return
+    try:  # its model, optimizer and tensors die on return
+        summary = _train_loop(args, info, log, resume)
+    except CheckpointError as exc:
+        _refuse(exc, info.rank)
     if "loss" in summary:
         log.info("loss mean=%.4f last=%.4f", summary["loss"]["mean"], summary["loss"]["last"])
     runtime.cleanup()
     return summary
+
+
+def _refuse(exc: CheckpointError, rank: int) -> NoReturn:
+    """One line on rank 0's stderr (every rank meets the same error) and exit status 2."""
+    if rank == 0:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()  # no barrier: every rank is here, or dies like this one
+    raise SystemExit(2)
 
 
 def build(args: argparse.Namespace, info: DistInfo, log: Any) -> tuple[Any, StepFn, StepReducer]:
@@ -237,7 +281,7 @@ def build(args: argparse.Namespace, info: DistInfo, log: Any) -> tuple[Any, Step
         args.strategy,
         param_dtype=dtype if fsdp else None,
         reduce_dtype=torch.float32 if fsdp else None,
-        shard_modules=list(model.blocks),
+        shard_modules=model.held_blocks(),
         replicas=replica_mesh(info, ("dp", "cp")),
     )
     log.info("%s", holdings(args, info, layers, local_numel(wrapped)))
@@ -261,15 +305,34 @@ def build(args: argparse.Namespace, info: DistInfo, log: Any) -> tuple[Any, Step
     return wrapped, step, StepReducer(params, pieces, info)
 
 
-def _train_loop(args: argparse.Namespace, info: DistInfo, log: Any) -> dict[str, dict[str, float]]:
+def _train_loop(
+    args: argparse.Namespace, info: DistInfo, log: Any, resume: Checkpoint | None
+) -> dict[str, dict[str, float]]:
     model, step_fn, reduce = build(args, info, log)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     batches = GlobalBatches(args.seed, args.global_batch, args.seq_len, args.vocab, args.noise)
     rows, columns = data_slice(args, info)
     history = runtime.History(memory=True)
     log.info("metrics -> %s", history.path)
+    ckpt = None
+    if args.checkpoint_every or resume is not None:
+        sizes = {d: info.size(d) for d in MESH_ORDER}
+        ckpt = Checkpointer(
+            model,
+            opt,
+            history.run_dir,
+            data=batches,
+            every=args.checkpoint_every,
+            keep=args.checkpoint_keep,
+            async_save=not args.checkpoint_sync,
+            describe={"sizes": sizes, "strategy": args.strategy},
+        )
+    start = 0
+    if ckpt is not None and resume is not None:
+        start = ckpt.load(resume)
+        log.info("resumed at step %d from %s", start, resume.path)
     samples, tokens = args.global_batch, args.global_batch * args.seq_len
-    for step in range(args.steps):
+    for step in range(start, args.steps):
         t0 = time.perf_counter()
         x, y = batches.next(rows, columns)
         x, y = x.to(info.device), y.to(info.device)
@@ -281,10 +344,14 @@ def _train_loop(args: argparse.Namespace, info: DistInfo, log: Any) -> dict[str,
         opt.step()
         if args.sleep:
             time.sleep(args.sleep)
+        if ckpt is not None:
+            ckpt.step_done(step + 1)  # the step pays for copying a checkpoint, not writing it
         dt = time.perf_counter() - t0
         if step == args.spike_at:
             loss *= args.spike_factor
         metrics = {"loss": loss, "lr": lr, "grad_norm": grad_norm, "dt": dt}
+        if ckpt is not None:
+            metrics.update(ckpt.metrics())
         history.record(step, metrics, tokens=tokens, samples=samples)
         if step % args.log_every == 0 or step == args.steps - 1:
             log.info(
@@ -296,6 +363,8 @@ def _train_loop(args: argparse.Namespace, info: DistInfo, log: Any) -> dict[str,
                 dt * 1e3,
                 tokens / dt,
             )
+    if ckpt is not None:
+        ckpt.close()
     history.close()
     return history.summary()
 

@@ -91,3 +91,42 @@ def test_bad_input_is_one_line(tmp_path: Path, args: list[str], said: str) -> No
     done = top(*args, cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert said in done.stderr.lower() and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_run_that_will_not_finish_in_the_walltime_names_the_step_it_reaches(
+    tmp_path: Path,
+) -> None:
+    """A Slurm job with 60 s left (SLURM_JOB_END_TIME, as Slurm 23.02+ exports it); 995 steps
+    left at the 0.3 s median are 299 s: the walltime ends first, near step 5 + 60 / 0.3."""
+    import os
+    import time
+
+    from tests.envs import without_job
+
+    run = run_with_straggler(tmp_path / "outputs")
+    (run / "run.toml").write_text(
+        '[plan]\ncommand = ["python", "-m", "runtime.examples.train", "--steps", "1000"]\n'
+    )
+    env = {
+        **without_job(),
+        "EZPZ_TUI_CONFIG_DIR": os.environ["EZPZ_TUI_CONFIG_DIR"],
+        "SLURM_JOB_ID": "77",
+        "SLURM_JOB_NODELIST": "localhost",
+        "SLURM_JOB_END_TIME": str(int(time.time()) + 60),
+    }
+    done = subprocess.run(
+        [*EZPZ, "top", run.name], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.splitlines()[-1]
+    assert last.startswith("step 4 of 1000: ⚠ walltime ends first, at ~step "), last
+    reached = int(last.split("~step ")[1].split()[0])
+    left = last.rsplit("; walltime 0:00:", 1)[1]
+    assert 30 <= int(left) <= 60 and 5 + int(left) / 0.3 - 1 <= reached <= 5 + int(left) / 0.3 + 4
+    done = subprocess.run(
+        [*EZPZ, "top", run.name, "--json"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    report = json.loads(done.stdout)
+    assert report["total_steps"] == 1000 and report["last_step"] == 4
+    assert 0 < report["walltime_left_s"] <= 60 and report["finish_in_s"] == pytest.approx(298.5)
+    assert abs(report["walltime_reached_step"] - (5 + report["walltime_left_s"] / 0.3)) <= 1

@@ -183,3 +183,22 @@ def test_no_scheduler_anywhere_is_said_and_exit_2_unless_one_is_named(tmp_path: 
     assert named.returncode == 0, named.stderr
     assert "#SBATCH --nodes=1\n" in named.stdout and "#SBATCH --partition=gpu\n" in named.stdout
     assert "#SBATCH --ntasks-per-node=2\n" in named.stdout
+
+
+def test_resume_writes_the_job_that_continues_the_run(tmp_path: Path) -> None:
+    """The job's launch names the run, not a checkpoint: it continues from the newest one the
+    run has when the job starts (a run still saving until its own walltime ends)."""
+    run = finished_run(tmp_path)
+    done = cli(["submit", "--dry-run", "--resume", run.name], job_env(tmp_path, "polaris"))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"ezpz-tui: cannot resume: {run}: the run has no checkpoint in {run / 'checkpoints'}"
+    )
+    (run / "checkpoints" / "step-4").mkdir(parents=True)
+    (run / "checkpoints" / "step-4" / "COMPLETE").write_text('{"step": 4}')
+    done = cli(["submit", "--dry-run", "--resume", run.name], job_env(tmp_path, "polaris"))
+    assert done.returncode == 0, done.stderr
+    argv = launch_argv(done.stdout)
+    assert argv[2:5] == ["ezpz_tui", "launch", f"--outputs={tmp_path / 'outputs'}"]
+    assert argv[5] == f"--resume-from={run}"
+    assert not any("EZPZ_RESUME_FROM" in word for word in argv)

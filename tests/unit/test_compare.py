@@ -83,6 +83,21 @@ def test_warm_up_is_left_out_of_the_speed_medians(tmp_path: Path) -> None:
     assert (numbers.tokens_per_s, numbers.samples_per_s) == (500.0, 8.0)
 
 
+def test_a_resumed_runs_restore_is_its_own_row_not_a_step_time(tmp_path: Path) -> None:
+    parent, child = _run(tmp_path, "00"), _run(tmp_path, "01", tp=2, parent="x")
+    _speed(parent, 100.0)
+    resumed = [{"loss": 2.0, "dt": 0.2, "tokens_per_s": 100.0} for _ in range(20)]
+    resumed[0]["ckpt_load_s"] = 7.5  # runtime.checkpoint's, on the first step after the load
+    _metrics(child, 0, resumed)
+    assert read_numbers(child).restore_s == 7.5 and read_numbers(child).step_time_s == 0.2
+    plain = compare([parent])
+    assert plain.row("restore_s") is None  # no run compared resumed: no row
+    both = compare([parent, child])
+    row = both.row("restore_s")
+    assert row is not None and row.label == "restore s"
+    assert sorted(row.values, key=lambda v: v is None) == [7.5, None]
+
+
 def test_step_time_from_timestamps_when_no_dt(tmp_path: Path) -> None:
     run = _run(tmp_path, "00")
     _metrics(run, 0, [{"loss": 1.0}] * 12, dt=0.75)

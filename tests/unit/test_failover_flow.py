@@ -23,6 +23,7 @@ from ezpz_tui.core.launching.supervisor import RunHandle
 from ezpz_tui.core.runs.record import read_run_toml
 from ezpz_tui.core.session import Session
 from ezpz_tui.core.watching.failure import Failure, explain
+from runtime.checkpoint_dirs import COMPLETE, RESUME_VAR, step_dir
 from runtime.rundir import RunDir
 from tests.fixtures.runs import make_run
 from tests.fixtures.stand_ins import AURORA, aurora_job
@@ -62,7 +63,9 @@ def test_retries_drop_each_dead_host_until_nothing_fits(session: Session) -> Non
     step = flow.after(first, PLAN)
     second = started(step.result)
     assert step.said[0].startswith(f"retry 1 of 2 without {AURORA[1]} (after the launcher: ")
-    assert len(step.said) == 1 and step.unrecorded is None  # listed already: nothing to add
+    # No spare: one host fewer, and the relaunch says so.
+    assert step.said[1:] == ("no spare host: the relaunch runs 2 ranks instead of 4 (DP 4 → 2)",)
+    assert step.unrecorded is None  # listed already: nothing to add
     record = read_run_toml(second.run_dir)
     assert record["parent"] == first.run_dir.name
     assert record["hosts"] == [AURORA[0]]
@@ -80,6 +83,54 @@ def test_retries_drop_each_dead_host_until_nothing_fits(session: Session) -> Non
     )
     assert [h.split(".")[0] for h in read_bad_hosts(outputs)] == [SHORT[1], SHORT[0]]
     assert runs(outputs) == [first.run_dir, second.run_dir]
+
+
+def test_a_retry_resumes_from_the_failed_runs_newest_complete_checkpoint(
+    session: Session,
+) -> None:
+    """The stand-in starts no rank, so the failed run's checkpoints are written here as a
+    save leaves them: step 10's complete, step 15's torn (no mark)."""
+    flow = Failover(session, retries=1)
+    first = started(session.launch(PLAN))
+    for step, done in ((10, True), (15, False)):
+        folder = step_dir(first.run_dir, step)
+        folder.mkdir(parents=True)
+        if done:
+            (folder / COMPLETE).write_text("{}")
+    step = flow.after(first, PLAN)
+    second = started(step.result)
+    checkpoint = step_dir(first.run_dir, 10)
+    assert step.said[2] == f"the relaunch resumes at step 10 from {checkpoint}"
+    record = read_run_toml(second.run_dir)
+    assert record["plan"]["env"] == {RESUME_VAR: str(checkpoint)}
+    assert record["parent"] == first.run_dir.name
+
+
+def test_a_spare_takes_the_failed_hosts_place_and_the_sizes_stay(session: Session) -> None:
+    """With one spare the run uses the first host only; the stand-in's node fault names it,
+    and the retry runs on the spare with the same number of ranks."""
+    flow = Failover(session, retries=1)
+    plan = PLAN.with_changes(spares=1)
+    first = started(session.launch(plan))
+    assert read_run_toml(first.run_dir)["hosts"] == [AURORA[0]]
+    step = flow.after(first, plan)
+    second = started(step.result)
+    assert step.said[1:] == (f"a spare host takes {AURORA[0]}'s place: the sizes stay",)
+    record, before = read_run_toml(second.run_dir), read_run_toml(first.run_dir)
+    assert record["hosts"] == [AURORA[1]]
+    assert record["sizes"] == before["sizes"]
+    assert record["plan"].get("spares", 0) == 0 and before["plan"]["spares"] == 1
+
+
+def test_without_a_spare_the_demo_keeps_its_global_batch(session: Session) -> None:
+    demo = PLAN.with_changes(command=("python", "-m", "runtime.examples.train", "--steps", "9"))
+    flow = Failover(session, retries=1)
+    first = started(session.launch(demo))
+    step = flow.after(first, demo)
+    second = started(step.result)
+    assert step.said[-1] == "the demo keeps its global batch: --global-batch 32"
+    command = read_run_toml(second.run_dir)["plan"]["command"]
+    assert command[-4:] == ["--steps", "9", "--global-batch", "32"]
 
 
 def test_the_count_is_spent_along_a_chain_of_retries(session: Session) -> None:
@@ -182,3 +233,14 @@ def test_why_a_launch_did_not_start_is_worded_once(tmp_path: Path) -> None:
     invalid = not_started(ValueError("cannot record x = 1 in run.toml"), outputs, "relaunch")
     assert (invalid.kind, invalid.title, invalid.must_fix) == ("invalid", "Relaunch failed", False)
     assert invalid.text == "cannot record x = 1 in run.toml"
+
+
+def test_spares_must_leave_a_host_for_the_run(session: Session) -> None:
+    from ezpz_tui.core.launching.plan import validate
+
+    alloc = session.alloc
+    assert PLAN.with_changes(spares=1).hosts_used(alloc) == (AURORA[0],)
+    [problem] = [p for p in validate(PLAN.with_changes(spares=2), alloc) if p.level == "error"]
+    assert problem.message == (
+        "2 spares asked for but only 2 usable hosts are allocated: 1 for the run leave 1."
+    )

@@ -96,9 +96,13 @@ def _common_step(runs: Sequence[RunFacts]) -> int | None:
     return max(steps) if steps else None
 
 
+ONLY_WHEN_RECORDED = frozenset({"restore_s"})
+"""Rows left out when no run compared has the figure: a checkpoint's restore (resumed runs)."""
+
 # key, label, better, the figure of one run
 _FIGURES: tuple[tuple[str, str, str, Callable[[RunFacts], float | None]], ...] = (
     ("first_step_s", "first step s", "lower", lambda f: f.first_step_s),
+    ("restore_s", "restore s", "lower", lambda f: f.numbers.restore_s),
     ("step_time_s", "step s", "lower", lambda f: f.numbers.step_time_s),
     ("samples_per_s", "samples/s", "higher", lambda f: f.numbers.samples_per_s),
     ("tokens_per_s", "tokens/s", "higher", lambda f: f.numbers.tokens_per_s),
@@ -116,6 +120,8 @@ def _rows(runs: Sequence[RunFacts], common: int | None) -> tuple[Row, ...]:
     rows = []
     for key, label, better, figure in figures:
         values = tuple(figure(facts) for facts in runs)
+        if key in ONLY_WHEN_RECORDED and all(v is None for v in values):
+            continue
         rows.append(Row(key, label, better, values, _best(values, better)))
     return tuple(rows)
 

@@ -98,10 +98,15 @@ def batch_dir(outputs: Path) -> Path:
     return outputs / ".batch"
 
 
-def launch_line(plan: LaunchPlan, ppn: int, outputs: Path, python: str) -> tuple[str, ...]:
+def launch_line(
+    plan: LaunchPlan, ppn: int, outputs: Path, python: str, resume: Path | None = None
+) -> tuple[str, ...]:
     """``ezpz-tui launch`` with ``plan``'s choices, on every node of the job (its hosts are new,
-    so the old ``--nodes`` subset and excluded hosts do not carry over)."""
+    so the old ``--nodes`` subset and excluded hosts do not carry over), continuing the run
+    ``resume`` when given."""
     argv = [python, "-m", "ezpz_tui", "launch", f"--outputs={outputs}"]
+    if resume is not None:
+        argv.append(f"--resume-from={resume}")
     argv += [f"--tp={plan.tp}", f"--pp={plan.pp}", f"--cp={plan.cp}", f"--ppn={ppn}"]
     argv.append(f"--launcher={plan.launcher}")
     argv += [f"--launcher-arg={flag}" for flag in plan.launcher_args]

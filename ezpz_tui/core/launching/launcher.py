@@ -105,6 +105,7 @@ class Launch:
     cwd: Path | None = None
     rendezvous: Rendezvous | None = None  # None: torchrun --standalone picks its own
     world_size: int | None = None  # ranks the launcher starts: each should write a status
+    walltime_end: float | None = None  # when the job's walltime ends (epoch s), when known
 
 
 def _local_binary(name: str, python: str, which: Which) -> str | None:

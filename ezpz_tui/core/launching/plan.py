@@ -74,6 +74,8 @@ class LaunchPlan:
     env: tuple[tuple[str, str], ...] = ()
     # The launcher's own flags (``--cpu-bind=none``), placed before the program.
     launcher_args: tuple[str, ...] = ()
+    # Usable hosts kept out of the run, for a retry after a node fault to swap in.
+    spares: int = 0
 
     def __post_init__(self) -> None:
         # Accept lists and dicts from callers and TOML, store tuples so the plan stays hashable.
@@ -96,9 +98,12 @@ class LaunchPlan:
         return tuple(h for h in alloc.hosts if short_host(h) not in excluded)
 
     def hosts_used(self, alloc: Allocation) -> tuple[str, ...]:
-        """The first ``nodes`` usable hosts in allocation order (the head node first)."""
+        """The first ``nodes`` usable hosts in allocation order (the head node first); without
+        ``nodes``, all but the last ``spares``."""
         usable = self.usable_hosts(alloc)
-        return usable if self.nodes is None else usable[: max(self.nodes, 0)]
+        if self.nodes is None:
+            return usable[: max(len(usable) - max(self.spares, 0), 0)]
+        return usable[: max(self.nodes, 0)]
 
     def world_size(self, alloc: Allocation) -> int:
         return len(self.hosts_used(alloc)) * max(self.ranks_per_node(alloc), 0)
@@ -126,6 +131,8 @@ class LaunchPlan:
         out.update(tp=self.tp, pp=self.pp, cp=self.cp, launcher=self.launcher)
         if self.launcher_args:
             out["launcher_args"] = list(self.launcher_args)
+        if self.spares:
+            out["spares"] = self.spares
         out["command"] = list(self.command)
         if self.env:
             out["env"] = dict(self.env)
@@ -143,7 +150,7 @@ class LaunchPlan:
                 f"Known keys: {', '.join(sorted(known))}."
             )
         kw: dict[str, Any] = {}
-        for name in ("nodes", "ppn", "tp", "pp", "cp"):
+        for name in ("nodes", "ppn", "tp", "pp", "cp", "spares"):
             if name in data:
                 kw[name] = _whole_number(name, data[name])
         for name in ("exclude", "command", "launcher_args"):
@@ -222,6 +229,15 @@ def validate(plan: LaunchPlan, alloc: Allocation) -> list[Problem]:
             "nodes",
             f"{_plural(plan.nodes, 'node')} asked for but only {len(usable)} {verb} "
             f"allocated{after}.",
+        )
+    if plan.spares < 0:
+        error("nodes", f"Spares must be 0 or more, not {plan.spares}.")
+    elif plan.spares and usable and len(usable) - (plan.nodes or 1) < plan.spares:
+        error(
+            "nodes",
+            f"{_plural(plan.spares, 'spare')} asked for but only {len(usable)} usable "
+            f"{'host is' if len(usable) == 1 else 'hosts are'} allocated: "
+            f"{plan.nodes or 1} for the run leave {len(usable) - (plan.nodes or 1)}.",
         )
 
     ppn = plan.ranks_per_node(alloc)

@@ -39,6 +39,7 @@ from ezpz_tui.core.launching.plan import LaunchPlan, validate
 from ezpz_tui.core.launching.runstore import RunStore
 from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 from runtime.atomic import write_atomic
+from runtime.checkpoint_dirs import RESUME_VAR, CheckpointError, resolve
 from runtime.rundir import State
 
 if sys.version_info >= (3, 11):
@@ -91,6 +92,19 @@ def plan_source(store: RunStore, run_or_plan: str | None) -> tuple[str, dict[str
         raise SubmitError(str(exc)) from None
 
 
+def resumed_run(store: RunStore, run: str | None) -> Path:
+    """``submit --resume RUN``: the run the job continues; :class:`SubmitError` when it names
+    none or the run has no complete checkpoint yet (the job would only start over)."""
+    if run is None:
+        raise SubmitError("--resume needs the run to continue: ezpz-tui submit --resume RUN")
+    try:
+        run_dir = store.resolve(run)
+        resolve(run_dir)
+    except (RunStoreError, CheckpointError) as exc:
+        raise SubmitError(f"cannot resume: {exc}") from None
+    return run_dir.absolute()
+
+
 def target_scheduler(alloc: Allocation, recorded: str | None, which: Which) -> str:
     """PBS or SLURM: this job's scheduler, else the one the run was made under, else the one
     whose submit tool is on PATH."""
@@ -121,9 +135,12 @@ def prepare(
     outputs: Path,
     which: Which = shutil.which,
     python: str = sys.executable,
+    resume: Path | None = None,
 ) -> BatchJob:
     """The batch job for ``record``'s plan; :class:`SubmitError` when the plan cannot run on
-    the nodes asked for (every error of the plan said at once)."""
+    the nodes asked for (every error of the plan said at once). ``resume``: the run the job's
+    launch continues (``--resume-from``), from the newest checkpoint it has when the job
+    starts, not the one it continued from itself."""
     if not isinstance(record.get("plan"), Mapping):
         raise SubmitError(f"{source} records no [plan]")
     try:
@@ -135,6 +152,8 @@ def prepare(
     ppn = plan.ppn or facts["ppn"] or alloc.accelerators_per_host
     nodes = request.nodes or len(facts["hosts"]) or plan.nodes or 1
     job_plan = plan.with_changes(nodes=None, exclude=(), ppn=ppn)
+    if resume is not None:
+        job_plan = job_plan.with_changes(env=tuple(kv for kv in plan.env if kv[0] != RESUME_VAR))
     job_hosts = tuple(f"node{i}" for i in range(nodes))
     on_job = replace(alloc, scheduler=scheduler, hosts=job_hosts)
     errors = [p.message for p in validate(job_plan, on_job) if p.level == "error"]
@@ -152,7 +171,7 @@ def prepare(
         submission=new_submission(),
         outputs=outputs,
         cwd=Path(facts["cwd"] or os.getcwd()),
-        launch=launch_line(job_plan, ppn, outputs, python),
+        launch=launch_line(job_plan, ppn, outputs, python, resume),
         source=source,
         sizes=job_sizes(job_plan, nodes, ppn),
         queue=request.queue,

@@ -24,6 +24,7 @@ fault names to ``bad_hosts.txt`` (:func:`~ezpz_tui.core.launching.failover.recor
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import subprocess
@@ -51,6 +52,8 @@ from ezpz_tui.core.launching.tether import Tether, start_tether
 from ezpz_tui.core.runs.ending import cause_in, finalise, first_failure, status_dir_stamp
 from ezpz_tui.core.runs.pids import start_ticks
 from ezpz_tui.core.watching.raised import RaisedWatch
+from runtime.atomic import write_atomic
+from runtime.checkpoint_dirs import request_path
 from runtime.env import RANK_VARS, RUN_DIR_VAR
 from runtime.rundir import (
     HEARTBEAT_S,
@@ -208,6 +211,7 @@ class RunHandle:
         assert self._proc is not None
         beat = time.monotonic()
         stamp: int | None = None
+        asked = False
         while True:
             try:
                 code = self._proc.wait(timeout=FAIL_FAST_POLL_S)
@@ -219,12 +223,33 @@ class RunHandle:
                 self._stop_raised()
             if self._detached:
                 return
+            if not asked and self._walltime_near():
+                asked = True
+                self._ask_checkpoint()
             if time.monotonic() - beat >= HEARTBEAT_S:
                 beat = time.monotonic()
                 with self._lock:
                     self._write(self._state.state)  # heartbeat for readers on other nodes
         if not self._detached:
             self._record_end(code)
+
+    def _walltime_near(self) -> bool:
+        """Within ``before_walltime`` of the walltime's end; never past it (a reading that
+        old says nothing about this job)."""
+        end, before = self.launch.walltime_end, self.supervisor.before_walltime_s
+        return end is not None and before > 0 and end - before <= time.time() < end
+
+    def _ask_checkpoint(self) -> None:
+        """Ask the ranks to checkpoint now: the job's walltime ends within ``before_walltime``.
+        The request is a file :mod:`runtime.checkpoint` looks for; the launcher log says so."""
+        left = self.launch.walltime_end - time.time() if self.launch.walltime_end else 0.0
+        line = f"ezpz-tui: {max(left, 0):.0f} s of walltime left: asked the ranks to checkpoint\n"
+        try:
+            write_atomic(request_path(self.run_dir), json.dumps({"walltime_left_s": left}).encode())
+            with open(RunDir(self.run_dir).launcher_log, "a", encoding="utf-8") as fh:
+                fh.write(line)
+        except OSError as exc:
+            log.warning("cannot ask %s to checkpoint: %s", self.run_dir, exc)
 
     def _fail_fast(self, stamp: int | None) -> int | None:
         """Stop the job when a rank has failed on its own account; returns the folder stamp."""
@@ -402,9 +427,13 @@ class Supervisor:
         kill_on_bad_exit: bool = True,
         raised_grace_s: float = 10.0,
         telemetry_s: float = DEFAULT_INTERVAL_S,
+        before_walltime_s: float = 300.0,
     ) -> None:
         self.kill_on_bad_exit = kill_on_bad_exit
         self.raised_grace_s = raised_grace_s
+        # ``[checkpoint] before_walltime``: the ranks are asked to checkpoint this long before
+        # the launch's ``walltime_end`` (0: never).
+        self.before_walltime_s = before_walltime_s
         self.telemetry_s = telemetry_s  # the ranks' sampler interval, unless their env says
         self._handles: list[RunHandle] = []
         self._listeners: list[Listener] = []

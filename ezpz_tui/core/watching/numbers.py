@@ -10,7 +10,8 @@ Speed is the median over the steady part: the first ``max(2, n // 10)`` records 
 warm-up (compilation, allocator growth, the first collectives' setup) and are left out
 (:func:`warmup`). A step's time is its ``dt`` metric; where a run records none, the difference of
 consecutive record timestamps divided by the steps between them (logging included, so slightly
-longer). Readers never raise: missing files, garbage lines and a run still writing give fewer
+longer). A resumed run's checkpoint load is its own figure (``restore_s``), in no step's time.
+Readers never raise: missing files, garbage lines and a run still writing give fewer
 numbers (``None``), never an error.
 """
 
@@ -29,6 +30,7 @@ from runtime.record_columns import RecordColumns, is_missing, merge_columns
 from runtime.rundir import metric_files
 
 STEP_TIME, TOKENS, SAMPLES, LOSS = "dt", "tokens_per_s", "samples_per_s", "loss"
+RESTORE = "ckpt_load_s"  # runtime.checkpoint's: a resumed run's load, out of every step's dt
 
 MEMORY_METRICS: Mapping[str, float] = MappingProxyType(
     {
@@ -73,6 +75,7 @@ class RunNumbers:
     best_loss: float | None  # the lowest finite loss
     garbage: int  # lines of rank 0's files (and others read) that were not records
     loss_by_step: Mapping[int, float] = field(default_factory=dict, repr=False, compare=False)
+    restore_s: float | None = None  # loading the checkpoint a resumed run began from
 
     @property
     def peak_mem_max_gb(self) -> float | None:
@@ -182,4 +185,5 @@ def read_numbers(run_dir: str | os.PathLike[str]) -> RunNumbers:
         best_loss=best,
         garbage=garbage,
         loss_by_step=MappingProxyType(by_step),
+        restore_s=next(iter(_values(cols.metrics.get(RESTORE))), None),
     )

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from ezpz_tui.core.runs.ending import derived_state
+from ezpz_tui.core.runs.record import read_record
 from ezpz_tui.core.runs.unreadable import named, unreadable, unusable_statuses
+from ezpz_tui.core.watching.finish import Finish, duration, expected_finish, total_steps
 from ezpz_tui.core.watching.stragglers import SLOW_FACTOR, StepTimes
 from ezpz_tui.core.watching.telemetry import human_bytes, percent, read_last, read_tail
 from runtime.record_columns import RecordColumns, parse_columns
@@ -66,12 +68,27 @@ class Top:
     median_step_s: float | None
     slow_factor: float
     notes: tuple[str, ...] = ()  # files that could not be used, one line each
+    last_step: int | None = None  # the newest step any rank recorded
+    total_steps: int | None = None  # the recorded command's --steps
+    live: bool = False
 
-    def to_json(self, now: float) -> dict[str, Any]:
+    def finish(self, walltime_s: float | None) -> Finish | None:
+        """When a live run will finish at the median step time, against ``walltime_s``."""
+        if not self.live:
+            return None
+        return expected_finish(self.last_step, self.total_steps, self.median_step_s, walltime_s)
+
+    def to_json(self, now: float, walltime_s: float | None = None) -> dict[str, Any]:
+        finish = self.finish(walltime_s)
         return {
             "run": self.run,
             "time": now,
             "median_step_s": self.median_step_s,
+            "last_step": self.last_step,
+            "total_steps": self.total_steps,
+            "walltime_left_s": walltime_s,
+            "finish_in_s": finish.needs_s if finish else None,
+            "walltime_reached_step": finish.reached if finish else None,
             "slow_factor": self.slow_factor,
             "slow": [row.rank for row in self.rows if row.slow],
             "ranks": [row.to_json(now) for row in self.rows],
@@ -93,7 +110,15 @@ def read_top(run_dir: Path, slow_factor: float = SLOW_FACTOR) -> Top:
         note = _no_use(run.path, path, "sample", not state.live) if no else None
         notes += [note] if note else []
     steps = StepTimes(slow_factor)
-    steps.update(_newest_records(run, notes, not state.live))
+    newest = _newest_records(run, notes, not state.live)
+    steps.update(newest)
+    recorded = [w for c in newest.values() for w in c.steps if w is not None]
+    record, _ = read_record(run_dir)
+    plan = record.get("plan")
+    command = plan.get("command") if isinstance(plan, dict) else None
+    total = None
+    if isinstance(command, list) and all(isinstance(w, str) for w in command):
+        total = total_steps(command)
     ranks = sorted(set(statuses) | set(unusable) | set(samples) | set(steps.ranks))
     rows = []
     for rank in ranks:
@@ -113,7 +138,8 @@ def read_top(run_dir: Path, slow_factor: float = SLOW_FACTOR) -> Top:
                 slow=live and rank in steps.slow,
             )
         )
-    return Top(run_dir.name, rows, steps.median, slow_factor, tuple(notes))
+    last = max(recorded) if recorded else None
+    return Top(run_dir.name, rows, steps.median, slow_factor, tuple(notes), last, total, state.live)
 
 
 def _no_use(run_dir: Path, path: Path, what: str, ended: bool) -> str | None:
@@ -158,8 +184,9 @@ HEAD = (
 )
 
 
-def format_top(top: Top, now: float | None = None) -> list[str]:
-    """The table as lines, then one line naming the slow ranks (or saying there are none)."""
+def format_top(top: Top, now: float | None = None, walltime_s: float | None = None) -> list[str]:
+    """The table as lines, then one line naming the slow ranks (or saying there are none),
+    and for a live run one with its expected finish against the walltime left."""
     now = time.time() if now is None else now
     lines = [" ".join(f"{name:{width}}" for name, width in HEAD)]
     for row in top.rows:
@@ -182,6 +209,12 @@ def format_top(top: Top, now: float | None = None) -> list[str]:
             " ".join(f"{cell:{width}}" for cell, (_, width) in zip(cells, HEAD, strict=True))
         )
     lines.append(_slow_line(top))
+    finish = top.finish(walltime_s)
+    if finish is not None:
+        left = "-" if walltime_s is None else duration(walltime_s)
+        lines.append(
+            f"step {top.last_step} of {top.total_steps}: {finish.words()}; walltime {left}"
+        )
     return lines + list(top.notes)
 
 

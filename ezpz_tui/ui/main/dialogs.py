@@ -36,6 +36,23 @@ class ScreenDialogs:
         dialog = ConfirmScreen(question, self.keymap, list(lines) or None)
         self.on_ui(self.screen.app.push_screen, dialog, answered)
 
+    def confirm_relaunch(
+        self,
+        question: str,
+        resumes: str,
+        on_yes: Callable[[bool], None],
+        lines: Sequence[str] = (),
+    ) -> None:
+        from ezpz_tui.ui.screens.confirm import RelaunchScreen
+
+        dialog = RelaunchScreen(question, resumes, self.keymap, list(lines) or None)
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                on_yes(dialog.resuming)
+
+        self.on_ui(self.screen.app.push_screen, dialog, answered)
+
     def show_error(self, title: str, message: str) -> None:
         from ezpz_tui.ui.screens.message import MessageScreen
 

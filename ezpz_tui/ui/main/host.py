@@ -33,6 +33,16 @@ class Dialogs(Protocol):
     def confirm(self, question: str, on_yes: Callable[[], None], lines: Sequence[str] = ()) -> None:
         """Ask ``question`` (``lines`` shown under it); ``on_yes`` runs on a yes."""
 
+    def confirm_relaunch(
+        self,
+        question: str,
+        resumes: str,
+        on_yes: Callable[[bool], None],
+        lines: Sequence[str] = (),
+    ) -> None:
+        """Ask ``question`` with where the new run starts: ``resumes`` ("resumes at step N
+        from …") or fresh, one key switching; ``on_yes(resuming)`` runs on a yes."""
+
     def show_error(self, title: str, message: str) -> None:
         """A dialog that stays until read: something must be fixed before trying again."""
 

@@ -52,10 +52,15 @@ class Launches:
             self._start(host.plan, relaunch=False)
 
     def relaunch(self) -> None:
+        """Replace the session's latest run with the form's plan. It continues from that run's
+        newest checkpoint unless the person switches to a fresh start: a run with a
+        checkpoint, or one alive, is asked about first."""
+        from runtime.checkpoint_dirs import newest
+
         plan, handle = self.host.plan, self.current()
         if plan is None or self.host.session is None:
             self.launch()
-        elif handle is None or handle.wait(0) is not None:
+        elif handle is None or (handle.wait(0) is not None and newest(handle.run_dir) is None):
             self._start(plan, relaunch=handle is not None)
         else:
             ask = lambda: self._ask_relaunch(handle, plan)  # noqa: E731
@@ -108,6 +113,7 @@ class Launches:
         from ezpz_tui.core.launch_result import refusal
         from ezpz_tui.core.launching.change import change_lines, relaunch_change
         from ezpz_tui.core.launching.plan import LaunchRefused
+        from ezpz_tui.core.launching.resuming import parent_resume
         from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 
         host, session = self.host, self.host.session
@@ -124,7 +130,8 @@ class Launches:
         else:
             argv = preview.command.argv if preview.command else ()
             lines = change_lines(relaunch_change(record, handle.run_dir, checked, argv))
-        host.post_message(RelaunchAsked(handle, plan, lines))
+        resume = parent_resume(handle.run_dir, alive=handle.wait(0) is None)
+        host.post_message(RelaunchAsked(handle, plan, lines, resume))
 
     def _stop_all(self, handles: list[RunHandle], then_exit: bool) -> None:
         for handle in handles:
@@ -158,12 +165,28 @@ class Launches:
     # --- what the workers reported -----------------------------------------------------------
 
     def relaunch_asked(self, message: RelaunchAsked) -> None:
-        question = (
-            f"Relaunch? {message.handle.run_dir.name} is running: it is stopped first "
-            "(and stays on disk as the new run's parent), then:"
-        )
-        plan = message.plan
-        self.host.dialogs.confirm(question, lambda: self._start(plan, relaunch=True), message.lines)
+        from ezpz_tui.core.launching.resuming import with_resume
+
+        name, alive = message.handle.run_dir.name, message.handle.wait(0) is None
+        if alive:
+            question = (
+                f"Relaunch? {name} is running: it is stopped first "
+                "(and stays on disk as the new run's parent), then:"
+            )
+        else:
+            question = f"Relaunch? {name} has ended (it stays on disk as the new run's parent):"
+        plan, resume = message.plan, message.resume
+        if resume is None:
+            self.host.dialogs.confirm(question, lambda: self._start(plan, True), message.lines)
+            return
+        resumes = resume.describe()
+        if alive:
+            resumes += " (or a newer one it completes while stopping)"
+
+        def start_it(resuming: bool) -> None:
+            self._start(with_resume(plan, resume if resuming else None), relaunch=True)
+
+        self.host.dialogs.confirm_relaunch(question, resumes, start_it, message.lines)
 
     def stop_elsewhere_asked(self, message: StopElsewhereAsked) -> None:
         path = message.run_dir

@@ -138,9 +138,13 @@ class RunViews:
         runs.mark_compared(runs.compared - {path})
         return True
 
-    def parent_found(self, run: OpenedRun, parent: Path) -> None:
-        """A relaunch's parent comes onto the plots unasked."""
-        if run is self.opened and parent not in self.screen.query_one(RunsPanel).compared:
+    def parent_found(self, run: OpenedRun, parent: Path, resumed: bool) -> None:
+        """A relaunch's parent comes onto the plots unasked; one the run resumed from is
+        joined to its curve."""
+        if run is not self.opened:
+            return
+        self.metrics.set_joined(parent.name if resumed else None)
+        if parent not in self.screen.query_one(RunsPanel).compared:
             self._load_overlay(parent, asked=False)
 
     def _load_overlay(self, path: Path, asked: bool = True) -> None:

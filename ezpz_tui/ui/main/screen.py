@@ -351,7 +351,12 @@ class MainScreen(Screen[None]):
         from ezpz_tui.core.session import Session
 
         alloc, launch = message.alloc, self.settings
-        supervisor = Supervisor(launch.kill_on_bad_exit, launch.raised_grace_s, launch.telemetry_s)
+        supervisor = Supervisor(
+            launch.kill_on_bad_exit,
+            launch.raised_grace_s,
+            launch.telemetry_s,
+            launch.before_walltime_s,
+        )
         self.session = Session(alloc, self.start.outputs, supervisor)
         self.failures.failover = Failover(self.session, launch.retries)
         self.session.supervisor.add_listener(
@@ -415,7 +420,7 @@ class MainScreen(Screen[None]):
             self.refresh_comparison()
 
     def on_parent_found(self, message: ParentFound) -> None:
-        self.views.parent_found(message.run, message.parent)
+        self.views.parent_found(message.run, message.parent, message.resumed)
 
     def on_failure_explained(self, message: FailureExplained) -> None:
         if message.run is self.opened:
@@ -537,13 +542,24 @@ class MainScreen(Screen[None]):
         elif state == "running" and opened:
             monitor, now = opened.monitor, self.clock()
             slow = sum(monitor.state_of(r, now) == "slow" for r in monitor.steps.slow)
+        walltime = alloc.walltime_left(self.clock()) if alloc else None
+        finish = None
+        if opened and progress and state == "running":
+            from ezpz_tui.core.watching.finish import expected_finish
+
+            step_s = opened.monitor.steps.median
+            if step_s is None and progress.steps_per_s:
+                step_s = 1 / progress.steps_per_s
+            finish = expected_finish(progress.step, opened.total_steps, step_s, walltime)
         self.query_one(SummaryBar).show(
             run=name,
             state=state,
             step=progress.step if progress else None,
             loss=progress.loss if progress else None,
             steps_per_s=progress.steps_per_s if progress else None,
-            walltime=alloc.walltime_left(self.clock()) if alloc else None,
+            finish=finish.words() if finish else None,
+            late=finish is not None and finish.reached is not None,
+            walltime=walltime,
             doctor_errors=None if checks is None else sum(c.level == "error" for c in checks),
             slow=slow,
         )

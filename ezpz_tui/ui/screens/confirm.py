@@ -118,6 +118,48 @@ class QuitScreen(ConfirmScreen):
         self.dismiss(self.LEAVE)  # type: ignore[arg-type]
 
 
+class RelaunchScreen(ConfirmScreen):
+    """A relaunch's question when the run it replaces has a checkpoint: the last line says
+    where the new run starts ("resumes at step N from …" or "starts fresh"), and one key
+    switches between the two. Dismisses with True for yes; :attr:`resuming` is the choice."""
+
+    BINDINGS = bindings_for("dialog", only={"confirm", "cancel", "close", "switch_resume"})
+
+    def __init__(
+        self,
+        question: str,
+        resumes: str,
+        keymap: Keymap = DEFAULT_KEYMAP,
+        details: list[str] | None = None,
+    ) -> None:
+        super().__init__(question, keymap, details)
+        self._resumes = resumes
+        self.resuming = True
+
+    def compose(self) -> ComposeResult:
+        keys = self._keymap
+        no = f"{keys['cancel'].label}, {keys['close'].first_label}"
+        with Vertical():
+            yield Static(self._question, id="question", markup=False)
+            if self._details:
+                yield Static(_details_text(self._details), id="details")
+            yield Static(self._start_line(), id="resume", markup=False)
+            yield Static(
+                f"{keys['confirm'].label}: yes    {keys['switch_resume'].label}: "
+                f"switch    {no}: no",
+                id="answers",
+                markup=False,
+            )
+
+    def _start_line(self) -> str:
+        return f"The new run {self._resumes if self.resuming else 'starts fresh (step 0)'}."
+
+    def action_switch_resume(self) -> None:
+        """Resume from the checkpoint, or start fresh: the other one."""
+        self.resuming = not self.resuming
+        self.query_one("#resume", Static).update(self._start_line())
+
+
 def _details_text(lines: list[str]) -> Text:
     text = Text()
     for i, line in enumerate(lines):

@@ -80,6 +80,8 @@ def paint(plt: Plot, drawing: Drawing, colours: PlotColours) -> None:
         ends += (x[0], x[-1])
         marker = BAND_MARKER if band else MARKER
         plt.plot(x, _tame(trace.y), marker=marker, color=colours.of(trace.colour, trace.band))
+    if drawing.join is not None:
+        plt.vline(drawing.join, color=colours.of(-1))
     if drawing.window is not None:
         low, high = drawing.window
         if drawing.mark is not None and low <= drawing.mark <= high:

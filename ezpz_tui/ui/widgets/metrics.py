@@ -96,6 +96,7 @@ class MetricsView(PlotCursor, Widget, can_focus=True):
         self._pending_restarts: set[int] = set()
         self._stale = False
         self.overlays: dict[str, MetricStore] = {}
+        self.joined: str | None = None  # the overlay the open run resumed from
         self.metric: str | None = None  # the user's choice; kept when another run opens
         self.mode: Mode = "rank"
         self.rank = 0
@@ -133,6 +134,7 @@ class MetricsView(PlotCursor, Widget, can_focus=True):
     def set_run(self, name: str) -> None:
         """A run was opened: its metrics replace the previous run's (overlays stay)."""
         self.run_name = name
+        self.joined = None
         self.store = None
         self._pending.clear()
         self._pending_restarts.clear()
@@ -192,6 +194,13 @@ class MetricsView(PlotCursor, Widget, can_focus=True):
         if rank != self.rank:
             self.rank = rank
             self.redraw()
+
+    def set_joined(self, name: str | None) -> None:
+        """The open run resumed from the checkpoint of the run ``name`` (overlaid): its
+        curve up to the open run's first step is drawn as the start of the open run's."""
+        self.joined = name
+        self._overlay_generation += 1
+        self.redraw()
 
     def toggle_overlay(self, name: str, store: MetricStore | None) -> bool:
         """Overlay an earlier run's mean of the same metric, or remove it (``store`` None, or
@@ -309,7 +318,7 @@ class MetricsView(PlotCursor, Widget, can_focus=True):
 
             cached = self._drawings[slot] = (
                 key,
-                prepare_plot(self.store, self.overlays, settings, width),
+                prepare_plot(self.store, self.overlays, settings, width, self.joined),
             )
         return cached[1]
 
@@ -387,6 +396,8 @@ class MetricsView(PlotCursor, Widget, can_focus=True):
                     text.append(trace.label)
             for name in drawing.missing:
                 text.append(f" · {name}: no {settings.metric}")
+            if drawing.join is not None:
+                text.append(f" · ┆ resumed at step {drawing.join:.0f} from {self.joined}")
             text.append(f" · {drawing.raw:,} pts → {drawing.drawn}")
         if settings.window is not None:
             low, high = settings.window

@@ -169,7 +169,11 @@ class SummaryBar(Static):
         walltime: float | None,
         doctor_errors: int | None,
         slow: int = 0,
+        finish: str | None = None,
+        late: bool = False,
     ) -> None:
+        """``finish``: when the run will end at its pace, or the step the walltime ends at
+        (``late``, shown as a warning)."""
         text = Text()
         text.append(" ezpz ", "reverse bold")
         if run is None:
@@ -192,6 +196,8 @@ class SummaryBar(Static):
                 text.append(f"  {steps_per_s:.2f} it/s")
             if slow:
                 text.append(f"  {slow} slow", "bold yellow")
+            if finish:
+                text.append(f"  {finish}", "bold yellow" if late else "")
         text.append(f"  walltime {_duration(walltime)}")
         if doctor_errors is None:
             text.append("  doctor …")

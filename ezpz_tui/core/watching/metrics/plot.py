@@ -69,6 +69,7 @@ class Drawing:
 
     traces: list[Trace] = field(default_factory=list)
     mark: float | None = None
+    join: float | None = None  # the step a resumed run continued its parent's curve from
     window: tuple[float, float] | None = None  # the x range to show (zoomed), None: the data's
     shown: str = ""
     raw: int = 0
@@ -213,11 +214,17 @@ def prepare_plot(
     overlays: Mapping[str, MetricStore],
     settings: PlotSettings,
     width: int,
+    joined: str | None = None,
 ) -> Drawing:
     """The traces of ``settings.metric`` for a plot ``width`` cells wide: about two points per
     cell per line (plotext's cost grows with the points, not with the data; the band is a
     full-block stroke per column). "all" mode with more than ALL_RANKS_LIMIT ranks draws the band
-    and the selected rank instead. Overlays are each earlier run's mean across its ranks."""
+    and the selected rank instead. Overlays are each earlier run's mean across its ranks.
+
+    ``joined`` names the overlay the run resumed from: on the step axis its steps before the
+    run's first are drawn in the run's colour, the rest of it not at all (the run trains
+    those steps again from the checkpoint), and ``join`` marks the step where one becomes
+    the other."""
     drawing = Drawing(window=settings.window)
     width = max(width, 2)
     metric = settings.metric
@@ -234,15 +241,33 @@ def prepare_plot(
                 _plot_rank(drawing, store, settings, width, 1)
                 drawing.shown += f" (more than {ALL_RANKS_LIMIT} ranks)"
         drawing.mark = _first_mark(store, metric, marked, settings.x)
+    join = _join_step(store, metric, ranks, settings) if joined in overlays else None
     for i, (name, other) in enumerate(overlays.items()):
         if not other.ranks(metric):
             drawing.missing.append(name)
             continue
         band = other.band(metric, settings.x)
-        _line(drawing, band.x, band.mean, settings, other.start_time, 2 * width, name, -1 - i)
+        x, y, colour = band.x, band.mean, -1 - i
+        if name == joined and join is not None:
+            before = x < join
+            x, y, colour = x[before], y[before], 0
+            drawing.join = join
+        _line(drawing, x, y, settings, other.start_time, 2 * width, name, colour)
     if not drawing.traces:
         drawing.message = _nothing_drawn(store, metric, ranks, drawing, settings)
     return drawing
+
+
+def _join_step(
+    store: MetricStore | None, metric: str, ranks: list[int], settings: PlotSettings
+) -> float | None:
+    """The run's first step of ``metric``, where a resumed run's curve takes over from its
+    parent's; None off the step axis (each run's time starts at its own start)."""
+    if store is None or not ranks or settings.x != "step":
+        return None
+    firsts = [store.series(metric, rank, "step")[0][:1] for rank in ranks]
+    steps = [float(first[0]) for first in firsts if len(first)]
+    return min(steps) if steps else None
 
 
 def _nothing_drawn(

@@ -1,0 +1,112 @@
+"""Where a run's checkpoints live and which of them can be loaded, without torch.
+
+``<run>/checkpoints/step-<N>/`` holds the training state after N optimizer steps, written by
+:mod:`runtime.checkpoint` with torch.distributed.checkpoint. The file :data:`COMPLETE` is
+written into it last, by rank 0, once every rank's shards and the metadata are on disk: a
+folder without it (a save cut short by a fault, the walltime or a full disk) is torn and never
+loaded; the newest complete one before it is. The launcher, the TUI and the ranks all find
+checkpoints through this module, so they agree on what "the newest checkpoint" is, and none of
+them needs torch for it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+CHECKPOINTS = "checkpoints"
+COMPLETE = "COMPLETE"
+REQUEST = "checkpoint.request"
+"""In the run directory: the supervisor's request that the ranks checkpoint now (the job's
+walltime is about to end); :class:`runtime.checkpoint.Checkpointer` renames it to
+``checkpoint.request.done`` once the checkpoint it asked for is complete."""
+STEP_DIR = re.compile(r"step-(\d+)")
+RESUME_VAR = "EZPZ_RESUME_FROM"
+"""The checkpoint a launch resumes from, set for every rank by ``ezpz-tui launch
+--resume-from`` and by a relaunch that resumes; the demo and :func:`runtime.checkpoint.resume`
+read it."""
+
+
+class CheckpointError(Exception):
+    """A checkpoint that cannot be used, with a sentence naming its path and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One complete checkpoint: its folder and the optimizer steps it holds."""
+
+    path: Path
+    step: int
+
+
+def step_dir(run_dir: str | os.PathLike[str], step: int) -> Path:
+    return Path(run_dir) / CHECKPOINTS / f"step-{step}"
+
+
+def request_path(run_dir: str | os.PathLike[str]) -> Path:
+    return Path(run_dir) / REQUEST
+
+
+def is_complete(path: Path) -> bool:
+    return (path / COMPLETE).is_file()
+
+
+def _steps(folder: Path) -> list[tuple[int, Path]]:
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        match = STEP_DIR.fullmatch(entry.name)
+        if match and entry.is_dir():
+            found.append((int(match.group(1)), entry))
+    return sorted(found)
+
+
+def complete(run_dir: str | os.PathLike[str]) -> list[Checkpoint]:
+    """The run's complete checkpoints, oldest first; torn ones are left out."""
+    return [
+        Checkpoint(path, step)
+        for step, path in _steps(Path(run_dir) / CHECKPOINTS)
+        if is_complete(path)
+    ]
+
+
+def newest(run_dir: str | os.PathLike[str]) -> Checkpoint | None:
+    found = complete(run_dir)
+    return found[-1] if found else None
+
+
+def torn(run_dir: str | os.PathLike[str]) -> list[Path]:
+    """Checkpoint folders without their completion mark (a save cut short, or one in flight)."""
+    return [path for _, path in _steps(Path(run_dir) / CHECKPOINTS) if not is_complete(path)]
+
+
+def resolve(target: str | os.PathLike[str]) -> Checkpoint:
+    """The checkpoint ``target`` names: a checkpoint folder itself, or a run (or its
+    ``checkpoints/`` folder) whose newest complete checkpoint is meant.
+
+    :class:`CheckpointError` with the path and the reason when there is none to load.
+    """
+    path = Path(target).expanduser()
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such run or checkpoint")
+    match = STEP_DIR.fullmatch(path.name)
+    if match and path.parent.name == CHECKPOINTS:
+        if not is_complete(path):
+            raise CheckpointError(
+                f"{path}: checkpoint is torn (no {COMPLETE} mark: its save never finished)"
+            )
+        return Checkpoint(path, int(match.group(1)))
+    run = path.parent if path.name == CHECKPOINTS else path
+    found = newest(run)
+    if found is not None:
+        return found
+    left = torn(run)
+    if left:
+        names = ", ".join(p.name for p in left)
+        raise CheckpointError(f"{run}: no complete checkpoint (torn: {names})")
+    raise CheckpointError(f"{run}: the run has no checkpoint in {run / CHECKPOINTS}")
