@@ -15,6 +15,7 @@ CLEAR = "\x1b[H\x1b[2J"
 
 def cmd_top(args: argparse.Namespace) -> int:
     from ezpz_tui.config import load_config
+    from ezpz_tui.core.watching.efficiency import PeakSettings
     from ezpz_tui.core.watching.top import format_top, read_top
 
     run_dir = run_named(args)
@@ -23,11 +24,12 @@ def cmd_top(args: argparse.Namespace) -> int:
     settings, warnings = load_config()
     for warning in warnings:
         print(f"ezpz-tui: warning: {warning}", file=sys.stderr)
+    peaks = PeakSettings(settings.peak_tflops, settings.peak_dtype)
     clear = args.watch is not None and sys.stdout.isatty() and not args.json
     try:
         while True:
             now = time.time()
-            top = read_top(run_dir, settings.slow_factor)
+            top = read_top(run_dir, settings.slow_factor, peaks)
             if args.json:  # with --watch, one object a line (JSON Lines)
                 indent = None if args.watch is not None else 2
                 print(json.dumps(top.to_json(now), indent=indent), flush=True)

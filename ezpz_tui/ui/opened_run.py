@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ezpz_tui.core.runs.record import ranks_on_disk, read_record
+from ezpz_tui.core.watching.efficiency import PeakSettings
 from ezpz_tui.core.watching.followers import RunFollower
 from ezpz_tui.core.watching.monitor import RunMonitor
 from ezpz_tui.core.watching.progress import Progress
@@ -57,7 +58,10 @@ class OpenedRun:
         self.state: str | None = None  # as last read from disk, for runs not started here
         self.progress = Progress()
         self.monitor = RunMonitor(
-            path, stall_after=settings.stall_after, slow_factor=settings.slow_factor
+            path,
+            stall_after=settings.stall_after,
+            slow_factor=settings.slow_factor,
+            peaks=PeakSettings(settings.peak_tflops, settings.peak_dtype, probe=False),
         )
         self._screen = screen
         self._app = screen.app

@@ -16,9 +16,10 @@ compute:
 
 Each rank logs once what it holds (stage and layers, shard coordinates, parameter count) and
 every rank logs the same per-step loss and gradient norm, those of the global batch and the
-whole model, with the step time and global samples/s and tokens/s. With ``--global-batch`` and
-the same seed, every layout gives the single process's losses up to float rounding
-(tests/integration/test_parallel_equivalence.py). Run under any launcher, e.g.
+whole model, with the step time and global samples/s and tokens/s; the first record also
+carries the whole model's FLOPs per token (6N + the attention term), for MFU. With
+``--global-batch`` and the same seed, every layout gives the single process's losses up to float
+rounding (tests/integration/test_parallel_equivalence.py). Run under any launcher, e.g.
 ``mpiexec -n 4 python -m runtime.examples.train --pp 2 --tp 2 --steps 20``.
 """
 
@@ -34,6 +35,7 @@ import torch
 
 import runtime
 from runtime.dist import DistInfo, replica_mesh
+from runtime.efficiency.flops import demo_flops_per_token
 from runtime.examples.context import ContextShard
 from runtime.examples.data import GlobalBatches
 from runtime.examples.model import TinyLM, apply_tensor_parallel, local_numel
@@ -266,7 +268,8 @@ def _train_loop(args: argparse.Namespace, info: DistInfo, log: Any) -> dict[str,
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     batches = GlobalBatches(args.seed, args.global_batch, args.seq_len, args.vocab, args.noise)
     rows, columns = data_slice(args, info)
-    history = runtime.History(memory=True)
+    flops = demo_flops_per_token(args.vocab, args.dim, args.heads, args.layers, args.seq_len)
+    history = runtime.History(memory=True, flops_per_token=flops)
     log.info("metrics -> %s", history.path)
     samples, tokens = args.global_batch, args.global_batch * args.seq_len
     for step in range(args.steps):

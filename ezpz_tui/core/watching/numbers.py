@@ -25,6 +25,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from ezpz_tui.core.watching.tails import file_columns
+from runtime.efficiency.flops import FLOPS_PER_TOKEN
 from runtime.record_columns import RecordColumns, is_missing, merge_columns
 from runtime.rundir import metric_files
 
@@ -73,6 +74,7 @@ class RunNumbers:
     best_loss: float | None  # the lowest finite loss
     garbage: int  # lines of rank 0's files (and others read) that were not records
     loss_by_step: Mapping[int, float] = field(default_factory=dict, repr=False, compare=False)
+    flops_per_token: float | None = None  # the model's, as the script recorded it once
 
     @property
     def peak_mem_max_gb(self) -> float | None:
@@ -182,4 +184,5 @@ def read_numbers(run_dir: str | os.PathLike[str]) -> RunNumbers:
         best_loss=best,
         garbage=garbage,
         loss_by_step=MappingProxyType(by_step),
+        flops_per_token=next(iter(_values(cols.metrics.get(FLOPS_PER_TOKEN))), None),
     )

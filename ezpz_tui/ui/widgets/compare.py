@@ -26,6 +26,7 @@ from ezpz_tui.core.comparing.columns import (
     figure_columns,
     legend,
 )
+from ezpz_tui.core.comparing.compare import ranked_by
 from ezpz_tui.ui.widgets.runs import STATE_STYLE
 from ezpz_tui.ui.widgets.table import VimTable
 from runtime.rundir import RUN_TOML
@@ -78,7 +79,12 @@ class CompareView(Vertical):
             title.update(HINT)
             self.query_one("#compare-details", Static).update("")
             return
-        title.update(f"{len(runs)} runs, fastest first (tokens/s, then samples/s, step time)")
+        by = (
+            "highest MFU first"
+            if ranked_by(runs) == ("mfu",)
+            else "fastest first (tokens/s, then samples/s, step time)"
+        )
+        title.update(f"{len(runs)} runs, {by}")
         table.add_column("", width=LABEL_WIDTH)
         for i, facts in enumerate(runs):
             head = Text(f"#{i + 1}", "bold")

@@ -1,0 +1,169 @@
+"""FLOPs per token, the peak a run's MFU divides by, and the CPU probe.
+
+The probe is real: a short float32 matmul in this interpreter, its answer kept in the session's
+cache directory (tests/conftest.py points XDG_CACHE_HOME there). Fixture runs (tests/fixtures/
+runs.py) are on Polaris hosts, not this one: the probe must not measure this machine for them.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from ezpz_tui import config
+from ezpz_tui.config import load_config
+from ezpz_tui.core.comparing.compare import compare
+from ezpz_tui.core.watching import probe
+from ezpz_tui.core.watching.efficiency import PeakSettings, run_peak
+from ezpz_tui.core.words import percent_of
+from runtime import records
+from runtime.efficiency.flops import demo_flops_per_token, demo_params
+from runtime.history import History
+from runtime.rundir import RunDir
+from tests.fixtures.runs import make_run
+
+T0 = 1_763_800_000.0
+FPT = 1.0e9  # FLOPs per token the fixture runs say
+
+
+def _run(outputs: Path, run_id: str, tp: int, device: str | None) -> Path:
+    """A finished 4-rank fixture run whose rank 0 says FPT in its first record and whose
+    telemetry names ``device`` (None: no accelerator)."""
+    run_dir = make_run(
+        outputs,
+        run_id=run_id,
+        state="succeeded",
+        exit_code=0,
+        sizes={"tp": tp},
+        ranks=4,
+        steps=20,
+        created=T0,
+    )
+    path = RunDir(run_dir).metrics(0)
+    lines = path.read_bytes().splitlines(keepends=True)
+    first = json.loads(lines[0])
+    first["metrics"]["flops_per_token"] = FPT
+    lines[0] = records.encode(0, first["step"], first["metrics"], first["timestamp"])
+    path.write_bytes(b"".join(lines))
+    if device is not None:
+        sample = {"time": T0 + 1, "device": "nvml:0", "device_name": device, "util_pct": 90.0}
+        RunDir(run_dir).telemetry(0).write_text(json.dumps(sample) + "\n")
+    return run_dir
+
+
+def test_history_says_flops_per_token_in_its_first_record_only(tmp_path: Path) -> None:
+    with History(tmp_path, rank=0, flops_per_token=744960) as history:
+        for step in range(3):
+            history.record(step, {"loss": 1.0}, tokens=512, dt=0.1)
+    lines = [json.loads(line) for line in RunDir(tmp_path).metrics(0).read_text().splitlines()]
+    assert [("flops_per_token" in r["metrics"]) for r in lines] == [True, False, False]
+    assert lines[0]["metrics"]["flops_per_token"] == 744960.0
+    with pytest.raises(ValueError, match="must be positive"):
+        History(tmp_path / "other", rank=0, flops_per_token=0)
+
+
+def test_the_demos_count_is_its_models_parameters_without_embeddings() -> None:
+    torch = pytest.importorskip("torch")
+    from runtime.examples.model import TinyLM
+
+    torch.manual_seed(0)
+    for vocab, dim, heads, layers, seq in ((128, 64, 4, 2, 64), (100, 96, 6, 3, 32)):
+        model = TinyLM(vocab, dim, heads, layers, seq)
+        named = model.named_parameters()
+        counted = sum(p.numel() for n, p in named if not n.startswith(("tok", "pos")))
+        assert demo_params(vocab, dim, layers) == counted
+        attention = 12 * layers * heads * (dim // heads) * seq
+        assert demo_flops_per_token(vocab, dim, heads, layers, seq) == 6 * counted + attention
+
+
+def test_the_hardware_counter_counts_one_steps_matmuls() -> None:
+    torch = pytest.importorskip("torch")
+    from runtime.efficiency.hardware import hardware_flops_per_token
+
+    layer = torch.nn.Linear(32, 16, bias=False)
+    x = torch.randn(8, 32)
+
+    def step() -> None:
+        layer(x).sum().backward()
+
+    # forward 2*B*I*O, backward only the weight's gradient (x needs none): 2*B*I*O more
+    assert hardware_flops_per_token(step, tokens=8) == 4 * 32 * 16
+    with pytest.raises(ValueError, match="counted no FLOPs"):
+        hardware_flops_per_token(lambda: None, tokens=8)
+
+
+def test_the_cpu_probe_is_measured_once_cached_and_labelled() -> None:
+    first = probe.measure(sys.executable)
+    assert not isinstance(first, str), first
+    assert first.measured and first.dtype == "fp32" and first.tflops > 0
+    assert first.label.endswith("TFLOPS (measured)") and first.source.startswith("measured:")
+    cache = probe.cache_path()
+    kept = json.loads(cache.read_text())
+    key = f"{socket.gethostname()} {sys.executable}"
+    assert kept[key]["tflops"] == first.tflops
+    kept[key]["tflops"] = 123.0  # the next answer must come from here, not a new measurement
+    cache.write_text(json.dumps(kept))
+    assert probe.measure(sys.executable).tflops == 123.0  # type: ignore[union-attr]
+    assert probe.cached_peak("another-host", sys.executable) is None
+    again = probe.measure(sys.executable, refresh=True)
+    assert not isinstance(again, str) and again.tflops != 123.0
+    assert json.loads(cache.read_text())[key]["tflops"] == again.tflops
+
+
+def test_a_probe_that_cannot_run_says_why(tmp_path: Path) -> None:
+    said = probe.measure(str(tmp_path / "no-python"))
+    assert isinstance(said, str) and "could not run" in said
+
+
+def test_the_peak_comes_from_config_then_the_table_then_nothing(tmp_path: Path) -> None:
+    outputs = tmp_path / "outputs"
+    a100 = _run(outputs, "20261126-100000-000-tp1pp1cp1", 1, "NVIDIA A100-SXM4-40GB")
+    unknown = _run(outputs, "20261126-100100-000-tp1pp1cp1", 1, "NVIDIA GeForce RTX 4090")
+    cpu = _run(outputs, "20261126-100200-000-tp1pp1cp1", 1, None)
+    record = {"plan": {"command": [sys.executable]}, "hosts": ["x3005c0s7b0n0"]}
+    peak = run_peak(a100, record, PeakSettings())
+    assert not isinstance(peak, str) and (peak.tflops, peak.dtype) == (312.0, "bf16")
+    assert run_peak(unknown, record, PeakSettings()) == (
+        "n/a: no bf16 peak for 'NVIDIA GeForce RTX 4090' in the peak table"
+    )
+    said = run_peak(cpu, record, PeakSettings())
+    assert isinstance(said, str) and said.startswith("n/a: the CPU of x3005")  # rank 0's host
+    assert said.endswith("has not been probed (run ezpz-tui there once)")
+    forced = run_peak(unknown, record, PeakSettings(peak_tflops=100.0))
+    assert not isinstance(forced, str) and forced.label.endswith("100 TFLOPS (config)")
+
+
+def test_compare_gives_mfu_from_the_first_record_and_the_peak(tmp_path: Path) -> None:
+    outputs = tmp_path / "outputs"
+    tp1 = _run(outputs, "20261126-100000-000-tp1pp1cp1", 1, "NVIDIA A100-SXM4-40GB")
+    tp2 = _run(outputs, "20261126-100100-000-tp2pp1cp1", 2, "NVIDIA A100-SXM4-40GB")
+    comparison = compare([tp1, tp2])
+    for facts in comparison.runs:
+        assert facts.numbers.tokens_per_s == 2048.0
+        assert facts.mfu == pytest.approx(FPT * 2048.0 / (4 * 312e12))
+        assert facts.tflops == pytest.approx(FPT * 2048.0 / 4 / 1e12)
+    row = comparison.row("mfu")
+    assert row is not None and row.best == frozenset()  # equal: nobody is better
+
+
+def test_efficiency_settings_and_their_mistakes(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv(config.ENV_CONFIG_DIR, str(tmp_path))
+    (tmp_path / "config.toml").write_text('[efficiency]\npeak_tflops = 989.4\ndtype = "fp16"\n')
+    settings, problems = load_config()
+    assert (settings.peak_tflops, settings.peak_dtype, problems) == (989.4, "fp16", [])
+    (tmp_path / "config.toml").write_text('[efficiency]\npeak_tflops = -1\ndtype = "int8"\n')
+    settings, problems = load_config()
+    assert (settings.peak_tflops, settings.peak_dtype) == (None, "bf16")
+    assert len(problems) == 2 and "peak_tflops" in problems[0] and "dtype" in problems[1]
+
+
+@pytest.mark.parametrize(
+    ("fraction", "text"),
+    [(0.412, "41.2%"), (0.0637, "6.37%"), (0.0037, "0.37%"), (1e-6, "<.01%"), (None, "-")],
+)
+def test_mfu_is_written_in_five_characters(fraction: float | None, text: str) -> None:
+    assert percent_of(fraction) == text
