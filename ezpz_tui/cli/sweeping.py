@@ -48,7 +48,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     try:
         base = plan_from_args(args)
-        base = base.with_changes(command=with_steps(base.command, args.steps))
+        command = with_steps(base.command, args.steps, args.global_batch)
+        base = base.with_changes(command=command)
     except ValueError as exc:
         return fail(str(exc))
     session = session_for(args)

@@ -42,12 +42,12 @@ from runtime.examples.model import TinyLM, apply_tensor_parallel, local_numel
 from runtime.examples.pipeline import (
     StepFn,
     autocast_for,
-    default_microbatches,
     pipeline_step,
     stage_layers,
     whole_step,
 )
 from runtime.examples.reduce import StepReducer, tp_shards
+from runtime.examples.schedule import default_microbatches
 from runtime.layout import MESH_ORDER
 
 MAX_GRAD_NORM = 1.0

@@ -32,7 +32,7 @@ FPT = 1.0e9  # FLOPs per token the fixture runs say
 
 def _run(outputs: Path, run_id: str, tp: int, device: str | None) -> Path:
     """A finished 4-rank fixture run whose rank 0 says FPT in its first record and whose
-    telemetry names ``device`` (None: no accelerator)."""
+    telemetry names ``device`` (None: no accelerator; "": one its tool did not name)."""
     run_dir = make_run(
         outputs,
         run_id=run_id,
@@ -51,6 +51,7 @@ def _run(outputs: Path, run_id: str, tp: int, device: str | None) -> Path:
     path.write_bytes(b"".join(lines))
     if device is not None:
         sample = {"time": T0 + 1, "device": "nvml:0", "device_name": device, "util_pct": 90.0}
+        sample = {k: v for k, v in sample.items() if v != ""}
         RunDir(run_dir).telemetry(0).write_text(json.dumps(sample) + "\n")
     return run_dir
 
@@ -133,6 +134,11 @@ def test_the_peak_comes_from_config_then_the_table_then_nothing(tmp_path: Path) 
     said = run_peak(cpu, record, PeakSettings())
     assert isinstance(said, str) and said.startswith("n/a: the CPU of x3005")  # rank 0's host
     assert said.endswith("has not been probed (run ezpz-tui there once)")
+    unnamed = _run(outputs, "20261126-100300-000-tp1pp1cp1", 1, "")
+    said = run_peak(unnamed, record, PeakSettings())  # a GPU run: never the CPU's peak
+    assert said == (
+        "n/a: the run's telemetry does not name its accelerator (set [efficiency] peak_tflops)"
+    )
     forced = run_peak(unknown, record, PeakSettings(peak_tflops=100.0))
     assert not isinstance(forced, str) and forced.label.endswith("100 TFLOPS (config)")
 

@@ -7,8 +7,9 @@ layout: the same model at the same tokens/s has the same MFU under any TP, PP, C
 
 The peak is, first that answers: ``[efficiency] peak_tflops`` from the config; the sourced
 table's (:mod:`runtime.efficiency.peaks`) for the device rank 0's telemetry names, in the
-config's dtype; for a run with no accelerator, the CPU probe's measurement for the run's host
-and interpreter (:mod:`ezpz_tui.core.watching.probe`). A device the table does not hold gives
+config's dtype; for a run with no accelerator (none in its telemetry, none on this host), the
+CPU probe's measurement for the run's host and interpreter
+(:mod:`ezpz_tui.core.watching.probe`). A device the table does not hold gives
 no MFU and says so (``n/a``), never a guess; every MFU shown names its peak and whether it was
 measured. Readers never raise.
 """
@@ -25,6 +26,7 @@ from typing import Any
 from ezpz_tui.core.watching.probe import cached_peak, measure, this_host
 from runtime.efficiency.peaks import Peak, resolve
 from runtime.rundir import RunDir, read_status
+from runtime.telemetry.devices import expected
 
 TELEMETRY_BYTES = 1 << 16  # the device name is in the first samples: read no further
 
@@ -72,22 +74,27 @@ class Efficiency:
         }
 
 
-def device_name(run_dir: str | Path, rank: int = 0) -> str | None:
-    """The accelerator model rank ``rank``'s telemetry names, from its first samples."""
+def device_name(run_dir: str | Path, rank: int = 0) -> tuple[str | None, bool]:
+    """The accelerator model rank ``rank``'s telemetry names, from its first samples, and
+    whether they show an accelerator at all (a source that gave figures but no name)."""
     try:
         with open(RunDir(Path(run_dir)).telemetry(rank), "rb") as f:
             head = f.read(TELEMETRY_BYTES)
     except OSError:
-        return None
+        return None, False
+    seen = False
     for line in head.splitlines():
         try:
             data = json.loads(line)
         except (ValueError, UnicodeDecodeError):
             continue
-        name = data.get("device_name") if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            continue
+        seen = seen or isinstance(data.get("device"), str)
+        name = data.get("device_name")
         if isinstance(name, str) and name.strip():
-            return name.strip()
-    return None
+            return name.strip(), True
+    return None, seen
 
 
 def _interpreter(record: Mapping[str, Any]) -> str | None:
@@ -115,17 +122,22 @@ def run_peak(run_dir: str | Path, record: Mapping[str, Any], settings: PeakSetti
     none, in words that start ``n/a``."""
     if settings.peak_tflops is not None:
         return Peak(settings.peak_tflops, settings.dtype, "every device", "config")
-    name = device_name(run_dir)
+    name, accelerated = device_name(run_dir)
     if name is not None:
         found = resolve(name, settings.dtype)
         return found or f"n/a: no {settings.dtype} peak for {name!r} in the peak table"
     interpreter, host = _interpreter(record), _host(Path(run_dir), record)
+    here = host == this_host()
+    if accelerated or (here and expected()):  # a GPU run must never get the CPU's peak
+        return (
+            "n/a: the run's telemetry does not name its accelerator (set [efficiency] peak_tflops)"
+        )
     if interpreter is None or host is None:
         return "n/a: no accelerator named and no Python command to probe the CPU with"
     cached = cached_peak(host, interpreter)
     if cached is not None:
         return cached
-    if host != this_host():
+    if not here:
         return f"n/a: the CPU of {host} has not been probed (run ezpz-tui there once)"
     if not settings.probe:
         return "n/a: the CPU probe has not run yet"
