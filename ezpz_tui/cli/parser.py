@@ -335,7 +335,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--first-steps",
         type=_at_least_4,
-        default=6,
         metavar="N",
         help="steps of each layout's first race, doubled each rung (default: 6)",
     )

@@ -19,8 +19,6 @@ from typing import Any
 from ezpz_tui.cli.common import fail, say
 from ezpz_tui.cli.launching import plan_from_args, session_for
 
-WHY_WIDTH = 44  # the reason column: the table stays within 100 columns
-
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
@@ -55,18 +53,19 @@ class _Progress:
             say(f"ezpz-tui: tune rung {event.rung + 1} done; racing on: {', '.join(alive)}")
 
 
-def _mfu(entry: Any, peaks: Any) -> float | None:
-    from ezpz_tui.core.comparing.facts import read_facts
-
-    return read_facts(entry.runs[-1], peaks).mfu if entry.runs else None
-
-
 def cmd_tune(args: argparse.Namespace) -> int:
     from ezpz_tui.cli.comparing import peak_settings
     from ezpz_tui.core.comparing.memory import demo_model
     from ezpz_tui.core.comparing.sweep import is_demo
     from ezpz_tui.core.comparing.sweep_spec import DEFAULT_STEPS
-    from ezpz_tui.core.comparing.tune import plan_tune, run_tune, sweep_cost
+    from ezpz_tui.core.comparing.tune import (
+        FIRST_STEPS,
+        board_lines,
+        mfu_of,
+        plan_tune,
+        run_tune,
+        sweep_cost,
+    )
     from ezpz_tui.core.launching.processes import deferred_signals
 
     try:
@@ -105,7 +104,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 )
             )
         else:
-            print("\n".join(_table(board)))
+            print("\n".join(board_lines(board)))
         return 0
     say(
         f"ezpz-tui: tune races {', '.join(e.label for e in plan.racing)} at a global batch of "
@@ -116,7 +115,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         outcome = run_tune(
             session,
             plan,
-            args.first_steps,
+            args.first_steps or FIRST_STEPS,
             args.budget,
             _Progress(),
             lambda: bool(stop_requested),
@@ -127,7 +126,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return fail(f"--budget {args.budget:g} s is too small for one step of the first layout")
     peaks = peak_settings()
     sweep_steps, sweep_s = sweep_cost(outcome, DEFAULT_STEPS)
-    board = [(entry, _mfu(entry, peaks)) for entry in outcome.board]
+    board = [(entry, mfu_of(entry, peaks)) for entry in outcome.board]
     best = outcome.best
     launch = None
     if best is not None:
@@ -190,24 +189,6 @@ def _layouts_json(board: list[tuple[Any, float | None]]) -> list[dict[str, Any]]
     ]
 
 
-def _table(board: list[tuple[Any, float | None]]) -> list[str]:
-    """The leaderboard, best first, within 100 columns (``--json`` has every reason whole)."""
-    from ezpz_tui.core.words import percent_of, short_number
-
-    lines = [
-        f"{'#':>2} {'LAYOUT':<12} {'STATE':<8} {'EST GiB':>8} {'TOK/s':>6} {'MFU':>6} "
-        f"{'STEPS':>5}  WHY"
-    ]
-    for i, (e, mfu) in enumerate(board):
-        est = "-" if e.estimate is None else f"{e.estimate.total_gb:.3g}"
-        why = e.why if len(e.why) <= WHY_WIDTH else e.why[: WHY_WIDTH - 1] + "…"
-        lines.append(
-            f"{i + 1:>2} {e.label:<12} {e.state:<8} {est:>8} {short_number(e.tokens_per_s):>6} "
-            f"{percent_of(mfu):>6} {e.steps:>5}  {why}".rstrip()
-        )
-    return lines
-
-
 def _lines(
     outcome: Any,
     board: list[tuple[Any, float | None]],
@@ -216,9 +197,10 @@ def _lines(
     launch: str | None,
 ) -> list[str]:
     from ezpz_tui.core.comparing.sweep_spec import DEFAULT_STEPS
+    from ezpz_tui.core.comparing.tune import board_lines
     from ezpz_tui.core.words import short_number
 
-    lines = [*_table(board), ""]
+    lines = [*board_lines(board), ""]
     best = outcome.best
     if best is None:
         lines.append(f"no best layout: {outcome.stopped or 'no layout finished a run'}")

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from ezpz_tui.core.comparing.facts import read_facts
 from ezpz_tui.core.comparing.memory import DemoModel, MemoryEstimate, demo_problem, estimate
 from ezpz_tui.core.comparing.sweep import is_demo, layout_label
 from ezpz_tui.core.comparing.sweep_record import (
@@ -41,10 +42,13 @@ from ezpz_tui.core.launch_result import NotStarted, not_started
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused, check
 from ezpz_tui.core.session import Session
+from ezpz_tui.core.watching.efficiency import PeakSettings
 from ezpz_tui.core.watching.numbers import read_numbers
+from ezpz_tui.core.words import percent_of, short_number
 from runtime.rundir import State
 
 EntryState = Literal["racing", "dropped", "pruned", "best"]
+FIRST_STEPS = 6  # a layout's first race: 2 steps of warm-up, 4 measured
 
 
 @dataclass(frozen=True)
@@ -166,7 +170,7 @@ def _never() -> bool:
     return False
 
 
-def _board(entries: Sequence[Entry]) -> tuple[Entry, ...]:
+def ranked_board(entries: Sequence[Entry]) -> tuple[Entry, ...]:
     """Best first: the best, the racing by speed, the dropped by speed, the pruned."""
     order = {"best": 0, "racing": 1, "dropped": 2, "pruned": 3}
     return tuple(sorted(entries, key=lambda e: (order[e.state], -(e.tokens_per_s or 0.0))))
@@ -201,7 +205,7 @@ def run_tune(
     try:
         record = new_sweep(outputs, record)
     except OSError as exc:
-        board = _board(list(entries.values()))
+        board = ranked_board(list(entries.values()))
         halted = not_started(exc, outputs, "launch")
         return TuneOutcome(record, board, (), 0, 0.0, halted=halted)
     run_dirs: list[Path] = []
@@ -270,7 +274,7 @@ def run_tune(
                 entries[lab] = replace(entries[lab], state="dropped", why=why)
             racing = keep
             leader = entries[keep[0]] if keep else entries[label]
-            on_event(TuneEvent("rung", rung, steps, leader, _board(list(entries.values()))))
+            on_event(TuneEvent("rung", rung, steps, leader, ranked_board(list(entries.values()))))
             rung += 1
         if stopped is None and halted is None and len(racing) == 1:
             entries[racing[0]] = replace(entries[racing[0]], state="best", why="the race's last")
@@ -288,7 +292,7 @@ def run_tune(
             pass
     return TuneOutcome(
         record,
-        _board(list(entries.values())),
+        ranked_board(list(entries.values())),
         tuple(run_dirs),
         steps_run,
         clock() - start,
@@ -312,3 +316,29 @@ def sweep_cost(outcome: TuneOutcome, steps: int) -> tuple[int, float | None]:
         start_up = max(0.0, e.seconds - e.steps * step_s) / len(e.runs)
         seconds += start_up + steps * step_s
     return steps * len(raced), seconds
+
+
+def mfu_of(entry: Entry, peaks: PeakSettings) -> float | None:
+    """The MFU of ``entry``'s latest run (reading it may run the CPU probe: not in a UI
+    thread)."""
+    return read_facts(entry.runs[-1], peaks).mfu if entry.runs else None
+
+
+WHY_WIDTH = 44  # the reason column: the leaderboard stays within 100 columns
+
+
+def board_lines(board: Sequence[tuple[Entry, float | None]]) -> list[str]:
+    """The leaderboard as text, one layout a line with its MFU beside it (None: none yet),
+    best first; the CLI prints it and the Compare tab shows it while the race goes on."""
+    lines = [
+        f"{'#':>2} {'LAYOUT':<12} {'STATE':<8} {'EST GiB':>8} {'TOK/s':>6} {'MFU':>6} "
+        f"{'STEPS':>5}  WHY"
+    ]
+    for i, (e, mfu) in enumerate(board):
+        est = "-" if e.estimate is None else f"{e.estimate.total_gb:.3g}"
+        why = e.why if len(e.why) <= WHY_WIDTH else e.why[: WHY_WIDTH - 1] + "…"
+        lines.append(
+            f"{i + 1:>2} {e.label:<12} {e.state:<8} {est:>8} {short_number(e.tokens_per_s):>6} "
+            f"{percent_of(mfu):>6} {e.steps:>5}  {why}".rstrip()
+        )
+    return lines

@@ -49,6 +49,7 @@ class CompareView(Vertical):
 
     DEFAULT_CSS = """
     CompareView #compare-title { height: 1; padding: 0 1; text-style: bold; }
+    CompareView #compare-race { height: auto; padding: 0 1; display: none; }
     CompareView #compare-table { height: auto; max-height: 60%; }
     CompareView #compare-notes { height: 1fr; padding: 0 1; }
     """
@@ -59,9 +60,17 @@ class CompareView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(HINT, id="compare-title")
+        yield Static("", id="compare-race")
         yield VimTable(id="compare-table")
         with VerticalScroll(id="compare-notes"):
             yield Static("", id="compare-details")
+
+    def show_race(self, lines: list[str]) -> None:
+        """A tune's live leaderboard above the table (layout, state and why, estimate,
+        tokens/s, MFU); an empty list hides it."""
+        race = self.query_one("#compare-race", Static)
+        race.display = bool(lines)
+        race.update(Text("\n".join(lines)))
 
     @property
     def table(self) -> VimTable:
