@@ -14,7 +14,6 @@ def test_a_typed_sweep_is_read_in_any_order_with_unnamed_sizes_at_one() -> None:
     assert parse_spec("cp=2") == SweepSpec((1,), (1,), (2,), None)
 
 
-
 def test_a_typed_tune_races_the_same_sizes_with_a_budget_and_a_memory_limit() -> None:
     spec = parse_spec("tune tp=1,2,4 steps=6 budget=600 mem=0.5")
     assert spec == SweepSpec((1, 2, 4), (1,), (1,), 6, tune=True, budget=600.0, mem_gb=0.5)
