@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime import records
-from runtime.efficiency.flops import FLOPS_PER_TOKEN
+from runtime.efficiency.flops import FLOPS_PER_TOKEN, HARDWARE_FLOPS_PER_TOKEN
 from runtime.env import RUN_DIR_VAR, rank_info_or_single
 from runtime.rundir import RunDir, metric_files
 from runtime.trackers import Tracker, failed, open_trackers, requested, say
@@ -91,6 +91,8 @@ class History:
     :func:`runtime.efficiency.flops.transformer_flops_per_token`) goes into the first record as
     the metric ``flops_per_token``: with the run's tokens/s and the device's peak, the readers
     work out TFLOPS and MFU, so a script says it once and the run directory keeps it.
+    ``hardware_flops_per_token`` (what torch's flop counter saw one step execute, per token:
+    :func:`runtime.efficiency.hardware.hardware_flops_per_token`) goes there too, for HFU.
 
     ``trackers`` (default: ``EZPZ_TRACKERS``) names the trackers to feed too: ``wandb``,
     ``tensorboard``, ``mlflow``, ``csv``; rank 0 feeds them, every rank with ``all_ranks``.
@@ -105,6 +107,7 @@ class History:
         trackers: Iterable[str] | str | None = None,
         all_ranks: bool = False,
         flops_per_token: float | None = None,
+        hardware_flops_per_token: float | None = None,
     ):
         self.rank = rank_info_or_single().rank if rank is None else rank
         self.run_dir = Path(run_dir) if run_dir is not None else _default_run_dir()
@@ -131,11 +134,15 @@ class History:
         self._memory = memory
         self._peak: Callable[[], int] | None = None  # torch's reader, when there is one
         self._peak_looked = False  # looked up at the first record: torch is imported by then
-        if flops_per_token is not None and not flops_per_token > 0:
-            raise ValueError(f"flops_per_token must be positive, not {flops_per_token}")
-        self._first: dict[str, float] | None = (
-            {FLOPS_PER_TOKEN: float(flops_per_token)} if flops_per_token else None
-        )
+        said = {
+            FLOPS_PER_TOKEN: flops_per_token,
+            HARDWARE_FLOPS_PER_TOKEN: hardware_flops_per_token,
+        }
+        for name, value in said.items():
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be positive, not {value}")
+        first = {name: float(value) for name, value in said.items() if value is not None}
+        self._first: dict[str, float] | None = first or None
 
     def record(
         self,

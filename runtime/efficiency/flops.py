@@ -14,6 +14,9 @@ from __future__ import annotations
 
 FLOPS_PER_TOKEN = "flops_per_token"
 """The metric a run's first record carries its model FLOPs per token as (``History``)."""
+HARDWARE_FLOPS_PER_TOKEN = "hardware_flops_per_token"
+"""The metric it carries the hardware FLOPs per token as, where the script counted them
+(:func:`runtime.efficiency.hardware.hardware_flops_per_token`): the HFU numerator."""
 
 
 def transformer_flops_per_token(

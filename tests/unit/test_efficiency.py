@@ -30,7 +30,9 @@ T0 = 1_763_800_000.0
 FPT = 1.0e9  # FLOPs per token the fixture runs say
 
 
-def _run(outputs: Path, run_id: str, tp: int, device: str | None) -> Path:
+def _run(
+    outputs: Path, run_id: str, tp: int, device: str | None, hardware: float | None = None
+) -> Path:
     """A finished 4-rank fixture run whose rank 0 says FPT in its first record and whose
     telemetry names ``device`` (None: no accelerator; "": one its tool did not name)."""
     run_dir = make_run(
@@ -47,6 +49,8 @@ def _run(outputs: Path, run_id: str, tp: int, device: str | None) -> Path:
     lines = path.read_bytes().splitlines(keepends=True)
     first = json.loads(lines[0])
     first["metrics"]["flops_per_token"] = FPT
+    if hardware is not None:
+        first["metrics"]["hardware_flops_per_token"] = hardware
     lines[0] = records.encode(0, first["step"], first["metrics"], first["timestamp"])
     path.write_bytes(b"".join(lines))
     if device is not None:
@@ -145,13 +149,16 @@ def test_the_peak_comes_from_config_then_the_table_then_nothing(tmp_path: Path) 
 
 def test_compare_gives_mfu_from_the_first_record_and_the_peak(tmp_path: Path) -> None:
     outputs = tmp_path / "outputs"
-    tp1 = _run(outputs, "20261126-100000-000-tp1pp1cp1", 1, "NVIDIA A100-SXM4-40GB")
+    tp1 = _run(outputs, "20261126-100000-000-tp1pp1cp1", 1, "NVIDIA A100-SXM4-40GB", 1.5 * FPT)
     tp2 = _run(outputs, "20261126-100100-000-tp2pp1cp1", 2, "NVIDIA A100-SXM4-40GB")
     comparison = compare([tp1, tp2])
     for facts in comparison.runs:
         assert facts.numbers.tokens_per_s == 2048.0
         assert facts.mfu == pytest.approx(FPT * 2048.0 / (4 * 312e12))
         assert facts.tflops == pytest.approx(FPT * 2048.0 / 4 / 1e12)
+    hfu = {f.path.name[-9:]: f.efficiency.hfu(f.numbers.tokens_per_s) for f in comparison.runs}
+    assert hfu["tp1pp1cp1"] == pytest.approx(1.5 * FPT * 2048.0 / (4 * 312e12))
+    assert hfu["tp2pp1cp1"] is None  # it did not count its hardware FLOPs
     row = comparison.row("mfu")
     assert row is not None and row.best == frozenset()  # equal: nobody is better
 
@@ -173,3 +180,36 @@ def test_efficiency_settings_and_their_mistakes(tmp_path: Path, monkeypatch) -> 
 )
 def test_mfu_is_written_in_five_characters(fraction: float | None, text: str) -> None:
     assert percent_of(fraction) == text
+
+
+def test_the_heatmap_colours_each_rank_by_its_mfu_and_names_the_peak(tmp_path: Path) -> None:
+    from ezpz_tui.core.watching.monitor import RunMonitor
+    from ezpz_tui.core.watching.rank_rows import heat_values
+    from runtime.record_columns import parse_columns
+
+    run = _run(tmp_path / "outputs", "20261126-100000-000-tp1pp1cp1", 1, "NVIDIA H100 PCIe")
+    monitor = RunMonitor(run)
+    _, before, _ = heat_values(monitor, now=T0)
+    assert "mfu" not in before  # no record read yet: no FLOPs per token
+    records = {}
+    for rank in range(4):
+        records.update(parse_columns(RunDir(run).metrics(rank).read_bytes(), rank).columns)
+    monitor.steps.update(records)
+    _, values, about = heat_values(monitor, now=T0)
+    want = FPT * 2048.0 / (4 * 756.5e12)
+    assert values["mfu"] == pytest.approx(dict.fromkeys(range(4), want))
+    assert about == {"mfu": "of NVIDIA H100 PCIe bf16 756.5 TFLOPS (datasheet)"}
+
+
+def test_top_gives_each_rank_its_mfu_and_names_the_peak(tmp_path: Path) -> None:
+    from ezpz_tui.core.watching.top import format_top, read_top
+
+    run = _run(tmp_path / "outputs", "20261126-100000-000-tp1pp1cp1", 1, "NVIDIA H200")
+    top = read_top(run)
+    want = FPT * 2048.0 / (4 * 989.4e12)
+    assert [row.mfu for row in top.rows] == pytest.approx([want] * 4)
+    lines = format_top(top, now=T0)
+    assert lines[0].split()[-2:] == ["MFU", "AGE"]
+    assert all(line.split()[-2] == "0.05%" for line in lines[1:5])
+    assert "MFU of NVIDIA H200 SXM bf16 989.4 TFLOPS (datasheet)" in lines
+    assert top.to_json(T0)["ranks"][0]["mfu"] == pytest.approx(want)

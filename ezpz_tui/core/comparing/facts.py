@@ -143,7 +143,12 @@ def read_facts(run_dir: str | os.PathLike[str], peaks: PeakSettings | None = Non
     parent = record.get("parent")
     layout = layout_of(record)
     efficiency = run_efficiency(
-        path, record, numbers.flops_per_token, layout.ranks, peaks or PeakSettings()
+        path,
+        record,
+        numbers.flops_per_token,
+        layout.ranks,
+        peaks or PeakSettings(),
+        numbers.hardware_flops_per_token,
     )
     return RunFacts(
         run_id=path.name,

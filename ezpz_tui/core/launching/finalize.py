@@ -106,7 +106,9 @@ def speed_summary(run_dir: Path, meta: Mapping[str, Any]) -> dict[str, Any]:
     sizes = meta.get("sizes")
     world = positive_int(sizes.get("world_size")) if isinstance(sizes, Mapping) else None
     peaks = PeakSettings(settings.peak_tflops, settings.peak_dtype)
-    efficiency = run_efficiency(run_dir, meta, n.flops_per_token, world, peaks)
+    efficiency = run_efficiency(
+        run_dir, meta, n.flops_per_token, world, peaks, n.hardware_flops_per_token
+    )
     return {
         "step_time_s_median": n.step_time_s,
         "step_time_from": n.step_time_from,

@@ -49,6 +49,7 @@ class Efficiency:
     world_size: int | None
     peak: Peak | None
     why_not: str | None = None
+    hardware_flops_per_token: float | None = None  # for HFU, where the script counted them
 
     def tflops(self, tokens_per_s: float | None) -> float | None:
         """Achieved model TFLOPS per device at ``tokens_per_s`` (global tokens a second)."""
@@ -63,9 +64,19 @@ class Efficiency:
             return None
         return achieved / self.peak.tflops
 
+    def hfu(self, tokens_per_s: float | None) -> float | None:
+        """Hardware FLOPs utilisation at ``tokens_per_s``; None where the run did not count
+        its hardware FLOPs, or has no peak."""
+        mfu, hardware = self.mfu(tokens_per_s), self.hardware_flops_per_token
+        if mfu is None or not hardware or not self.flops_per_token:
+            return None
+        return mfu * hardware / self.flops_per_token
+
     def as_dict(self, tokens_per_s: float | None) -> dict[str, Any]:
         return {
             "flops_per_token": self.flops_per_token,
+            "hardware_flops_per_token": self.hardware_flops_per_token,
+            "hfu": self.hfu(tokens_per_s),
             "world_size": self.world_size,
             "tflops_per_device": self.tflops(tokens_per_s),
             "mfu": self.mfu(tokens_per_s),
@@ -151,15 +162,17 @@ def run_efficiency(
     flops_per_token: float | None,
     world_size: int | None,
     settings: PeakSettings,
+    hardware_flops_per_token: float | None = None,
 ) -> Efficiency:
     """The run's efficiency figures; the peak is looked up only for a run that says its
     FLOPs per token (nothing to divide otherwise)."""
     if not flops_per_token:
         return Efficiency(None, world_size, None, "n/a: the run recorded no flops_per_token")
     peak = run_peak(run_dir, record, settings)
+    hardware = hardware_flops_per_token
     if isinstance(peak, str):
-        return Efficiency(flops_per_token, world_size, None, peak)
-    return Efficiency(flops_per_token, world_size, peak)
+        return Efficiency(flops_per_token, world_size, None, peak, hardware)
+    return Efficiency(flops_per_token, world_size, peak, None, hardware)
 
 
 RETRY_S = 10.0  # a run without a peak yet is looked at again this often (the probe may run)

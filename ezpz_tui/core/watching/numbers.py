@@ -25,7 +25,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from ezpz_tui.core.watching.tails import file_columns
-from runtime.efficiency.flops import FLOPS_PER_TOKEN
+from runtime.efficiency.flops import FLOPS_PER_TOKEN, HARDWARE_FLOPS_PER_TOKEN
 from runtime.record_columns import RecordColumns, is_missing, merge_columns
 from runtime.rundir import metric_files
 
@@ -75,6 +75,7 @@ class RunNumbers:
     garbage: int  # lines of rank 0's files (and others read) that were not records
     loss_by_step: Mapping[int, float] = field(default_factory=dict, repr=False, compare=False)
     flops_per_token: float | None = None  # the model's, as the script recorded it once
+    hardware_flops_per_token: float | None = None  # torch's flop counter's, where recorded
 
     @property
     def peak_mem_max_gb(self) -> float | None:
@@ -185,4 +186,7 @@ def read_numbers(run_dir: str | os.PathLike[str]) -> RunNumbers:
         garbage=garbage,
         loss_by_step=MappingProxyType(by_step),
         flops_per_token=next(iter(_values(cols.metrics.get(FLOPS_PER_TOKEN))), None),
+        hardware_flops_per_token=next(
+            iter(_values(cols.metrics.get(HARDWARE_FLOPS_PER_TOKEN))), None
+        ),
     )
