@@ -213,3 +213,15 @@ def test_top_gives_each_rank_its_mfu_and_names_the_peak(tmp_path: Path) -> None:
     assert all(line.split()[-2] == "0.05%" for line in lines[1:5])
     assert "MFU of NVIDIA H200 SXM bf16 989.4 TFLOPS (datasheet)" in lines
     assert top.to_json(T0)["ranks"][0]["mfu"] == pytest.approx(want)
+
+
+def test_summary_json_has_the_mfu_and_its_peak(tmp_path: Path, monkeypatch) -> None:
+    from ezpz_tui.core.launching.finalize import speed_summary
+    from ezpz_tui.core.runs.record import read_run_toml
+
+    monkeypatch.setenv(config.ENV_CONFIG_DIR, str(tmp_path / "config"))  # no user settings
+    run = _run(tmp_path / "outputs", "20261126-100000-000-tp1pp1cp1", 1, "AMD Instinct MI300X")
+    eff = speed_summary(run, read_run_toml(run))["efficiency"]
+    assert eff["mfu"] == pytest.approx(FPT * 2048.0 / (4 * 1307.4e12))
+    assert eff["peak"]["label"] == "AMD Instinct MI300X bf16 1307 TFLOPS (datasheet)"
+    assert eff["peak"]["source"].startswith("https://www.amd.com/")
