@@ -30,7 +30,7 @@ T0 = 1_763_800_000.0
 FPT = 1.0e9  # FLOPs per token the fixture runs say
 
 
-def _run(
+def flops_run(
     outputs: Path, run_id: str, tp: int, device: str | None, hardware: float | None = None
 ) -> Path:
     """A finished 4-rank fixture run whose rank 0 says FPT in its first record and whose
@@ -126,9 +126,9 @@ def test_a_probe_that_cannot_run_says_why(tmp_path: Path) -> None:
 
 def test_the_peak_comes_from_config_then_the_table_then_nothing(tmp_path: Path) -> None:
     outputs = tmp_path / "outputs"
-    a100 = _run(outputs, "20261126-100000-000-tp1pp1cp1", 1, "NVIDIA A100-SXM4-40GB")
-    unknown = _run(outputs, "20261126-100100-000-tp1pp1cp1", 1, "NVIDIA GeForce RTX 4090")
-    cpu = _run(outputs, "20261126-100200-000-tp1pp1cp1", 1, None)
+    a100 = flops_run(outputs, "20261126-100000-000-tp1pp1cp1", 1, "NVIDIA A100-SXM4-40GB")
+    unknown = flops_run(outputs, "20261126-100100-000-tp1pp1cp1", 1, "NVIDIA GeForce RTX 4090")
+    cpu = flops_run(outputs, "20261126-100200-000-tp1pp1cp1", 1, None)
     record = {"plan": {"command": [sys.executable]}, "hosts": ["x3005c0s7b0n0"]}
     peak = run_peak(a100, record, PeakSettings())
     assert not isinstance(peak, str) and (peak.tflops, peak.dtype) == (312.0, "bf16")
@@ -138,7 +138,7 @@ def test_the_peak_comes_from_config_then_the_table_then_nothing(tmp_path: Path) 
     said = run_peak(cpu, record, PeakSettings())
     assert isinstance(said, str) and said.startswith("n/a: the CPU of x3005")  # rank 0's host
     assert said.endswith("has not been probed (run ezpz-tui there once)")
-    unnamed = _run(outputs, "20261126-100300-000-tp1pp1cp1", 1, "")
+    unnamed = flops_run(outputs, "20261126-100300-000-tp1pp1cp1", 1, "")
     said = run_peak(unnamed, record, PeakSettings())  # a GPU run: never the CPU's peak
     assert said == (
         "n/a: the run's telemetry does not name its accelerator (set [efficiency] peak_tflops)"
@@ -149,8 +149,8 @@ def test_the_peak_comes_from_config_then_the_table_then_nothing(tmp_path: Path) 
 
 def test_compare_gives_mfu_from_the_first_record_and_the_peak(tmp_path: Path) -> None:
     outputs = tmp_path / "outputs"
-    tp1 = _run(outputs, "20261126-100000-000-tp1pp1cp1", 1, "NVIDIA A100-SXM4-40GB", 1.5 * FPT)
-    tp2 = _run(outputs, "20261126-100100-000-tp2pp1cp1", 2, "NVIDIA A100-SXM4-40GB")
+    tp1 = flops_run(outputs, "20261126-100000-000-tp1pp1cp1", 1, "NVIDIA A100-SXM4-40GB", 1.5 * FPT)
+    tp2 = flops_run(outputs, "20261126-100100-000-tp2pp1cp1", 2, "NVIDIA A100-SXM4-40GB")
     comparison = compare([tp1, tp2])
     for facts in comparison.runs:
         assert facts.numbers.tokens_per_s == 2048.0
@@ -187,7 +187,7 @@ def test_the_heatmap_colours_each_rank_by_its_mfu_and_names_the_peak(tmp_path: P
     from ezpz_tui.core.watching.rank_rows import heat_values
     from runtime.record_columns import parse_columns
 
-    run = _run(tmp_path / "outputs", "20261126-100000-000-tp1pp1cp1", 1, "NVIDIA H100 PCIe")
+    run = flops_run(tmp_path / "outputs", "20261126-100000-000-tp1pp1cp1", 1, "NVIDIA H100 PCIe")
     monitor = RunMonitor(run)
     _, before, _ = heat_values(monitor, now=T0)
     assert "mfu" not in before  # no record read yet: no FLOPs per token
@@ -204,7 +204,7 @@ def test_the_heatmap_colours_each_rank_by_its_mfu_and_names_the_peak(tmp_path: P
 def test_top_gives_each_rank_its_mfu_and_names_the_peak(tmp_path: Path) -> None:
     from ezpz_tui.core.watching.top import format_top, read_top
 
-    run = _run(tmp_path / "outputs", "20261126-100000-000-tp1pp1cp1", 1, "NVIDIA H200")
+    run = flops_run(tmp_path / "outputs", "20261126-100000-000-tp1pp1cp1", 1, "NVIDIA H200")
     top = read_top(run)
     want = FPT * 2048.0 / (4 * 989.4e12)
     assert [row.mfu for row in top.rows] == pytest.approx([want] * 4)
@@ -220,7 +220,7 @@ def test_summary_json_has_the_mfu_and_its_peak(tmp_path: Path, monkeypatch) -> N
     from ezpz_tui.core.runs.record import read_run_toml
 
     monkeypatch.setenv(config.ENV_CONFIG_DIR, str(tmp_path / "config"))  # no user settings
-    run = _run(tmp_path / "outputs", "20261126-100000-000-tp1pp1cp1", 1, "AMD Instinct MI300X")
+    run = flops_run(tmp_path / "outputs", "20261126-100000-000-tp1pp1cp1", 1, "AMD Instinct MI300X")
     eff = speed_summary(run, read_run_toml(run))["efficiency"]
     assert eff["mfu"] == pytest.approx(FPT * 2048.0 / (4 * 1307.4e12))
     assert eff["peak"]["label"] == "AMD Instinct MI300X bf16 1307 TFLOPS (datasheet)"
