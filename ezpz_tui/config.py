@@ -29,6 +29,10 @@ variable EZPZ_TUI_CONFIG_DIR points elsewhere, which tests and site-wide setups 
     [checkpoint]
     before_walltime = 300     # seconds of walltime left when the ranks are asked to checkpoint
 
+    [efficiency]
+    peak_tflops = 989.4       # every device's peak, instead of the table's or the CPU probe's
+    dtype = "bf16"            # the dtype whose peak MFU divides by: bf16, fp16, tf32 or fp32
+
 Anything else in the file (a misspelt key or section, a theme that does not exist) gets one
 warning naming the file and the key, with the closest valid name. The warnings go wherever the
 caller shows problems: stderr for the CLI, a notification in the TUI.
@@ -54,6 +58,7 @@ from pathlib import Path
 import platformdirs
 import tomli_w
 
+from runtime.efficiency.peaks import DTYPES, dtype_name
 from runtime.telemetry.record import DEFAULT_INTERVAL_S
 
 if sys.version_info >= (3, 11):
@@ -122,6 +127,13 @@ class Config:
     """`[checkpoint] before_walltime`: when the job's walltime left falls below this, the
     supervisor asks the run's ranks to checkpoint now (``runtime.checkpoint`` watches for
     it), so the end of the job loses nothing; 0 never asks."""
+    peak_tflops: float | None = None
+    """`[efficiency] peak_tflops`: the peak dense TFLOPS of one device that MFU divides by, for
+    every run, instead of the sourced table's figure for its device (or the CPU probe's); for
+    a device the table does not hold, or a clock the site sets lower."""
+    peak_dtype: str = "bf16"
+    """`[efficiency] dtype`: which of the table's peaks MFU divides by (bf16 by default, as
+    torchtitan and Megatron report it); the CPU probe measures fp32 whatever this says."""
 
 
 SCHEMA: Mapping[str, frozenset[str] | None] = {
@@ -132,6 +144,7 @@ SCHEMA: Mapping[str, frozenset[str] | None] = {
     "launch": frozenset({"kill_on_bad_exit", "raised_grace_s", "retries"}),
     "follow": frozenset({"stats_per_second", "slowest"}),
     "checkpoint": frozenset({"before_walltime"}),
+    "efficiency": frozenset({"peak_tflops", "dtype"}),
 }
 """Every section of config.toml and the keys each may hold."""
 
@@ -240,6 +253,8 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
     before, more = _number_in(
         table, "checkpoint before_walltime", Config.before_walltime_s, (0, 86400), path
     )
+    problems += more
+    peak, dtype, more = _efficiency_settings(data.get("efficiency", {}), path)
     problems += more + unknown_names(data, path)
     settings = Config(
         theme=theme,
@@ -253,8 +268,35 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
         before_walltime_s=before,
         stats_per_second=rate,
         slowest=slowest,
+        peak_tflops=peak,
+        peak_dtype=dtype,
     )
     return settings, problems
+
+
+def _efficiency_settings(table: object, path: Path) -> tuple[float | None, str, list[str]]:
+    """`[efficiency] peak_tflops` and `dtype`, defaults where missing or wrong."""
+    if not isinstance(table, dict):
+        return None, Config.peak_dtype, [f"{path}: [efficiency] should be a table; ignored."]
+    problems = []
+    peak = table.get("peak_tflops")
+    if peak is not None and (
+        isinstance(peak, bool) or not isinstance(peak, (int, float)) or not 0 < peak <= 1e6
+    ):
+        problems.append(
+            f"{path}: [efficiency] peak_tflops should be a number of TFLOPS above 0; using the "
+            "peak table."
+        )
+        peak = None
+    dtype = table.get("dtype", Config.peak_dtype)
+    name = dtype_name(dtype) if isinstance(dtype, str) else None
+    if name is None:
+        known = ", ".join(sorted(set(DTYPES.values())))
+        problems.append(
+            f"{path}: [efficiency] dtype should be one of {known}; using {Config.peak_dtype}."
+        )
+        name = Config.peak_dtype
+    return (None if peak is None else float(peak)), name, problems
 
 
 def _number_in(

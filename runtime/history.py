@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime import records
+from runtime.efficiency.flops import FLOPS_PER_TOKEN, HARDWARE_FLOPS_PER_TOKEN
 from runtime.env import RUN_DIR_VAR, rank_info_or_single
 from runtime.rundir import RunDir, metric_files
 from runtime.trackers import Tracker, failed, open_trackers, requested, say
@@ -86,6 +87,13 @@ class History:
     in the capture wrapper sees the device's memory, but not how much of it the rank's tensors
     needed at their peak. Nothing is added on the CPU, or when torch was not imported.
 
+    ``flops_per_token`` (the model's FLOPs per token for a forward and backward pass, e.g.
+    :func:`runtime.efficiency.flops.transformer_flops_per_token`) goes into the first record as
+    the metric ``flops_per_token``: with the run's tokens/s and the device's peak, the readers
+    work out TFLOPS and MFU, so a script says it once and the run directory keeps it.
+    ``hardware_flops_per_token`` (what torch's flop counter saw one step execute, per token:
+    :func:`runtime.efficiency.hardware.hardware_flops_per_token`) goes there too, for HFU.
+
     ``trackers`` (default: ``EZPZ_TRACKERS``) names the trackers to feed too: ``wandb``,
     ``tensorboard``, ``mlflow``, ``csv``; rank 0 feeds them, every rank with ``all_ranks``.
     Records reach the file within :data:`FLUSH_S` seconds, all of them at ``close()``.
@@ -98,6 +106,8 @@ class History:
         memory: bool = False,
         trackers: Iterable[str] | str | None = None,
         all_ranks: bool = False,
+        flops_per_token: float | None = None,
+        hardware_flops_per_token: float | None = None,
     ):
         self.rank = rank_info_or_single().rank if rank is None else rank
         self.run_dir = Path(run_dir) if run_dir is not None else _default_run_dir()
@@ -124,6 +134,15 @@ class History:
         self._memory = memory
         self._peak: Callable[[], int] | None = None  # torch's reader, when there is one
         self._peak_looked = False  # looked up at the first record: torch is imported by then
+        said = {
+            FLOPS_PER_TOKEN: flops_per_token,
+            HARDWARE_FLOPS_PER_TOKEN: hardware_flops_per_token,
+        }
+        for name, value in said.items():
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be positive, not {value}")
+        first = {name: float(value) for name, value in said.items() if value is not None}
+        self._first: dict[str, float] | None = first or None
 
     def record(
         self,
@@ -154,6 +173,9 @@ class History:
             k if type(k) is str else str(k): v if type(v) is float and v - v == 0.0 else to_plain(v)
             for k, v in metrics.items()
         }
+        if self._first is not None:  # what the first record says once for the whole run
+            plain.update(self._first)
+            self._first = None
         if self._memory:
             if not self._peak_looked:
                 self._peak, self._peak_looked = peak_memory_reader(), True

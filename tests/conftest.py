@@ -40,10 +40,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+@pytest.fixture(scope="session")
+def _user_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("cache"))
+
+
 @pytest.fixture(autouse=True)
-def _clean_launcher_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def _clean_launcher_env(monkeypatch: pytest.MonkeyPatch, _user_cache: str) -> None:
     for name in _LEAKY:
         monkeypatch.delenv(name, raising=False)
+    # The CPU probe's cache (ezpz_tui.core.watching.probe): one for the session, not the user's.
+    monkeypatch.setenv("XDG_CACHE_HOME", _user_cache)
 
 
 @pytest.fixture(scope="session")

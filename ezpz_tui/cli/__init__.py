@@ -29,6 +29,7 @@ from ezpz_tui.cli.stdout import exit_status, guard_stdout
 from ezpz_tui.cli.submitting import cmd_submit
 from ezpz_tui.cli.sweeping import cmd_sweep
 from ezpz_tui.cli.telemetry import cmd_top
+from ezpz_tui.cli.tuning import cmd_tune
 
 __all__ = ["build_parser", "main"]
 
@@ -43,6 +44,7 @@ COMMANDS = {
     "stacks": cmd_stacks,
     "stop": cmd_stop,
     "sweep": cmd_sweep,
+    "tune": cmd_tune,
     "compare": cmd_compare,
     "top": cmd_top,
     "finalize": cmd_finalize,
@@ -76,7 +78,7 @@ def _run(argv: list[str] | None) -> int:
         code = 130
     except BrokenPipeError:  # ezpz-tui runs | head
         return 0
-    runs = args.cmd == "sweep" or (args.cmd == "launch" and not args.dry_run)
+    runs = args.cmd in ("sweep", "tune") or (args.cmd == "launch" and not args.dry_run)
     return exit_status(code, keeps_status=runs)
 
 

@@ -52,13 +52,24 @@ def _runs_to_compare(args: argparse.Namespace) -> list[Path] | str:
     return list(dict.fromkeys(paths))
 
 
+def peak_settings() -> Any:
+    """``[efficiency]`` from the config (its problems on stderr), for MFU."""
+    from ezpz_tui.config import load_config
+    from ezpz_tui.core.watching.efficiency import PeakSettings
+
+    settings, problems = load_config()
+    for problem in problems:
+        say(f"ezpz-tui: {problem}")
+    return PeakSettings(settings.peak_tflops, settings.peak_dtype)
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from ezpz_tui.core.comparing.compare import compare
 
     paths = _runs_to_compare(args)
     if isinstance(paths, str):
         return fail(paths)
-    comparison = compare(paths)
+    comparison = compare(paths, peak_settings())
     if args.json:
         print(json.dumps(as_json(comparison), indent=2))
     else:
@@ -79,6 +90,7 @@ def _plain(value: float | None) -> float | str | None:
 def as_json(comparison: Any) -> dict[str, Any]:
     """The comparison as plain data: runs fastest first, each with its figures and where it is
     best, then the record entries that differ (by run id)."""
+    from ezpz_tui.core.comparing.compare import ranked_by
     from ezpz_tui.core.watching.numbers import warmup
 
     runs = []
@@ -104,12 +116,13 @@ def as_json(comparison: Any) -> dict[str, Any]:
                 "step_time_from": n.step_time_from,
                 "memory_metric": n.memory_metric,
                 "peak_mem_gb_by_rank": {str(rank): gb for rank, gb in n.peak_mem_gb},
+                "efficiency": facts.efficiency.as_dict(n.tokens_per_s),
                 "notes": list(facts.notes),
             }
         )
     ids = [facts.run_id for facts in comparison.runs]
     return {
-        "ranked_by": ["tokens_per_s", "samples_per_s", "step_time_s"],
+        "ranked_by": list(ranked_by(comparison.runs)),
         "warmup": f"rank 0's first max(2, 10%) records, e.g. {warmup(1000)} of 1000",
         "common_step": comparison.common_step,
         "better": {row.key: row.better for row in comparison.rows},
@@ -154,7 +167,7 @@ def table_lines(comparison: Any) -> list[str]:
     runs = comparison.runs
     if not runs:
         return ["no runs to compare"]
-    columns = figure_columns(comparison)
+    columns = figure_columns(comparison, narrow=True)
     widths = [w for _, w in LEAD] + [c.width for c in columns]
     # figures hold their best mark, or a space where there is none, and so do their heads
     lines = [_line([h for h, _ in LEAD] + [f"{c.head} " for c in columns], widths)]

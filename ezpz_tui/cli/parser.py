@@ -54,6 +54,34 @@ def _rank(text: str) -> int:
     return value
 
 
+def _gib(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of GiB") from None
+    if not value > 0 or value != value:
+        raise argparse.ArgumentTypeError(f"{value:g} GiB must be above 0")
+    return value
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value != value:
+        raise argparse.ArgumentTypeError(f"{value:g} s is too small for one step")
+    return value
+
+
+def _at_least_4(text: str) -> int:
+    """Steps of a first race: two of warm-up, left out of the speed, and two measured."""
+    value = _positive(text)
+    if value < 4:
+        raise argparse.ArgumentTypeError(f"{value} leaves no measured step after warm-up: 4+")
+    return value
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -125,8 +153,20 @@ COMMANDS_HELP = {
         "reason and skipped) one after another on the allocation, each an ordinary run whose "
         "parent is the sweep (recorded in <outputs>/sweeps/). Ctrl-C or SIGTERM stops the "
         "current run cleanly and starts no more. Ends with the compare table, fastest first. "
-        "--steps reaches the built-in demo as --steps N; with your own command, put the step "
-        "count in the command.",
+        "--steps reaches the built-in demo as --steps N, and --global-batch as --global-batch "
+        "N (one global batch for every layout, so their losses compare); with your own "
+        "command, put them in the command.",
+    ),
+    "tune": (
+        "find the demo's fastest layout here: prune by a memory estimate, race the rest",
+        "Every TP/PP/CP combination of --tp, --pp and --cp (default: every divisor of the "
+        "world size; cp 1) that fits the allocation, each with a memory estimate per rank; "
+        "those over --mem-limit-gb (default on a CPU: this host's available memory over its "
+        "ranks) are pruned with the reason. The rest race under successive halving at one "
+        "global batch: each runs --first-steps steps, the slower half is dropped, the others "
+        "run twice as long, until one is left. Prints the leaderboard, the best layout and "
+        "its lead over the next, the steps and time spent against an exhaustive sweep, and "
+        "the command that launches it. --budget bounds the time. The built-in demo only.",
     ),
     "finalize": (
         "write a run's summary.json, metrics.nc and report.md (as done when a run ends)",
@@ -283,6 +323,39 @@ def build_parser() -> argparse.ArgumentParser:
             f"--{size}", type=_sizes, default=[1], metavar="N[,N...]", help=f"{words} sizes to try"
         )
     p.add_argument("--steps", type=_positive, help="steps per run (the built-in demo only)")
+    p.add_argument(
+        "--global-batch",
+        type=_positive,
+        metavar="N",
+        help="sequences per step in every layout (the built-in demo only)",
+    )
+    _placement_args(p)
+    _command_args(p)
+    p = _command(sub, "tune", json=True)
+    for size, words in SIZES:
+        p.add_argument(f"--{size}", type=_sizes, metavar="N[,N...]", help=f"{words} sizes to try")
+    p.add_argument(
+        "--global-batch",
+        type=_positive,
+        metavar="N",
+        help="sequences per step (default: 8 x ranks)",
+    )
+    p.add_argument(
+        "--mem-limit-gb",
+        type=_gib,
+        metavar="GiB",
+        help="prune layouts whose estimate a rank is above this (default on a CPU: see above)",
+    )
+    p.add_argument(
+        "--first-steps",
+        type=_at_least_4,
+        metavar="N",
+        help="steps of each layout's first race, doubled each rung (default: 6)",
+    )
+    p.add_argument("--budget", type=_budget, metavar="S", help="seconds the whole tune may take")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the layouts and estimates, run nothing"
+    )
     _placement_args(p)
     _command_args(p)
     p = _command(sub, "finalize")

@@ -41,14 +41,15 @@ class _Progress:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from ezpz_tui.cli.comparing import table_lines
+    from ezpz_tui.cli.comparing import peak_settings, table_lines
     from ezpz_tui.core.comparing.compare import compare
     from ezpz_tui.core.comparing.sweep import layout_label, plan_sweep, run_sweep, with_steps
     from ezpz_tui.core.launching.processes import deferred_signals
 
     try:
         base = plan_from_args(args)
-        base = base.with_changes(command=with_steps(base.command, args.steps))
+        command = with_steps(base.command, args.steps, args.global_batch)
+        base = base.with_changes(command=command)
     except ValueError as exc:
         return fail(str(exc))
     session = session_for(args)
@@ -72,7 +73,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return fail(" ".join(outcome.halted.reasons))
     say(f"ezpz-tui: sweep {outcome.record.sweep_id} {outcome.record.state}")
     if outcome.run_dirs:  # a stdout that refuses it loses the table, not the runs
-        print("\n".join(table_lines(compare(outcome.run_dirs))))
+        print("\n".join(table_lines(compare(outcome.run_dirs, peak_settings()))))
     if outcome.stopped:
         return 128 + stop_requested[0] if stop_requested else 130
     return 0 if outcome.all_succeeded else 1

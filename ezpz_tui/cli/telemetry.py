@@ -16,6 +16,7 @@ CLEAR = "\x1b[H\x1b[2J"
 def cmd_top(args: argparse.Namespace) -> int:
     from ezpz_tui.config import load_config
     from ezpz_tui.core.launching.allocation import detect_allocation
+    from ezpz_tui.core.watching.efficiency import PeakSettings
     from ezpz_tui.core.watching.top import format_top, read_top
 
     run_dir = run_named(args)
@@ -24,13 +25,14 @@ def cmd_top(args: argparse.Namespace) -> int:
     settings, warnings = load_config()
     for warning in warnings:
         print(f"ezpz-tui: warning: {warning}", file=sys.stderr)
+    peaks = PeakSettings(settings.peak_tflops, settings.peak_dtype)
     clear = args.watch is not None and sys.stdout.isatty() and not args.json
     left = detect_allocation().walltime_left()  # this job's, read once: counted down after
     end = None if left is None else time.time() + left
     try:
         while True:
             now = time.time()
-            top = read_top(run_dir, settings.slow_factor)
+            top = read_top(run_dir, settings.slow_factor, peaks)
             walltime = None if end is None else end - now
             if args.json:  # with --watch, one object a line (JSON Lines)
                 indent = None if args.watch is not None else 2

@@ -30,3 +30,16 @@ def short_number(value: float | None) -> str:
     if size >= 1e4:
         return f"{value / 1e3:.3g}k"
     return f"{value:.0f}" if size >= 100 else f"{value:.4g}"
+
+
+def percent_of(fraction: float | None) -> str:
+    """A fraction (MFU) as a percentage in at most 5 characters: ``41.2%``, ``0.37%``,
+    ``<.01%``, and ``-`` for none."""
+    if fraction is None or not math.isfinite(fraction):
+        return short_number(fraction)
+    pct = fraction * 100
+    if pct >= 100:
+        return f"{pct:.0f}%"
+    if pct >= 1:
+        return f"{pct:.3g}%"
+    return f"{pct:.2f}%" if pct >= 0.01 else "<.01%"

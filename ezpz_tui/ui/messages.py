@@ -137,6 +137,18 @@ class SweepProgress(Message):
 
 
 @dataclass(eq=False)
+class TuneProgress(Message):
+    """The TUI's tune: a run started (``run``), or the leaderboard changed (``board``: its
+    lines); over when ``text`` says how it went, with ``best`` the plan that launches the
+    winner (None: no winner)."""
+
+    run: Path | None
+    board: list[str]
+    text: str | None = None
+    best: LaunchPlan | None = None
+
+
+@dataclass(eq=False)
 class BadHostsRead(Message):
     """The hosts the outputs directory's ``bad_hosts.txt`` lists."""
 

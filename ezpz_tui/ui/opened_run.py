@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ezpz_tui.core.runs.record import ranks_on_disk, read_record
+from ezpz_tui.core.watching.efficiency import PeakSettings
 from ezpz_tui.core.watching.finish import total_steps
 from ezpz_tui.core.watching.followers import RunFollower
 from ezpz_tui.core.watching.monitor import RunMonitor
@@ -60,7 +61,10 @@ class OpenedRun:
         self.progress = Progress()
         self.total_steps: int | None = None  # from the recorded command's --steps
         self.monitor = RunMonitor(
-            path, stall_after=settings.stall_after, slow_factor=settings.slow_factor
+            path,
+            stall_after=settings.stall_after,
+            slow_factor=settings.slow_factor,
+            peaks=PeakSettings(settings.peak_tflops, settings.peak_dtype, probe=False),
         )
         self._screen = screen
         self._app = screen.app

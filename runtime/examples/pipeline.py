@@ -32,12 +32,6 @@ def stage_layers(layers: int, stage: int, stages: int) -> range:
     return range(start, start + base + (1 if stage < extra else 0))
 
 
-def default_microbatches(stages: int, local_batch: int) -> int | None:
-    """Up to two per stage (a smaller pipeline bubble), at least one per stage, dividing the
-    replica's batch; None when no such number exists."""
-    return next((m for m in range(2 * stages, stages - 1, -1) if local_batch % m == 0), None)
-
-
 def loss_fn(vocab: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.float().reshape(-1, vocab), targets.reshape(-1))

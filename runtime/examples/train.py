@@ -16,12 +16,13 @@ compute:
 
 Each rank logs once what it holds (stage and layers, shard coordinates, parameter count) and
 every rank logs the same per-step loss and gradient norm, those of the global batch and the
-whole model, with the step time and global samples/s and tokens/s. With ``--global-batch`` and
-the same seed, every layout gives the single process's losses up to float rounding
-(tests/integration/test_parallel_equivalence.py). ``--checkpoint-every N`` saves the model,
-optimizer, data position and RNG states with torch.distributed.checkpoint (runtime.checkpoint),
-and ``--resume PATH`` (or ``EZPZ_RESUME_FROM`` from the launcher) continues from one in any
-layout, the losses those of the run that was never stopped
+whole model, with the step time and global samples/s and tokens/s; the first record also
+carries the whole model's FLOPs per token (6N + the attention term), for MFU. With
+``--global-batch`` and the same seed, every layout gives the single process's losses up to float
+rounding (tests/integration/test_parallel_equivalence.py). ``--checkpoint-every N`` saves the
+model, optimizer, data position and RNG states with torch.distributed.checkpoint
+(runtime.checkpoint), and ``--resume PATH`` (or ``EZPZ_RESUME_FROM`` from the launcher)
+continues from one in any layout, the losses those of the run that was never stopped
 (tests/integration/test_checkpoint_resume.py). Run under any launcher, e.g.
 ``mpiexec -n 4 python -m runtime.examples.train --pp 2 --tp 2 --steps 20``.
 """
@@ -40,18 +41,19 @@ import runtime
 from runtime.checkpoint import Checkpointer, resume_target
 from runtime.checkpoint_dirs import Checkpoint, CheckpointError
 from runtime.dist import DistInfo, replica_mesh
+from runtime.efficiency.flops import demo_flops_per_token
 from runtime.examples.context import ContextShard
 from runtime.examples.data import GlobalBatches
 from runtime.examples.model import TinyLM, apply_tensor_parallel, local_numel
 from runtime.examples.pipeline import (
     StepFn,
     autocast_for,
-    default_microbatches,
     pipeline_step,
     stage_layers,
     whole_step,
 )
 from runtime.examples.reduce import StepReducer, tp_shards
+from runtime.examples.schedule import default_microbatches
 from runtime.layout import MESH_ORDER
 
 MAX_GRAD_NORM = 1.0
@@ -312,7 +314,8 @@ def _train_loop(
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     batches = GlobalBatches(args.seed, args.global_batch, args.seq_len, args.vocab, args.noise)
     rows, columns = data_slice(args, info)
-    history = runtime.History(memory=True)
+    flops = demo_flops_per_token(args.vocab, args.dim, args.heads, args.layers, args.seq_len)
+    history = runtime.History(memory=True, flops_per_token=flops)
     log.info("metrics -> %s", history.path)
     ckpt = None
     if args.checkpoint_every or resume is not None:

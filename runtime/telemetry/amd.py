@@ -15,7 +15,17 @@ from typing import Any
 from runtime.telemetry.devices import Pick
 from runtime.telemetry.tools import Failed, Figures, ToolSource, number
 
-ROCM_SMI = ["rocm-smi", "--showuse", "--showmeminfo", "vram", "--showpower", "--showtemp", "--json"]
+ROCM_SMI = [
+    "rocm-smi",
+    "--showuse",
+    "--showmeminfo",
+    "vram",
+    "--showpower",
+    "--showtemp",
+    "--showproductname",
+    "--json",
+]
+NAME_FIELDS = ("Card Series", "Card series", "Card SKU")  # the spelling changed between versions
 FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("util_pct", ("GPU use (%)",)),
     ("mem_used_bytes", ("VRAM Total Used Memory (B)",)),
@@ -71,6 +81,9 @@ def parse_rocm_smi(text: str, choice: Pick) -> Figures:
         if not choice.matches(index, None, len(cards)):
             continue
         figures: Figures = {"device": f"rocm-smi:card{index}"}
+        name = next((str(fields[k]) for k in NAME_FIELDS if fields.get(k) not in (None, "N/A")), "")
+        if name.strip():
+            figures["device_name"] = name.strip()
         for name, keys in FIELDS:
             for key in keys:
                 value = number(str(fields.get(key, "")))

@@ -4,17 +4,29 @@ The dump's metric ids (``xpu-smi dump -h``): 0 GPU utilization (%), 1 power (W),
 temperature (C), 5 memory utilization (%), 18 memory used (MiB). The dump has no total memory,
 so it is derived from the used memory and its utilization (left out while nothing is used).
 Its columns follow the order the metrics were asked in, after ``Timestamp, DeviceId``; the
-headers' wording changed between versions, so they are not matched by name.
+headers' wording changed between versions, so they are not matched by name. The dump has no
+device name either: ``xpu-smi discovery`` is asked once for it, after the first dump.
 """
 
 from __future__ import annotations
 
+import re
+
 from runtime.telemetry.devices import Pick
 from runtime.telemetry.nvidia import MIB
-from runtime.telemetry.tools import Failed, Figures, ToolSource, number
+from runtime.telemetry.tools import (
+    Failed,
+    Figures,
+    ToolRunner,
+    ToolSource,
+    Unavailable,
+    number,
+)
 
 METRICS = ("util_pct", "power_w", "temp_c", "mem_pct", "mem_used_mib")
 METRIC_IDS = "0,1,3,5,18"
+DISCOVERY = ["xpu-smi", "discovery"]
+_NAME_ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*Device Name:\s*(.*?)\s*\|?\s*$", re.MULTILINE)
 
 
 def xpu_smi_argv(choice: Pick) -> list[str]:
@@ -30,11 +42,35 @@ class XpuSmi(ToolSource):
     name = "xpu-smi"
     vendor = "Intel"
 
+    def __init__(self, choice: Pick | None, runner: ToolRunner, timeout_s: float) -> None:
+        super().__init__(choice, runner, timeout_s)
+        self._device_name: str | None = None
+        self._named = False  # discovery asked once, whatever it answered
+
+    def read(self) -> Figures:
+        figures = super().read()
+        if not self._named:
+            self._named = True
+            index = str(figures["device"]).rpartition(":")[2]
+            try:
+                text = self._runner.run(list(DISCOVERY), self._timeout_s)
+            except (Failed, Unavailable):
+                text = ""
+            self._device_name = device_names(text).get(int(index)) if index.isdigit() else None
+        if self._device_name:
+            figures["device_name"] = self._device_name
+        return figures
+
     def argv(self, choice: Pick) -> list[str]:
         return xpu_smi_argv(choice)
 
     def parse(self, text: str, choice: Pick) -> Figures:
         return parse_xpu_smi(text, choice)
+
+
+def device_names(text: str) -> dict[int, str]:
+    """Each device's name in ``xpu-smi discovery``'s table, by device id."""
+    return {int(index): name for index, name in _NAME_ROW.findall(text) if name}
 
 
 def parse_xpu_smi(text: str, choice: Pick) -> Figures:

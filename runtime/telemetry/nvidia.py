@@ -18,6 +18,7 @@ MIB = 1 << 20
 NVIDIA_SMI_FIELDS = (
     "index",
     "uuid",
+    "name",
     "utilization.gpu",
     "memory.used",
     "memory.total",
@@ -41,6 +42,7 @@ class Nvml:
         self._nvml: Any = None
         self._handle: Any = None
         self._device = ""
+        self._name: str | None = None
 
     def _open(self) -> None:
         if self._pick is None:
@@ -63,6 +65,11 @@ class Nvml:
         except pynvml.NVMLError as exc:
             raise Unavailable(str(exc) or type(exc).__name__) from None
         self._nvml, self._handle, self._device = pynvml, handle, f"nvml:{device}"
+        try:
+            name = pynvml.nvmlDeviceGetName(handle)
+        except pynvml.NVMLError:
+            name = None
+        self._name = name.decode(errors="replace") if isinstance(name, bytes) else name
 
     def read(self) -> Figures:
         if self._handle is None:
@@ -84,7 +91,8 @@ class Nvml:
                 continue
         if not figures:
             raise Failed("no figure answered")
-        return {"device": self._device, **figures}
+        named: Figures = {"device_name": self._name} if self._name else {}
+        return {"device": self._device, **named, **figures}
 
 
 def _memory(info: Any) -> Figures:
@@ -110,10 +118,12 @@ def parse_nvidia_smi(text: str, choice: Pick) -> Figures:
     rows = [row for row in rows if len(row) == len(NVIDIA_SMI_FIELDS) and row[0].isdigit()]
     if not rows:
         raise Failed("no GPU row in its output")
-    for index, uuid, util, used, total, power, temp in rows:
+    for index, uuid, name, util, used, total, power, temp in rows:
         if not choice.matches(int(index), uuid, len(rows)):
             continue
         figures: Figures = {"device": f"nvidia-smi:{index}"}
+        if name and not name.startswith("["):  # [N/A], [Not Supported]
+            figures["device_name"] = name
         for name, value, scale in (
             ("util_pct", number(util), None),
             ("mem_used_bytes", number(used), MIB),

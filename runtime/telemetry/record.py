@@ -29,7 +29,8 @@ class Sample:
     one core since the previous sample, so a rank busy on four threads reads 400; ``rss_bytes``
     is the tree's resident memory. The accelerator fields describe the rank's own device, named
     by ``device`` as ``source:id`` (``nvml:0``, ``nvidia-smi:3``, ``xpu-smi:1``,
-    ``rocm-smi:card2``).
+    ``rocm-smi:card2``), and its model by ``device_name`` as the tool spells it (``NVIDIA H100
+    80GB HBM3``): what :mod:`runtime.efficiency.peaks` looks a peak up by.
     """
 
     time: float
@@ -37,6 +38,7 @@ class Sample:
     rss_bytes: int | None = None
     procs: int | None = None
     device: str | None = None
+    device_name: str | None = None
     util_pct: float | None = None
     mem_used_bytes: int | None = None
     mem_total_bytes: int | None = None
@@ -66,7 +68,7 @@ class Sample:
             if f.name == "time":
                 continue
             raw = data.get(f.name)
-            if f.name == "device":
+            if f.name in _TEXTS:
                 values[f.name] = raw if isinstance(raw, str) else None
             elif f.name in _INTS:
                 number = _number(raw)
@@ -76,6 +78,7 @@ class Sample:
         return cls(time=when, **values)
 
 
+_TEXTS = frozenset({"device", "device_name"})
 _INTS = frozenset({"rss_bytes", "procs", "mem_used_bytes", "mem_total_bytes"})
 
 

@@ -1,4 +1,5 @@
-"""`pip install .` (not only `-e`) gives a working ezpz-tui with every theme of `themes/`.
+"""`pip install .` (not only `-e`) gives a working ezpz-tui with every theme of `themes/` and
+the peak table of `runtime/efficiency/`.
 
 The repository's top-level `themes/` reaches the wheel only through setup.py's package mapping,
 so a checkout's tests alone would never notice it missing: here the project is built from a
@@ -25,6 +26,7 @@ SOURCES = ("pyproject.toml", "setup.py", "README.md", "ezpz_tui", "runtime", "th
 _LOADER_PROBE = """
 import json, ezpz_tui
 from ezpz_tui.ui import themes
+from runtime.efficiency import peaks
 loaded, problems = themes.load_themes(themes.theme_dirs())
 print(json.dumps({
     "package": ezpz_tui.__file__,
@@ -32,6 +34,7 @@ print(json.dumps({
     "files": sorted(p.name for p in themes.BUILTIN_THEMES_DIR.glob("*.toml")),
     "themes": sorted(t.name for t in loaded),
     "problems": problems,
+    "peaks": [peaks.TABLE.is_file(), len(peaks.table())],
 }))
 """
 
@@ -97,3 +100,4 @@ def test_an_installed_ezpz_tui_starts_and_loads_every_theme(tmp_path: Path, edit
     assert ours and seen["files"] == ours
     assert seen["problems"] == []
     assert len(seen["themes"]) == len(ours) and all(n.startswith("ezpz-") for n in seen["themes"])
+    assert seen["peaks"] == [True, 12]  # runtime/efficiency/peaks.json ships too

@@ -7,7 +7,8 @@ import torch
 
 from runtime.dist import DistInfo
 from runtime.examples.context import ContextShard
-from runtime.examples.pipeline import default_microbatches, stage_layers
+from runtime.examples.pipeline import stage_layers
+from runtime.examples.schedule import default_microbatches
 from runtime.examples.train import data_slice, parse_args, resolve_layout
 
 

@@ -132,7 +132,7 @@ def test_no_data_and_not_a_number() -> None:
 
 
 def test_figures_cycle_and_format() -> None:
-    assert FIGURE_KEYS == ("step_time", "tokens_per_s", "util_pct", "mem_pct", "cpu_pct")
+    assert FIGURE_KEYS == ("step_time", "tokens_per_s", "mfu", "util_pct", "mem_pct", "cpu_pct")
     assert next_figure("step_time") == "tokens_per_s"
     assert next_figure("cpu_pct") == "step_time"
     assert next_figure("bogus") == "step_time"

@@ -94,6 +94,7 @@ def test_nvidia_smi_gives_the_ranks_gpu(standins: None) -> None:
     one = NvidiaSmi(pick("nvidia", 1, {}), runner, TIMEOUT_S).read()
     assert one == {
         "device": "nvidia-smi:1",
+        "device_name": "NVIDIA H100 80GB HBM3",
         "util_pct": 17.0,
         "mem_used_bytes": 2048 * MIB,
         "mem_total_bytes": 81920 * MIB,
@@ -112,6 +113,7 @@ def test_xpu_smi_gives_the_ranks_card_for_a_tile(standins: None) -> None:
     env = {"ZE_AFFINITY_MASK": "0.0,0.1,1.0,1.1"}
     figures = XpuSmi(pick("intel", 3, env), runner, TIMEOUT_S).read()
     assert figures["device"] == "xpu-smi:1"
+    assert figures["device_name"] == "Intel(R) Data Center GPU Max 1550"  # from discovery
     assert (figures["util_pct"], figures["power_w"], figures["temp_c"]) == (17.0, 201.0, 51.0)
     assert figures["mem_used_bytes"] == 2048 * MIB
     assert figures["mem_total_bytes"] == pytest.approx(65536 * MIB, rel=0.005)  # derived
@@ -126,6 +128,7 @@ def test_rocm_smi_reads_either_generations_field_names(standins: None) -> None:
     mi250 = RocmSmi(pick("amd", 1, {}), runner, TIMEOUT_S).read()
     assert mi250 == {
         "device": "rocm-smi:card1",
+        "device_name": "AMD INSTINCT MI250X",
         "util_pct": 17.0,
         "mem_used_bytes": 2 * GIB,
         "mem_total_bytes": 64 * GIB,
@@ -134,6 +137,7 @@ def test_rocm_smi_reads_either_generations_field_names(standins: None) -> None:
     }
     mi300 = RocmSmi(pick("amd", 0, {"ROCR_VISIBLE_DEVICES": "2"}), runner, TIMEOUT_S).read()
     assert (mi300["power_w"], mi300["temp_c"]) == (302.0, 62.0)  # socket power, junction
+    assert mi300["device_name"] == "AMD Instinct MI300X"  # "Card series", the other spelling
 
 
 def test_nvml_gives_the_ranks_gpu_and_leaves_out_what_fails(
@@ -146,6 +150,7 @@ def test_nvml_gives_the_ranks_gpu_and_leaves_out_what_fails(
         figures = source.read()
     assert figures == {
         "device": "nvml:2",
+        "device_name": "NVIDIA H100 80GB HBM3",
         "util_pct": 27.0,
         "mem_used_bytes": 3 * GIB,
         "mem_total_bytes": 80 * GIB,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ezpz_tui.core.comparing.compare import Change, Comparison
-from ezpz_tui.core.words import short_number
+from ezpz_tui.core.words import percent_of, short_number
 
 BEST = "*"
 LEAD = (("#", 2), ("LAYOUT", 15), ("NxP", 4), ("STATE", 9), ("STEPS", 5))
@@ -48,6 +48,8 @@ FIGURES: tuple[Column, ...] = (  # widths hold the figure and its best mark
     Column("STEP ms", 8, "step ms", "step_time_s", milli),
     Column("SMP/s", 6, "samples/s", "samples_per_s", short_number),
     Column("TOK/s", 6, "tokens/s", "tokens_per_s", short_number),
+    Column("TFLOPS", 7, "TFLOPS/device", "tflops", three),
+    Column("MFU", 6, "MFU", "mfu", percent_of),
     Column("GiB", 6, "peak GiB", "peak_mem_gb", three),
     Column("LOSS", 7, "final loss", "final_loss", short_number),
     Column("BEST", 7, "best loss", "best_loss", short_number),
@@ -55,16 +57,30 @@ FIGURES: tuple[Column, ...] = (  # widths hold the figure and its best mark
 )
 
 
-def figure_columns(comparison: Comparison) -> list[Column]:
-    """The figure columns this comparison has rows for, the loss column named by its step."""
+EFFICIENCY = frozenset({"tflops", "mfu"})
+"""The columns shown only when a run has the figure (a script that records no FLOPs per token
+has neither)."""
+
+
+def figure_columns(comparison: Comparison, narrow: bool = False) -> list[Column]:
+    """The figure columns this comparison has rows for, the loss column named by its step.
+
+    ``narrow`` (the CLI's 100 columns): TFLOPS is left to ``--json``, and where the MFU column
+    shows, so is the time to the first step."""
     step = comparison.common_step
-    return [
-        replace(c, head=f"@{step}", label=f"loss @ step {step}")
-        if c.key == "loss_at_common_step"
-        else c
-        for c in FIGURES
-        if comparison.row(c.key) is not None
-    ]
+    columns = []
+    for c in FIGURES:
+        row = comparison.row(c.key)
+        if row is None or (c.key in EFFICIENCY and all(v is None for v in row.values)):
+            continue
+        if c.key == "loss_at_common_step":
+            c = replace(c, head=f"@{step}", label=f"loss @ step {step}")
+        columns.append(c)
+    if narrow:
+        mfu = any(c.key == "mfu" for c in columns)
+        drop = {"tflops"} | ({"first_step_s"} if mfu else set())
+        columns = [c for c in columns if c.key not in drop]
+    return columns
 
 
 def lead_cells(comparison: Comparison, index: int) -> list[str]:
@@ -83,13 +99,25 @@ def figure_cell(comparison: Comparison, column: Column, index: int) -> tuple[str
 
 
 def legend(comparison: Comparison) -> list[str]:
-    """What the marks and the loss column mean."""
+    """What the marks and the loss column mean, and the peak each MFU divides by."""
     step = comparison.common_step
-    return [
+    lines = [
         f"{BEST} best   speed: medians past the first max(2, 10%) steps of rank 0",
         f"~ still running   @{step if step is not None else '-'}: loss at the last step all "
         "reached",
     ]
+    peaks = {
+        i: facts.efficiency.peak.label if facts.efficiency.peak else facts.efficiency.why_not
+        for i, facts in enumerate(comparison.runs)
+        if facts.efficiency.flops_per_token
+    }
+    if peaks:
+        lines.append("MFU: model FLOPs per token x tokens/s / (ranks x one device's peak)")
+        if len(set(peaks.values())) == 1 and len(peaks) == len(comparison.runs):
+            lines.append(f"  peak of every run: {next(iter(peaks.values()))}")
+        else:
+            lines += [f"  peak of #{i + 1}: {said}" for i, said in peaks.items()]
+    return lines
 
 
 def change_text(change: Change, ids: list[str]) -> str:

@@ -1,11 +1,12 @@
 """Runs side by side: which layout trains faster, and what changed between them.
 
 :func:`compare` reads each run (:func:`ezpz_tui.core.comparing.facts.read_facts`) and ranks them
-by tokens/s (then samples/s, then step time; runs with none of these last, in the order given),
-the question a person trying layouts asks. Each :class:`Row` is one figure across the runs and
-names the runs best at it: lower step time, time to first step, memory and loss; higher
-throughput. A best is named only when two or more runs have the figure and they are not all
-equal, and a run still running can be best (its figures are marked partial where they are shown).
+by MFU when every run has one, else by tokens/s (then samples/s, then step time; runs with none
+of these last, in the order given), the question a person trying layouts asks. Each
+:class:`Row` is one figure across the runs and names the runs best at it: lower step time, time
+to first step, memory and loss; higher throughput, TFLOPS and MFU. A best is named only when
+two or more runs have the figure and they are not all equal, and a run still running can be best
+(its figures are marked partial where they are shown).
 
 Loss is compared at the last step every run recorded a loss for, so a run that went further
 does not win for having trained longer. :class:`Change` lists the record entries that
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ezpz_tui.core.comparing.facts import RunFacts, read_facts
+from ezpz_tui.core.watching.efficiency import PeakSettings
 
 _IDENTITY = frozenset({"run_id", "created", "created_epoch"})
 RUN_DIR_MARK = "<run-dir>"
@@ -76,6 +78,22 @@ def rank_by_speed(runs: Iterable[RunFacts]) -> list[RunFacts]:
     return sorted(runs, key=_speed_key)
 
 
+def ranked_by(runs: Sequence[RunFacts]) -> tuple[str, ...]:
+    """What the runs are ranked by: MFU when every run has one (it compares across models and
+    batches, which tokens/s does not), else speed."""
+    if runs and all(facts.mfu is not None for facts in runs):
+        return ("mfu",)
+    return ("tokens_per_s", "samples_per_s", "step_time_s")
+
+
+def rank_runs(runs: Iterable[RunFacts]) -> list[RunFacts]:
+    """Best first, by :func:`ranked_by`: highest MFU, else fastest."""
+    listed = list(runs)
+    if ranked_by(listed) == ("mfu",):
+        return sorted(listed, key=lambda facts: -(facts.mfu or 0.0))
+    return rank_by_speed(listed)
+
+
 def _best(values: Sequence[float | None], better: str) -> frozenset[int]:
     known = [(i, v) for i, v in enumerate(values) if v is not None and math.isfinite(v)]
     if len(known) < 2:
@@ -106,6 +124,8 @@ _FIGURES: tuple[tuple[str, str, str, Callable[[RunFacts], float | None]], ...] =
     ("step_time_s", "step s", "lower", lambda f: f.numbers.step_time_s),
     ("samples_per_s", "samples/s", "higher", lambda f: f.numbers.samples_per_s),
     ("tokens_per_s", "tokens/s", "higher", lambda f: f.numbers.tokens_per_s),
+    ("tflops", "TFLOPS/device", "higher", lambda f: f.tflops),
+    ("mfu", "MFU", "higher", lambda f: f.mfu),
     ("peak_mem_gb", "peak GiB", "lower", lambda f: f.numbers.peak_mem_max_gb),
     ("final_loss", "final loss", "lower", lambda f: f.numbers.final_loss),
     ("best_loss", "best loss", "lower", lambda f: f.numbers.best_loss),
@@ -183,11 +203,14 @@ def _after_label(
 
 def compare_facts(runs: Iterable[RunFacts]) -> Comparison:
     """The comparison of runs already read (the TUI re-reads only the live ones)."""
-    ranked = tuple(rank_by_speed(runs))
+    ranked = tuple(rank_runs(runs))
     common = _common_step(ranked)
     return Comparison(ranked, _rows(ranked, common), common, record_changes(ranked))
 
 
-def compare(run_dirs: Iterable[str | os.PathLike[str]]) -> Comparison:
-    """Read and compare the runs in ``run_dirs``; never raises on what they hold."""
-    return compare_facts(read_facts(path) for path in run_dirs)
+def compare(
+    run_dirs: Iterable[str | os.PathLike[str]], peaks: PeakSettings | None = None
+) -> Comparison:
+    """Read and compare the runs in ``run_dirs``; never raises on what they hold. ``peaks``:
+    how each run's peak is found, for MFU."""
+    return compare_facts(read_facts(path, peaks) for path in run_dirs)

@@ -18,6 +18,11 @@ from typing import Any
 
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.record import positive_int, read_record
+from ezpz_tui.core.watching.efficiency import (
+    Efficiency,
+    PeakSettings,
+    run_efficiency,
+)
 from ezpz_tui.core.watching.numbers import RunNumbers, read_numbers, warmup
 from runtime.rundir import RunState, State
 
@@ -89,6 +94,17 @@ class RunFacts:
     notes: tuple[str, ...]
     record: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     record_problem: str | None = None  # why its run.toml cannot be read: no record to compare
+    efficiency: Efficiency = field(default=Efficiency(None, None, None), compare=False)
+
+    @property
+    def tflops(self) -> float | None:
+        """Achieved model TFLOPS per device at the run's median tokens/s."""
+        return self.efficiency.tflops(self.numbers.tokens_per_s)
+
+    @property
+    def mfu(self) -> float | None:
+        """MFU (a fraction) at the run's median tokens/s; None without FLOPs or a peak."""
+        return self.efficiency.mfu(self.numbers.tokens_per_s)
 
     @property
     def partial(self) -> bool:
@@ -113,8 +129,9 @@ def _notes(state: RunState, numbers: RunNumbers, record_error: str | None) -> tu
     return tuple(notes)
 
 
-def read_facts(run_dir: str | os.PathLike[str]) -> RunFacts:
-    """Everything a comparison shows about the run in ``run_dir``; never raises."""
+def read_facts(run_dir: str | os.PathLike[str], peaks: PeakSettings | None = None) -> RunFacts:
+    """Everything a comparison shows about the run in ``run_dir``; never raises. ``peaks``:
+    how its peak is found, for MFU (default: the table or the CPU probe, bf16)."""
     path = Path(run_dir)
     record, error = read_record(path)
     state = run_state(path)
@@ -124,10 +141,19 @@ def read_facts(run_dir: str | os.PathLike[str]) -> RunFacts:
     start = state.start if state.start is not None else created
     first = numbers.first_timestamp
     parent = record.get("parent")
+    layout = layout_of(record)
+    efficiency = run_efficiency(
+        path,
+        record,
+        numbers.flops_per_token,
+        layout.ranks,
+        peaks or PeakSettings(),
+        numbers.hardware_flops_per_token,
+    )
     return RunFacts(
         run_id=path.name,
         path=path,
-        layout=layout_of(record),
+        layout=layout,
         state=state,
         parent=parent if isinstance(parent, str) else None,
         created=created,
@@ -136,4 +162,5 @@ def read_facts(run_dir: str | os.PathLike[str]) -> RunFacts:
         notes=_notes(state, numbers, error),
         record=record,
         record_problem=error,
+        efficiency=efficiency,
     )

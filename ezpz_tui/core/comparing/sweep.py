@@ -53,15 +53,21 @@ def is_demo(command: Sequence[str]) -> bool:
     return list(command[1:3]) == ["-m", DEMO_MODULE]
 
 
-def with_steps(command: Sequence[str], steps: int | None) -> tuple[str, ...]:
-    """``command`` with ``--steps N`` for the demo. A user's command is not changed: what its
-    step option is called cannot be known, so asking for steps with one is a ``ValueError``
-    (put the step count in the command instead)."""
-    if steps is None:
+def with_steps(
+    command: Sequence[str], steps: int | None, global_batch: int | None = None
+) -> tuple[str, ...]:
+    """``command`` with ``--steps N`` (and ``--global-batch N``: the same batch in every
+    layout, so their losses compare) for the demo. A user's command is not changed: what its
+    options are called cannot be known, so asking for either with one is a ``ValueError`` (put
+    them in the command instead)."""
+    given = [(f, v) for f, v in (("--steps", steps), ("--global-batch", global_batch)) if v]
+    if not given:
         return tuple(command)
     if not is_demo(command):
-        raise ValueError("--steps reaches the built-in demo only; give your command its own")
-    return (*command, "--steps", str(steps))
+        names = " and ".join(f for f, _ in given)
+        verb = "reaches" if len(given) == 1 else "reach"
+        raise ValueError(f"{names} {verb} the built-in demo only; give your command its own")
+    return (*command, *(item for f, v in given for item in (f, str(v))))
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
-"""The sweep a person types into the TUI's prompt: ``tp=1,2 pp=1,2 cp=1 steps=20``.
+"""The sweep a person types into the TUI's prompt: ``tp=1,2 pp=1,2 cp=1 steps=20``, or the tune
+that races those layouts instead: ``tune tp=1,2 pp=1,2 steps=6 budget=600 mem=4``.
 
-The CLI spells the same as ``--tp 1,2 --pp 1,2 --cp 1 --steps 20``. The prompt starts filled in
-from the plan on the form, so the common case (try the tensor-parallel sizes a node allows) is
-one key and Enter.
+The CLI spells the same as ``--tp 1,2 --pp 1,2 --cp 1 --steps 20`` (``ezpz-tui tune ...
+--first-steps 6 --budget 600 --mem-limit-gb 4``): a tune's ``steps`` are its first race's. The
+prompt starts filled in from the plan on the form, so the common case (try the tensor-parallel
+sizes a node allows) is one key and Enter.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ class SweepSpec:
     pp: tuple[int, ...]
     cp: tuple[int, ...]
     steps: int | None
+    tune: bool = False  # race the layouts (ezpz-tui tune) rather than run each in full
+    budget: float | None = None  # a tune's seconds
+    mem_gb: float | None = None  # a tune's memory limit a rank
 
 
 def _whole_numbers(name: str, text: str) -> tuple[int, ...]:
@@ -38,14 +43,28 @@ def _whole_numbers(name: str, text: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(values))
 
 
+def _positive_number(name: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value != value or value == float("inf"):
+        raise ValueError(f"{name}={text}: give a number above 0")
+    return value
+
+
 def parse_spec(text: str) -> SweepSpec:
-    """``tp=1,2 pp=1 cp=1 steps=20`` (any order; an unnamed size stays 1); ``ValueError`` says
-    what is wrong in one sentence."""
+    """``tp=1,2 pp=1 cp=1 steps=20`` (any order; an unnamed size stays 1), after ``tune`` also
+    ``budget=S`` and ``mem=GiB``; ``ValueError`` says what is wrong in one sentence."""
+    words = text.split()
+    tune = bool(words) and words[0] == "tune"
+    keys = (*SIZES, "steps", *(("budget", "mem") if tune else ()))
     given: dict[str, str] = {}
-    for word in text.split():
+    for word in words[1:] if tune else words:
         key, sep, value = word.partition("=")
-        if not sep or key not in (*SIZES, "steps"):
-            raise ValueError(f"{word!r}: write tp=1,2 pp=1,2 cp=1 steps=20")
+        if not sep or key not in keys:
+            extra = " budget=600 mem=4" if tune else ""
+            raise ValueError(f"{word!r}: write {'tune ' * tune}tp=1,2 pp=1,2 cp=1 steps=20{extra}")
         if key in given:
             raise ValueError(f"{key} is given twice")
         given[key] = value
@@ -55,7 +74,11 @@ def parse_spec(text: str) -> SweepSpec:
         if not given["steps"].isdigit() or int(given["steps"]) < 1:
             raise ValueError(f"steps={given['steps']}: give a whole number of at least 1")
         steps = int(given["steps"])
-    return SweepSpec(sizes["tp"], sizes["pp"], sizes["cp"], steps)
+    if tune and steps is not None and steps < 4:
+        raise ValueError(f"steps={steps}: a tune's first race needs 4 or more (2 are warm-up)")
+    budget = _positive_number("budget", given["budget"]) if "budget" in given else None
+    mem = _positive_number("mem", given["mem"]) if "mem" in given else None
+    return SweepSpec(sizes["tp"], sizes["pp"], sizes["cp"], steps, tune, budget, mem)
 
 
 def default_spec(plan: LaunchPlan, alloc: Allocation, demo: bool) -> str:

@@ -9,7 +9,9 @@ writes the dataset in other formats.
 
 ``summary.json`` holds, per metric, rank 0's first, last, min, max and mean over the last 10%
 of its records, and the spread of the ranks' last values; the step time and throughput medians
-past warm-up (:mod:`ezpz_tui.core.watching.numbers`); the state, exit and cause; the plan.
+past warm-up (:mod:`ezpz_tui.core.watching.numbers`); the model TFLOPS per device and MFU at
+those medians, with the peak they divide by (:mod:`ezpz_tui.core.watching.efficiency`); the
+state, exit and cause; the plan.
 Non-finite numbers are written as the JSONL spells them (``"NaN"``), so strict readers parse it.
 """
 
@@ -91,11 +93,22 @@ def metric_summary(ds: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def speed_summary(run_dir: Path) -> dict[str, Any]:
-    """Step time and throughput medians past warm-up, as ``ezpz-tui compare`` reports them."""
+def speed_summary(run_dir: Path, meta: Mapping[str, Any]) -> dict[str, Any]:
+    """Step time and throughput medians past warm-up, and the efficiency at them, as
+    ``ezpz-tui compare`` reports them."""
+    from ezpz_tui.config import load_config
+    from ezpz_tui.core.runs.record import positive_int
+    from ezpz_tui.core.watching.efficiency import PeakSettings, run_efficiency
     from ezpz_tui.core.watching.numbers import read_numbers
 
     n = read_numbers(run_dir)
+    settings, _ = load_config()  # its problems are said where a person reads them, not here
+    sizes = meta.get("sizes")
+    world = positive_int(sizes.get("world_size")) if isinstance(sizes, Mapping) else None
+    peaks = PeakSettings(settings.peak_tflops, settings.peak_dtype)
+    efficiency = run_efficiency(
+        run_dir, meta, n.flops_per_token, world, peaks, n.hardware_flops_per_token
+    )
     return {
         "step_time_s_median": n.step_time_s,
         "step_time_from": n.step_time_from,
@@ -104,6 +117,7 @@ def speed_summary(run_dir: Path) -> dict[str, Any]:
         "steady_records": n.steady,
         "last_step": n.last_step,
         "peak_mem_gb_max": n.peak_mem_max_gb,
+        "efficiency": efficiency.as_dict(n.tokens_per_s),
     }
 
 
@@ -129,7 +143,7 @@ def build_summary(run_dir: Path, ds: Any) -> dict[str, Any]:
         "ranks": int(ds.sizes.get("rank", 0)),
         "steps": int(ds.sizes.get("step", 0)),
         "garbage_lines": int(ds.attrs.get("garbage_lines", 0)),
-        "speed": speed_summary(run_dir),
+        "speed": speed_summary(run_dir, meta),
         "metrics": metric_summary(ds),
         "plan": meta.get("plan", {}),
         "launch": {k: v for k, v in meta.items() if k != "plan"},

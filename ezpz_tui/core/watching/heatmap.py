@@ -48,6 +48,12 @@ def _percent(value: float) -> str:
     return f"{value:.0f} %"
 
 
+def _share(fraction: float) -> str:
+    """MFU, a fraction, in percent with the digits a small one needs: 41.2 %, 0.37 %."""
+    pct = fraction * 100
+    return f"{pct:.3g} %" if pct >= 1 else f"{pct:.2g} %"
+
+
 @dataclass(frozen=True)
 class Figure:
     """A per-rank number the cells can be coloured by.
@@ -67,6 +73,8 @@ class Figure:
 FIGURES: tuple[Figure, ...] = (
     Figure("step_time", "step time", _seconds, high_is_bad=True),
     Figure("tokens_per_s", "tokens/s", _rate, high_is_bad=False),
+    # A rank's model FLOPs utilisation: the share of its device's peak the model's work uses.
+    Figure("mfu", "MFU", _share, high_is_bad=False),
     # An accelerator left idle (data-starved, stuck) is what to find, so low is the hot end.
     Figure("util_pct", "util %", _percent, high_is_bad=False, fixed=(0.0, 100.0)),
     Figure("mem_pct", "mem %", _percent, high_is_bad=True, fixed=(0.0, 100.0)),

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ezpz_tui.core.runs.ending import derived_state
+from ezpz_tui.core.watching.efficiency import LiveEfficiency, PeakSettings
 from ezpz_tui.core.watching.followers import LAUNCHER, Batch
 from ezpz_tui.core.watching.raised import raised_exception
 from ezpz_tui.core.watching.stragglers import SLOW_FACTOR, StepTimes
@@ -126,8 +127,11 @@ class RunMonitor:
         keep_per_rank: int = KEEP_PER_RANK,
         keep_all: int = KEEP_ALL,
         slow_factor: float = SLOW_FACTOR,
+        peaks: PeakSettings | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
+        # TFLOPS and MFU for the header and the heatmap; never the probe (the UI thread asks)
+        self.efficiency = LiveEfficiency(self.run_dir, peaks or PeakSettings(probe=False))
         self.stall_after = stall_after
         self.steps = StepTimes(slow_factor)  # who is a straggler
         self.telemetry: dict[int, RankTelemetry] = {}  # each rank's last minute of samples

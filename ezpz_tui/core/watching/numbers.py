@@ -26,6 +26,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from ezpz_tui.core.watching.tails import file_columns
+from runtime.efficiency.flops import FLOPS_PER_TOKEN, HARDWARE_FLOPS_PER_TOKEN
 from runtime.record_columns import RecordColumns, is_missing, merge_columns
 from runtime.rundir import metric_files
 
@@ -76,6 +77,8 @@ class RunNumbers:
     garbage: int  # lines of rank 0's files (and others read) that were not records
     loss_by_step: Mapping[int, float] = field(default_factory=dict, repr=False, compare=False)
     restore_s: float | None = None  # loading the checkpoint a resumed run began from
+    flops_per_token: float | None = None  # the model's, as the script recorded it once
+    hardware_flops_per_token: float | None = None  # torch's flop counter's, where recorded
 
     @property
     def peak_mem_max_gb(self) -> float | None:
@@ -186,4 +189,8 @@ def read_numbers(run_dir: str | os.PathLike[str]) -> RunNumbers:
         garbage=garbage,
         loss_by_step=MappingProxyType(by_step),
         restore_s=next(iter(_values(cols.metrics.get(RESTORE))), None),
+        flops_per_token=next(iter(_values(cols.metrics.get(FLOPS_PER_TOKEN))), None),
+        hardware_flops_per_token=next(
+            iter(_values(cols.metrics.get(HARDWARE_FLOPS_PER_TOKEN))), None
+        ),
     )

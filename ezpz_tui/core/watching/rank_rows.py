@@ -9,6 +9,7 @@ best one.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
@@ -156,9 +157,13 @@ def rank_rows(
     )
 
 
-def heat_values(monitor: RunMonitor) -> tuple[dict[int, tuple[str, int]], dict[str, Values]]:
+def heat_values(
+    monitor: RunMonitor, now: float | None = None
+) -> tuple[dict[int, tuple[str, int]], dict[str, Values], dict[str, str]]:
     """What the heatmap draws of ``monitor``'s run: each rank's place (host, local rank), for
-    the ranks whose status said it, and each figure's latest value by rank."""
+    the ranks whose status said it, each figure's latest value by rank, and what a figure's
+    value is of (the peak an MFU divides by). A rank's MFU is the run's FLOPs per token at that
+    rank's latest tokens/s (each rank times the global batch by its own step)."""
     places = {
         rank: (info.host, info.local_rank)
         for rank, info in monitor.ranks.items()
@@ -172,4 +177,10 @@ def heat_values(monitor: RunMonitor) -> tuple[dict[int, tuple[str, int]], dict[s
         "mem_pct": {rank: s.mem_pct for rank, s in latest.items()},
         "cpu_pct": {rank: s.cpu_pct for rank, s in latest.items()},
     }
-    return places, values
+    steps = monitor.steps
+    eff = monitor.efficiency.get(steps.flops_per_token, time.time() if now is None else now)
+    about: dict[str, str] = {}
+    if eff is not None and eff.peak is not None:
+        values["mfu"] = {rank: eff.mfu(tps) for rank, tps in steps.tokens_per_s.items()}
+        about["mfu"] = f"of {eff.peak.label}"
+    return places, values, about

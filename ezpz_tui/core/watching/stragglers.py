@@ -13,6 +13,7 @@ import statistics
 from collections import deque
 from collections.abc import Iterable, Mapping
 
+from runtime.efficiency.flops import FLOPS_PER_TOKEN
 from runtime.record_columns import RecordColumns, is_missing
 
 RECENT_STEPS = 3  # step times a rank's recent figure is the median of: one odd step is no flag
@@ -27,6 +28,7 @@ class StepTimes:
         self._recent: dict[int, deque[float]] = {}
         self._last: dict[int, tuple[int, float]] = {}  # (step, timestamp) of the last record
         self.tokens_per_s: dict[int, float] = {}  # each rank's latest, for the heatmap
+        self.flops_per_token: float | None = None  # the run's, from the first record that says
         self.slow: frozenset[int] = frozenset()
         self.median: float | None = None
 
@@ -57,6 +59,9 @@ class StepTimes:
         latest = next((r for r in reversed(rates) if not is_missing(r)), None)
         if latest is not None:
             self.tokens_per_s[rank] = latest
+        if self.flops_per_token is None:
+            said = columns.metrics.get(FLOPS_PER_TOKEN, ())
+            self.flops_per_token = next((v for v in said if not is_missing(v)), None)
         dts = columns.metrics.get("dt")
         start = max(0, len(columns.steps) - RECENT_STEPS - 1)  # only the newest records matter
         if start:  # the record before the newest few starts their first interval

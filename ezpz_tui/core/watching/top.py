@@ -1,6 +1,8 @@
 """``ezpz-tui top``: every rank's latest telemetry and recent step time, read once from the run
 directory. UI-free, and cheap at scale: each rank's files are read from their last few KB only
-(the newest sample, the newest records), never whole, so 1,024 ranks cost 2,048 short reads.
+(the newest sample, the newest records), never whole, so 1,024 ranks cost 2,048 short reads;
+rank 0's first record is read too, for the run's FLOPs per token: each rank's MFU is those at
+its newest tokens/s, against the peak the last line names.
 """
 
 from __future__ import annotations
@@ -11,12 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from ezpz_tui.core.runs.ending import derived_state
-from ezpz_tui.core.runs.record import read_record
+from ezpz_tui.core.runs.record import positive_int, read_record
 from ezpz_tui.core.runs.unreadable import named, unreadable, unusable_statuses
+from ezpz_tui.core.watching.efficiency import Efficiency, PeakSettings, run_efficiency
 from ezpz_tui.core.watching.finish import Finish, duration, expected_finish, total_steps
 from ezpz_tui.core.watching.stragglers import SLOW_FACTOR, StepTimes
 from ezpz_tui.core.watching.telemetry import human_bytes, percent, read_last, read_tail
-from runtime.record_columns import RecordColumns, parse_columns
+from ezpz_tui.core.words import percent_of
+from runtime.efficiency.flops import FLOPS_PER_TOKEN
+from runtime.record_columns import RecordColumns, is_missing, parse_columns
 from runtime.rundir import (
     RankState,
     RankStatus,
@@ -41,6 +46,7 @@ class RankTop:
     sample: Sample | None
     step_time_s: float | None
     slow: bool
+    mfu: float | None = None
 
     def to_json(self, now: float) -> dict[str, Any]:
         row: dict[str, Any] = {"rank": self.rank, "host": self.host, "state": self.state}
@@ -49,6 +55,7 @@ class RankTop:
             row["sample_age_s"] = round(max(0.0, now - self.sample.time), 3)
         row["step_time_s"] = self.step_time_s
         row["slow"] = self.slow
+        row["mfu"] = self.mfu
         return row
 
 
@@ -71,6 +78,7 @@ class Top:
     last_step: int | None = None  # the newest step any rank recorded
     total_steps: int | None = None  # the recorded command's --steps
     live: bool = False
+    efficiency: Efficiency | None = None  # once the run said its FLOPs per token
 
     def finish(self, walltime_s: float | None) -> Finish | None:
         """When a live run will finish at the median step time, against ``walltime_s``."""
@@ -93,11 +101,15 @@ class Top:
             "slow": [row.rank for row in self.rows if row.slow],
             "ranks": [row.to_json(now) for row in self.rows],
             "notes": list(self.notes),
+            "efficiency": None if self.efficiency is None else self.efficiency.as_dict(None),
         }
 
 
-def read_top(run_dir: Path, slow_factor: float = SLOW_FACTOR) -> Top:
-    """Every rank found in the run directory (by its status, telemetry or metrics file)."""
+def read_top(
+    run_dir: Path, slow_factor: float = SLOW_FACTOR, peaks: PeakSettings | None = None
+) -> Top:
+    """Every rank found in the run directory (by its status, telemetry or metrics file);
+    ``peaks``: how the run's peak is found, for each rank's MFU."""
     run = RunDir(run_dir)
     state = read_state(run_dir)
     statuses: dict[int, RankStatus] = {s.rank: s for s in read_statuses(run_dir)}
@@ -120,6 +132,8 @@ def read_top(run_dir: Path, slow_factor: float = SLOW_FACTOR) -> Top:
     if isinstance(command, list) and all(isinstance(w, str) for w in command):
         total = total_steps(command)
     ranks = sorted(set(statuses) | set(unusable) | set(samples) | set(steps.ranks))
+    efficiency = _efficiency(run, record, peaks or PeakSettings())
+    rates = steps.tokens_per_s
     rows = []
     for rank in ranks:
         status = statuses.get(rank)
@@ -136,10 +150,38 @@ def read_top(run_dir: Path, slow_factor: float = SLOW_FACTOR) -> Top:
                 sample=samples.get(rank),
                 step_time_s=steps.recent(rank),
                 slow=live and rank in steps.slow,
+                mfu=None if efficiency is None else efficiency.mfu(rates.get(rank)),
             )
         )
     last = max(recorded) if recorded else None
-    return Top(run_dir.name, rows, steps.median, slow_factor, tuple(notes), last, total, state.live)
+    return Top(
+        run_dir.name,
+        rows,
+        steps.median,
+        slow_factor,
+        tuple(notes),
+        last_step=last,
+        total_steps=total,
+        live=state.live,
+        efficiency=efficiency,
+    )
+
+
+def _efficiency(run: RunDir, record: dict[str, Any], peaks: PeakSettings) -> Efficiency | None:
+    """The run's efficiency, from rank 0's first record's FLOPs per token; None without."""
+    try:
+        with open(run.metrics(0), "rb") as f:
+            head = f.read(RECORDS_TAIL)
+    except OSError:
+        return None
+    first = parse_columns(head[: head.find(b"\n") + 1], 0).columns.get(0)
+    said = first.metrics.get(FLOPS_PER_TOKEN) if first is not None else None
+    fpt = next((v for v in said or () if not is_missing(v)), None)
+    if fpt is None:
+        return None
+    sizes = record.get("sizes")
+    world = positive_int(sizes.get("world_size")) if isinstance(sizes, dict) else None
+    return run_efficiency(run.path, record, fpt, world, peaks)
 
 
 def _no_use(run_dir: Path, path: Path, what: str, ended: bool) -> str | None:
@@ -180,6 +222,7 @@ HEAD = (
     ("POWER", ">6"),
     ("TEMP", ">5"),
     ("STEP", ">8"),
+    ("MFU", ">6"),
     ("AGE", ">5"),
 )
 
@@ -203,6 +246,7 @@ def format_top(top: Top, now: float | None = None, walltime_s: float | None = No
             "-" if s is None or s.power_w is None else f"{s.power_w:.0f}W",
             "-" if s is None or s.temp_c is None else f"{s.temp_c:.0f}C",
             "-" if row.step_time_s is None else f"{row.step_time_s:.3f}s",
+            percent_of(row.mfu),
             "-" if s is None else f"{max(0.0, now - s.time):.0f}s",
         )
         lines.append(
@@ -215,6 +259,9 @@ def format_top(top: Top, now: float | None = None, walltime_s: float | None = No
         lines.append(
             f"step {top.last_step} of {top.total_steps}: {finish.words()}; walltime {left}"
         )
+    eff = top.efficiency
+    if eff is not None:
+        lines.append(f"MFU {eff.why_not}" if eff.peak is None else f"MFU of {eff.peak.label}")
     return lines + list(top.notes)
 
 

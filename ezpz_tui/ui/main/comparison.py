@@ -42,7 +42,11 @@ class Comparison:
     def _read(self, opened: Path | None, marked: tuple[Path, ...]) -> None:
         from ezpz_tui.core.comparing.compare import compare
         from ezpz_tui.core.comparing.relatives import relatives_of
+        from ezpz_tui.core.watching.efficiency import PeakSettings
 
         paths = list(relatives_of(opened).together()) if opened else []
         paths += [p for p in marked if p not in paths]
-        self.host.post_message(ComparisonReady(compare(paths)))
+        settings = self.host.settings
+        # In a worker: the CPU probe may run here (seconds, once per host and interpreter).
+        peaks = PeakSettings(settings.peak_tflops, settings.peak_dtype)
+        self.host.post_message(ComparisonReady(compare(paths, peaks)))

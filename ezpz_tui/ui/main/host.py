@@ -110,6 +110,12 @@ class Host(Protocol):
     def refresh_comparison(self) -> None:
         """Read the Compare tab's runs again if their set changed."""
 
+    def show_race(self, lines: list[str]) -> None:
+        """A tune's leaderboard in the Compare tab (empty: none)."""
+
+    def use_plan(self, plan: LaunchPlan) -> None:
+        """Put ``plan`` on the launch form, so that the launch key starts it."""
+
     def refresh_bindings(self) -> None:
         """The footer asks again which keys act (the failure keys follow the opened run)."""
 

@@ -65,6 +65,7 @@ from ezpz_tui.ui.messages import (
     RunStateChanged,
     StopElsewhereAsked,
     SweepProgress,
+    TuneProgress,
 )
 from ezpz_tui.ui.palette import APP_ACTIONS, PaletteCommand, global_bindings
 from ezpz_tui.ui.widgets.panels import AllocationPanel, DoctorPanel, SummaryBar
@@ -308,6 +309,14 @@ class MainScreen(Screen[None]):
         visible = self.query_one(TabbedContent).active == COMPARE_TAB
         self.comparison.refresh((opened, marked), visible, live, only_if_live)
 
+    def show_race(self, lines: list[str]) -> None:
+        if self.views.mounted:
+            self.views.compare_view.show_race(lines)
+
+    def use_plan(self, plan: LaunchPlan) -> None:
+        if self.session is not None:
+            self.form.set_plan(self.session.alloc, plan)
+
     def exit_app(self) -> None:
         self.app.exit()
 
@@ -447,6 +456,9 @@ class MainScreen(Screen[None]):
 
     async def on_sweep_progress(self, message: SweepProgress) -> None:
         await self.sweeps.progress(message)
+
+    async def on_tune_progress(self, message: TuneProgress) -> None:
+        await self.sweeps.tune_progress(message)
 
     # --- what the widgets report -------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from ezpz_tui.core.comparing.columns import (
     figure_columns,
     legend,
 )
+from ezpz_tui.core.comparing.compare import ranked_by
 from ezpz_tui.ui.widgets.runs import STATE_STYLE
 from ezpz_tui.ui.widgets.table import VimTable
 from runtime.rundir import RUN_TOML
@@ -48,6 +49,7 @@ class CompareView(Vertical):
 
     DEFAULT_CSS = """
     CompareView #compare-title { height: 1; padding: 0 1; text-style: bold; }
+    CompareView #compare-race { height: auto; padding: 0 1; display: none; }
     CompareView #compare-table { height: auto; max-height: 60%; }
     CompareView #compare-notes { height: 1fr; padding: 0 1; }
     """
@@ -58,9 +60,17 @@ class CompareView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(HINT, id="compare-title")
+        yield Static("", id="compare-race")
         yield VimTable(id="compare-table")
         with VerticalScroll(id="compare-notes"):
             yield Static("", id="compare-details")
+
+    def show_race(self, lines: list[str]) -> None:
+        """A tune's live leaderboard above the table (layout, state and why, estimate,
+        tokens/s, MFU); an empty list hides it."""
+        race = self.query_one("#compare-race", Static)
+        race.display = bool(lines)
+        race.update(Text("\n".join(lines)))
 
     @property
     def table(self) -> VimTable:
@@ -78,7 +88,12 @@ class CompareView(Vertical):
             title.update(HINT)
             self.query_one("#compare-details", Static).update("")
             return
-        title.update(f"{len(runs)} runs, fastest first (tokens/s, then samples/s, step time)")
+        by = (
+            "highest MFU first"
+            if ranked_by(runs) == ("mfu",)
+            else "fastest first (tokens/s, then samples/s, step time)"
+        )
+        title.update(f"{len(runs)} runs, {by}")
         table.add_column("", width=LABEL_WIDTH)
         for i, facts in enumerate(runs):
             head = Text(f"#{i + 1}", "bold")

@@ -125,6 +125,7 @@ class Heatmap(Widget, can_focus=True):
         super().__init__(id=id, classes=classes)
         self._places: dict[int, tuple[str, int]] = {}
         self._values: FigureValues = {}
+        self._about: dict[str, str] = {}
         self._unplaced: frozenset[int] = frozenset()
         self._version = 0  # counts changes of the places (and of the ranks without one)
         self._label_width = 1
@@ -140,9 +141,13 @@ class Heatmap(Widget, can_focus=True):
 
     # --- data -------------------------------------------------------------------------------
 
-    def set_data(self, places: Places, values: FigureValues) -> None:
+    def set_data(
+        self, places: Places, values: FigureValues, about: Mapping[str, str] | None = None
+    ) -> None:
         """Show ``values`` (figure key -> rank -> value; ``None`` or a missing rank: no data) on
         the ranks of ``places`` (rank -> (host, local rank), the ranks whose place is known).
+        ``about`` (figure key -> words) follows a figure's value in the info line: what an MFU
+        is a share of.
 
         Meant to be called on every update (~2 per second): ``places`` is copied and compared, so
         the grid is laid out again only when it changed; ``values`` is read as it is at each
@@ -152,6 +157,7 @@ class Heatmap(Widget, can_focus=True):
         unplaced = frozenset(r for by_rank in values.values() for r in by_rank.keys() - places)
         changed = places != self._places or unplaced != self._unplaced
         self._places, self._unplaced, self._values = places, unplaced, values
+        self._about = dict(about or {})
         self._scale = self._summary = None
         if changed:
             self._version += 1
@@ -409,4 +415,6 @@ class Heatmap(Widget, can_focus=True):
         where = f"host {short_host(host)} · local {local}" if host else "host not known yet"
         value = self._figure_values().get(rank)
         shown = "no data" if value is None else self.shown_figure.format(value)
+        about = self._about.get(self.figure)
+        shown += f" {about}" if about and value is not None else ""
         return [(f"rank {rank} · {where} · {shown}", info)]

@@ -160,7 +160,32 @@ class RunPanel(Vertical):
             header.append(f"\n{details.state.reason}", "yellow")
         if details.trackers:
             header.append(f"\n{details.trackers}", "dim")
+        efficiency = self._efficiency_line()
+        if efficiency:
+            header.append(f"\n{efficiency}", "dim")
         self.query_one("#run-header", Static).update(header)
+
+    def _efficiency_line(self) -> str | None:
+        """``MFU 41.2% · 407 TFLOPS/device at rank 0's last step · of H100 SXM5 bf16 989
+        TFLOPS (datasheet)``; why there is none, for a run that says its FLOPs per token."""
+        from ezpz_tui.core.words import percent_of
+
+        monitor = self.monitor
+        if monitor is None:
+            return None
+        steps = monitor.steps
+        eff = monitor.efficiency.get(steps.flops_per_token, self.clock())
+        if eff is None:
+            return None
+        tokens = steps.tokens_per_s.get(0)
+        if eff.peak is None:
+            return f"MFU {eff.why_not}"
+        tflops = eff.tflops(tokens)
+        at = "-" if tflops is None else f"{tflops:.3g}"
+        return (
+            f"MFU {percent_of(eff.mfu(tokens))} · {at} TFLOPS/device at rank 0's last step · "
+            f"of {eff.peak.label}"
+        )
 
     def show_failure(self, failure: Failure | None, keymap: Keymap = DEFAULT_KEYMAP) -> None:
         """The failure's cause in one line under the header, with the keys that say why and
