@@ -1,6 +1,11 @@
-"""``ezpz-tui top``: every rank's latest telemetry and recent step time, read once from the run
-directory. UI-free, and cheap at scale: each rank's files are read from their last few KB only
-(the newest sample, the newest records), never whole, so 1,024 ranks cost 2,048 short reads.
+"""``ezpz-tui top``: every rank's latest telemetry, recent step time and arrival lag at the
+collectives, read once from the run directory. UI-free, and cheap at scale: each rank's files
+are read from their last few KB only (the newest sample, the newest records), never whole, plus
+its Flight Recorder file (a few hundred entries), so 1,024 ranks cost 3,072 short reads.
+
+A rank is ``slow`` by its own step time (:mod:`~ezpz_tui.core.watching.stragglers`) or, for any
+script, with no metrics of its own, by arriving last at the collectives
+(:func:`~ezpz_tui.core.watching.collectives.arrival_lags`).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from typing import Any
 
 from ezpz_tui.core.runs.ending import derived_state
 from ezpz_tui.core.runs.unreadable import named, unreadable, unusable_statuses
+from ezpz_tui.core.watching.collectives import arrival_lags, read_flights
 from ezpz_tui.core.watching.stragglers import SLOW_FACTOR, StepTimes
 from ezpz_tui.core.watching.telemetry import human_bytes, percent, read_last, read_tail
 from runtime.record_columns import RecordColumns, parse_columns
@@ -39,6 +45,8 @@ class RankTop:
     sample: Sample | None
     step_time_s: float | None
     slow: bool
+    arrival_lag_s: float | None = None  # after the median rank, at the recent collectives
+    slow_why: str | None = None
 
     def to_json(self, now: float) -> dict[str, Any]:
         row: dict[str, Any] = {"rank": self.rank, "host": self.host, "state": self.state}
@@ -46,7 +54,11 @@ class RankTop:
             row.update(json_fields(self.sample))
             row["sample_age_s"] = round(max(0.0, now - self.sample.time), 3)
         row["step_time_s"] = self.step_time_s
+        lag = self.arrival_lag_s
+        row["arrival_lag_s"] = None if lag is None else round(lag, 6)
         row["slow"] = self.slow
+        if self.slow_why:
+            row["slow_why"] = self.slow_why
         return row
 
 
@@ -94,6 +106,9 @@ def read_top(run_dir: Path, slow_factor: float = SLOW_FACTOR) -> Top:
         notes += [note] if note else []
     steps = StepTimes(slow_factor)
     steps.update(_newest_records(run, notes, not state.live))
+    flights = read_flights(run_dir)
+    notes += flights.notes
+    lags = arrival_lags(flights.dumps, max(statuses, default=-1) + 1 or None)
     ranks = sorted(set(statuses) | set(unusable) | set(samples) | set(steps.ranks))
     rows = []
     for rank in ranks:
@@ -103,6 +118,11 @@ def read_top(run_dir: Path, slow_factor: float = SLOW_FACTOR) -> Top:
         else:
             word = derived_state(rank, status.state, state)
         live = word == RankState.RUNNING
+        why = None
+        if live and rank in steps.slow:
+            why = f"step time over {slow_factor:g}× the median"
+        elif live and rank in lags.slow:
+            why = lags.why(rank)
         rows.append(
             RankTop(
                 rank=rank,
@@ -110,7 +130,9 @@ def read_top(run_dir: Path, slow_factor: float = SLOW_FACTOR) -> Top:
                 state=str(word),
                 sample=samples.get(rank),
                 step_time_s=steps.recent(rank),
-                slow=live and rank in steps.slow,
+                slow=why is not None,
+                arrival_lag_s=lags.lag_s.get(rank),
+                slow_why=why,
             )
         )
     return Top(run_dir.name, rows, steps.median, slow_factor, tuple(notes))
@@ -189,8 +211,14 @@ def _slow_line(top: Top) -> str:
     slow = [row for row in top.rows if row.slow]
     hosts = len({row.host for row in top.rows if row.host})
     head = f"{len(top.rows)} ranks on {hosts} host{'s' * (hosts != 1)}"
+    late = [row for row in slow if row.slow_why and row.slow_why.startswith("arrives")]
+    if late:  # for any script: no step time needed
+        said = "; ".join(f"rank {row.rank} {row.slow_why}" for row in late[:4])
+        more = " …" if len(late) > 4 else ""
+        head = f"{head}; slow at the collectives: {said}{more}"
+        slow = [row for row in slow if row not in late]
     if top.median_step_s is None:
-        return f"{head}; no step times yet"
+        return head if late else f"{head}; no step times yet"
     median = f"median step {top.median_step_s:.3f}s"
     if len(top.rows) < 2:
         return f"{head}; {median}"
