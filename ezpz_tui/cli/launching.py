@@ -95,7 +95,10 @@ def session_for(args: argparse.Namespace) -> Any:
     for warning in warnings:
         print(f"ezpz-tui: warning: {warning}", file=sys.stderr)
     supervisor = Supervisor(
-        settings.kill_on_bad_exit, settings.raised_grace_s, settings.telemetry_s
+        settings.kill_on_bad_exit,
+        settings.raised_grace_s,
+        settings.telemetry_s,
+        settings.flight_recorder,
     )
     return Session(
         detect_allocation(),

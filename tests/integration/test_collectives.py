@@ -151,6 +151,11 @@ def test_rank_skipping_the_sixth_all_reduce_is_named_missing(tmp_path: Path, mpi
         text = cli(["why", run.name], env).stdout
         assert "all_reduce #6 (default group, 4 floats): rank 0 waiting for" in text
         assert "rank 1 never entered it" in text and "last collective all_reduce #5" in text
+        stacks = cli(["stacks", run.name], env)
+        assert stacks.returncode == 0, stacks.stderr
+        line = next(i for i, s in enumerate(SKIPS.splitlines(), 1) if "time.sleep(0.5)" in s)
+        assert f"  rank 1's stack: <module> at job.py:{line}" in stacks.stdout.splitlines()
+        assert "  all_reduce #6 (default group, 4 floats): rank 0 waiting for" in stacks.stdout
 
 
 @pytest.mark.mpi
@@ -183,3 +188,34 @@ def test_rank_arriving_late_is_slow_by_arrival_lag(tmp_path: Path, mpiexec: str)
         assert all(abs(rows[r]["arrival_lag_s"]) < 0.02 for r in (0, 1, 3))
         assert "arrives" in rows[2]["slow_why"] and "all_reduce" in rows[2]["slow_why"]
         assert all(rows[r]["step_time_s"] is None for r in range(4))  # no metrics of their own
+
+
+REPORTS = textwrap.dedent(
+    """
+    import os, threading
+    import torch, torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    dist.all_reduce(torch.ones(4))
+    names = [t.name for t in threading.enumerate()]
+    print("buffer", os.environ.get("TORCH_FR_BUFFER_SIZE"), "thread", "ezpz-flight-recorder" in names)
+    dist.destroy_process_group()
+    """
+)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("on", [True, False])
+def test_config_turns_the_flight_recorder_off(tmp_path: Path, mpiexec: str, on: bool) -> None:
+    outputs, config = tmp_path / "outputs", tmp_path / "config"
+    config.mkdir()
+    (config / "config.toml").write_text(f"[collectives]\nflight_recorder = {str(on).lower()}\n")
+    script = tmp_path / "job.py"
+    script.write_text(REPORTS)
+    env = {**base_env(outputs), "EZPZ_TUI_CONFIG_DIR": str(config)}
+    proc = cli(["launch", "--ppn", "2", "--quiet", "--", PY, str(script)], env)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = run_dirs(outputs)
+    said = RunDir(run).log(1).read_text()
+    assert ("buffer 2000 thread True" if on else "buffer None thread False") in said
+    assert RunDir(run).flight_request(1).exists() is on

@@ -51,6 +51,7 @@ from ezpz_tui.core.launching.tether import Tether, start_tether
 from ezpz_tui.core.runs.ending import cause_in, finalise, first_failure, status_dir_stamp
 from ezpz_tui.core.runs.pids import start_ticks
 from ezpz_tui.core.watching.raised import RaisedWatch
+from runtime import flight
 from runtime.env import RANK_VARS, RUN_DIR_VAR
 from runtime.rundir import (
     HEARTBEAT_S,
@@ -402,10 +403,12 @@ class Supervisor:
         kill_on_bad_exit: bool = True,
         raised_grace_s: float = 10.0,
         telemetry_s: float = DEFAULT_INTERVAL_S,
+        flight_recorder: bool = True,
     ) -> None:
         self.kill_on_bad_exit = kill_on_bad_exit
         self.raised_grace_s = raised_grace_s
         self.telemetry_s = telemetry_s  # the ranks' sampler interval, unless their env says
+        self.flight_recorder = flight_recorder  # ``[collectives]``, unless their env says
         self._handles: list[RunHandle] = []
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
@@ -469,6 +472,7 @@ class Supervisor:
             run.make_folders()  # once, before the ranks start: none of them makes or lists one
             env = _launch_env(launch.env, run.path)
             env.setdefault(INTERVAL_VAR, f"{self.telemetry_s:g}")
+            env.setdefault(flight.ENABLE_VAR, "1" if self.flight_recorder else "0")
             proc = start_session(argv, env, launch.cwd, run.launcher_log)
         except (OSError, ValueError, TypeError) as exc:
             handle._fail_to_start(_start_error(argv, launch.cwd, exc))

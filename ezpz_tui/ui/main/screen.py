@@ -351,7 +351,12 @@ class MainScreen(Screen[None]):
         from ezpz_tui.core.session import Session
 
         alloc, launch = message.alloc, self.settings
-        supervisor = Supervisor(launch.kill_on_bad_exit, launch.raised_grace_s, launch.telemetry_s)
+        supervisor = Supervisor(
+            launch.kill_on_bad_exit,
+            launch.raised_grace_s,
+            launch.telemetry_s,
+            launch.flight_recorder,
+        )
         self.session = Session(alloc, self.start.outputs, supervisor)
         self.failures.failover = Failover(self.session, launch.retries)
         self.session.supervisor.add_listener(
