@@ -39,9 +39,9 @@ FILE_VAR = "EZPZ_FLIGHT_FILE"  # set by the capture wrapper: where this rank's e
 FIFO_VAR = "EZPZ_FLIGHT_FIFO"  # set by the capture wrapper: where a dump is asked for
 BUFFER_VAR = "TORCH_FR_BUFFER_SIZE"
 SHARED_NAME = "_ezpz_flight"
-DEFAULT_BUFFER = 2000
+DEFAULT_BUFFER = 512  # a larger ring only costs each dump more: a few hundred are written
 DEFAULT_INTERVAL_S = 5.0
-KEEP = 256  # newest entries written: enough to span a hang and the lags of the last steps
+KEEP = 128  # newest entries written; the groups' status says how far each got beyond them
 # torch's own names, kept: a reader that knows its analyzer knows these.
 FIELDS = (
     "collective_seq_id",

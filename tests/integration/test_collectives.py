@@ -217,5 +217,5 @@ def test_config_turns_the_flight_recorder_off(tmp_path: Path, mpiexec: str, on: 
     assert proc.returncode == 0, proc.stderr
     (run,) = run_dirs(outputs)
     said = RunDir(run).log(1).read_text()
-    assert ("buffer 2000 thread True" if on else "buffer None thread False") in said
+    assert ("buffer 512 thread True" if on else "buffer None thread False") in said
     assert RunDir(run).flight_request(1).exists() is on

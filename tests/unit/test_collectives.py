@@ -80,6 +80,22 @@ def test_a_wait_shorter_than_two_intervals_is_no_verdict(tmp_path: Path) -> None
     assert verdict(read(tmp_path, records), now=T0 + 6 * STEP + 9, world=WORLD) is None
 
 
+def test_the_recorder_status_stands_for_entries_no_longer_written(tmp_path: Path) -> None:
+    """Rank 3's newest entries are all in another group; its status still says it called the
+    default group's #6, which rank 8 did not."""
+    records = clean_job(steps=6)
+    other = ("1", "pair")
+    records[3]["entries"] = [entry(s, T0 + 1 + s, op="send", group=other) for s in range(1, 9)]
+    records[3]["pg_status"] = {"0": {"last_enqueued_collective": "6"}}
+    records[8]["entries"] = records[8]["entries"][:4]
+    records[8]["pg_status"] = {"0": {"last_enqueued_collective": "5"}}
+    found = verdict(read(tmp_path, records), now=T0 + 60, world=WORLD)
+    assert isinstance(found, Missing)
+    assert (found.collective.seq, found.missing) == (6, (8,))
+    assert 3 in found.waiting
+    assert "  rank 8: last collective #5" in found.lines()
+
+
 def test_a_rank_with_no_file_is_missing_too(tmp_path: Path) -> None:
     records = clean_job(steps=3)
     del records[1023]

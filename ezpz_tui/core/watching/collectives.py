@@ -24,6 +24,7 @@ file: it is named in ``notes``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 from collections import Counter
@@ -52,6 +53,7 @@ class Call:
     rank: int
     seq: int
     group: str  # the process group's name, the same on every member
+    pg_id: int | None  # its index in the process, the key of the recorder's status
     desc: str  # its description: "default_pg", or what the program named it
     op: str  # "all_reduce" (torch's "gloo:all_reduce" without the backend)
     sizes: tuple[tuple[int, ...], ...]
@@ -91,10 +93,19 @@ class Dump:
     interval_s: float
     calls: Mapping[tuple[str, int], Call]
     members: Mapping[str, tuple[int, ...]]  # a group's ranks, where the recorder knows them
+    enqueued: Mapping[int, int] = field(default_factory=dict)  # by pg_id: the newest seq called
 
     def last_in(self, group: str) -> Call | None:
         seqs = [seq for g, seq in self.calls if g == group]
         return self.calls[(group, max(seqs))] if seqs else None
+
+    def newest_seq(self, group: str, pg_id: int | None) -> int | None:
+        """The newest sequence number this rank called in ``group``: its entries', or the
+        recorder's status where the entries written no longer reach that group."""
+        last = self.last_in(group)
+        said = self.enqueued.get(pg_id) if pg_id is not None else None
+        seqs = [s for s in (last.seq if last else None, said) if s is not None and s > 0]
+        return max(seqs, default=None)
 
 
 def _group_words(call: Call) -> str:
@@ -116,6 +127,7 @@ def parse_dump(data: Mapping[str, Any], rank: int) -> Dump:
             rank=rank,
             seq=seq,
             group=str(pg[0]),
+            pg_id=entry.get("pg_id") if isinstance(entry.get("pg_id"), int) else None,
             desc=str(pg[1]) if len(pg) > 1 else "",
             op=op,
             sizes=tuple(tuple(int(n) for n in s) for s in entry.get("input_sizes") or ()),
@@ -133,6 +145,10 @@ def parse_dump(data: Mapping[str, Any], rank: int) -> Dump:
                 ranks = None
         if name and isinstance(ranks, list) and ranks:
             members[str(name)] = tuple(int(r) for r in ranks)
+    enqueued: dict[int, int] = {}
+    for pg_id, status in (data.get("pg_status") or {}).items():
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            enqueued[int(pg_id)] = int(status.get("last_enqueued_collective"))
     interval = data.get("interval_s")
     return Dump(
         rank=rank,
@@ -140,6 +156,7 @@ def parse_dump(data: Mapping[str, Any], rank: int) -> Dump:
         interval_s=float(interval) if isinstance(interval, (int, float)) else DEFAULT_INTERVAL_S,
         calls=calls,
         members=members,
+        enqueued=enqueued,
     )
 
 
@@ -195,6 +212,7 @@ class Missing:
     missing: tuple[int, ...]
     waiting_s: float
     last: Mapping[int, Call | None]  # each missing rank's last collective in the group
+    last_seq: Mapping[int, int | None] = field(default_factory=dict)  # where its entry is gone
     no_record: tuple[int, ...] = ()  # missing ranks with no Flight Recorder file at all
 
     def headline(self) -> str:
@@ -210,10 +228,13 @@ class Missing:
         by_last: dict[str, list[int]] = {}
         for rank in self.missing:
             call = self.last.get(rank)
+            seq = self.last_seq.get(rank)
             if rank in self.no_record:
                 said = "no Flight Recorder file"
+            elif call is not None:
+                said = f"last collective {call.name()}"
             else:
-                said = f"last collective {call.name()}" if call else "no collective in the group"
+                said = f"last collective #{seq}" if seq else "no collective in the group"
             by_last.setdefault(said, []).append(rank)
         out += [f"  {_ranks(ranks)}: {said}" for said, ranks in by_last.items()]
         return out
@@ -232,7 +253,13 @@ class Missing:
             "missing": list(self.missing),
             "waiting_s": round(self.waiting_s, 3),
             "last_collective": {
-                str(r): (None if call is None else {"collective": call.op, "seq": call.seq})
+                str(r): (
+                    {"collective": call.op, "seq": call.seq}
+                    if call is not None
+                    else {"collective": None, "seq": self.last_seq.get(r)}
+                    if self.last_seq.get(r)
+                    else None
+                )
                 for r, call in self.last.items()
             },
             "headline": self.headline(),
@@ -302,14 +329,15 @@ def find_missing(dumps: Mapping[int, Dump], now: float, world: int | None = None
     two of their intervals while the others' files still lack it; None when there is none."""
     found: list[Missing] = []
     for group, members in _groups(dumps, world).items():
-        newest = {r: dumps[r].last_in(group) if r in dumps else None for r in members}
-        entered = [c.seq for c in newest.values() if c is not None]
-        if not entered:
+        pg_id = next(
+            (c.pg_id for d in dumps.values() for (g, _), c in d.calls.items() if g == group), None
+        )
+        newest = {r: dumps[r].newest_seq(group, pg_id) if r in dumps else None for r in members}
+        if not any(newest.values()):
             continue
-        behind = min((c.seq if c else 0) for c in newest.values())
-        seq = behind + 1
-        waiting = tuple(r for r, c in newest.items() if c is not None and c.seq >= seq)
-        missing = tuple(r for r, c in newest.items() if c is None or c.seq < seq)
+        seq = min(n or 0 for n in newest.values()) + 1
+        waiting = tuple(r for r, n in newest.items() if n is not None and n >= seq)
+        missing = tuple(r for r, n in newest.items() if n is None or n < seq)
         if not waiting or not missing:
             continue
         first = dumps[waiting[0]].calls.get((group, seq))
@@ -332,11 +360,16 @@ def find_missing(dumps: Mapping[int, Dump], now: float, world: int | None = None
                 waiting=waiting,
                 missing=missing,
                 waiting_s=waited,
-                last={r: newest[r] for r in missing},
+                last={r: _last_call(dumps.get(r), group, newest[r]) for r in missing},
+                last_seq={r: newest[r] for r in missing},
                 no_record=tuple(r for r in missing if r not in dumps),
             )
         )
     return min(found, key=lambda m: (-m.waiting_s, m.collective.seq), default=None)
+
+
+def _last_call(dump: Dump | None, group: str, seq: int | None) -> Call | None:
+    return None if dump is None or seq is None else dump.calls.get((group, seq))
 
 
 def verdict(flights: Flights, now: float, world: int | None = None) -> Verdict | None:
@@ -396,12 +429,31 @@ def lines_of(found: Verdict | None, notes: Iterable[str] = ()) -> list[str]:
     return ["Collectives (Flight Recorder):", *(f"  {line}" for line in found.lines()), *notes]
 
 
-def run_verdict(run_dir: Path, live: bool, now: float) -> tuple[Verdict | None, list[str]]:
+@dataclass(frozen=True)
+class Reading:
+    """What a run's Flight Recorder files say at one look: the verdict, the lags, bad files."""
+
+    verdict: Verdict | None
+    lags: Lags
+    notes: tuple[str, ...] = ()
+
+    @property
+    def missing(self) -> frozenset[int]:
+        """The ranks that never entered the collective the others wait in."""
+        return frozenset(self.verdict.missing) if isinstance(self.verdict, Missing) else frozenset()
+
+
+def read_collectives(run_dir: Path, live: bool, now: float) -> Reading:
     """What the run's collectives say, and the files that could not be used. A missing rank
     only while the run is live: the files of an ended run stop wherever each rank last wrote,
     so their sequence numbers differ by nothing but timing. A mismatch holds either way."""
     flights = read_flights(run_dir)
     world = max((r for _, r in RunDir(run_dir).statuses()), default=-1) + 1 or None
-    if live:
-        return verdict(flights, now, world), flights.notes
-    return find_mismatch(flights.dumps), flights.notes
+    found = verdict(flights, now, world) if live else find_mismatch(flights.dumps)
+    return Reading(found, arrival_lags(flights.dumps, world), tuple(flights.notes))
+
+
+def run_verdict(run_dir: Path, live: bool, now: float) -> tuple[Verdict | None, list[str]]:
+    """:func:`read_collectives`' verdict and notes, for ``why`` and ``stacks``."""
+    reading = read_collectives(run_dir, live, now)
+    return reading.verdict, list(reading.notes)

@@ -541,7 +541,7 @@ class MainScreen(Screen[None]):
             state = "hung"  # every rank silent: S shows where each one waits
         elif state == "running" and opened:
             monitor, now = opened.monitor, self.clock()
-            slow = sum(monitor.state_of(r, now) == "slow" for r in monitor.steps.slow)
+            slow = sum(monitor.state_of(r, now) == "slow" for r in monitor.slow_ranks)
         self.query_one(SummaryBar).show(
             run=name,
             state=state,
