@@ -4,8 +4,10 @@ a second group, a mismatch, a clean job, and the rank that arrives last."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from ezpz_tui.core.launching.failover import why_report
 from ezpz_tui.core.watching.collectives import (
     Mismatch,
     Missing,
@@ -15,6 +17,7 @@ from ezpz_tui.core.watching.collectives import (
 )
 from runtime.rundir import RunDir
 from tests.fixtures.flights import entry, record, write_flights
+from tests.fixtures.runs import make_run
 
 WORLD = 1024
 T0 = 1_800_000_000.0  # when the job's first collective was called
@@ -176,3 +179,32 @@ def test_bad_files_are_named_and_the_rest_still_read(tmp_path: Path) -> None:
     flights = read_flights(tmp_path)
     assert len(flights.dumps) == WORLD - 1
     assert flights.notes == ["flight/rank-00009.json: not a Flight Recorder record"]
+
+
+def test_why_of_a_failed_run_names_its_mismatch(tmp_path: Path) -> None:
+    """The failure panel's words and ``why``'s: a failed run whose ranks called different sizes
+    at one collective says so under its cause; its missing ranks are not guessed (ended)."""
+    run = make_run(
+        tmp_path,
+        run_id="20261127-100000-000-tp1pp1cp1",
+        state="failed",
+        exit_code=1,
+        sizes={},
+        ranks=4,
+        steps=10,
+        created=T0,
+        failing_rank=1,
+    )
+    records = {r: record(r, [entry(s, T0 + s) for s in (1, 2, 3)], T0 + 5) for r in range(4)}
+    records[1]["entries"][1] = entry(2, T0 + 2, op="broadcast", sizes=[[8]])
+    records[3]["entries"] = records[3]["entries"][:1]  # ended before #2: no verdict of its own
+    write_flights(run, records)
+    text = why_report(run, as_json=False)
+    assert "Collectives (Flight Recorder):" in text.splitlines()
+    assert (
+        "  mismatch at collective #2 (default group): ranks 0,2 all_reduce with 4 floats; "
+        "rank 1 broadcast with 8 floats"
+    ) in text.splitlines()
+    data = json.loads(why_report(run, as_json=True))
+    assert data["failed"] is True and data["collectives"]["kind"] == "mismatch"
+    assert [c["ranks"] for c in data["collectives"]["calls"]] == [[0, 2], [1]]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from ezpz_tui.core.launching.allocation import Allocation
@@ -69,7 +70,7 @@ def why_report(run_dir: Path, as_json: bool) -> str:
     failure = explain(run_dir)
     live = run_state(run_dir).live
     found, notes = run_verdict(run_dir, live, time.time())
-    said = lines_of(found, (f"note: {note}" for note in notes))
+    said = tuple(lines_of(found, (f"note: {note}" for note in notes)))
     collectives = {"collectives": verdict_json(found), "collective_notes": notes}
     if failure is None:
         text = outcome(run_dir)
@@ -78,7 +79,7 @@ def why_report(run_dir: Path, as_json: bool) -> str:
     host = failure.node_fault_host
     listed = None if host is None else is_listed(host, read_bad_hosts(run_dir.parent))
     if not as_json:
-        return "\n".join([format_failure(failure, listed), *said])
+        return format_failure(replace(failure, collectives=said), listed)
     data = {**failure.to_json(), "failed": True, "bad_host_listed": listed, **collectives}
     return json.dumps(data, indent=2)
 
