@@ -14,6 +14,9 @@ and every rank gets a daemon thread that writes the newest entries to its file i
   (``S``, and a run that turned ``hung``) write a byte into it, as they send SIGUSR1 for the
   stacks. A thread, because the main thread may be blocked inside the very collective.
 
+The same FIFO carries a request to profile the next N steps (``p<N>``), which this thread keeps
+in :data:`profile_requests` for the step hook (:mod:`runtime.profiling`).
+
 The thread starts when ``torch.distributed`` is first imported (a script that never imports it
 pays nothing) and never raises: a rank must not fail because of it. Registered once per process
 by whichever comes first, the capture wrapper's ``sitecustomize`` (which loads this file by its
@@ -86,9 +89,10 @@ def interval_s(env: Mapping[str, str]) -> float:
     return value if value > 0 else DEFAULT_INTERVAL_S
 
 
-def ask(fifo: str) -> str | None:
-    """Ask the rank behind ``fifo`` to write its entries now; why not, or None when asked.
-    Never blocks: a FIFO nobody reads (the rank is gone, or its recorder off) refuses at once."""
+def ask(fifo: str, what: bytes = b"d") -> str | None:
+    """Ask the rank behind ``fifo`` to write its entries now (and, with ``b"p5"``, to profile
+    its next 5 steps: :mod:`runtime.profiling`); why not, or None when asked. Never blocks: a
+    FIFO nobody reads (the rank is gone, or its recorder off) refuses at once."""
     try:
         fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
     except FileNotFoundError:
@@ -96,7 +100,7 @@ def ask(fifo: str) -> str | None:
     except OSError as exc:
         return f"its Flight Recorder does not listen: {exc.strerror or exc}"
     try:
-        os.write(fd, b"d")
+        os.write(fd, what + b"\n")
     except BlockingIOError:
         pass  # the pipe is full of earlier requests: the rank will answer those
     except OSError as exc:
@@ -173,7 +177,9 @@ class _Recorder:
         ready, _, _ = select.select([fd], [], [], self.every)
         if ready:
             with contextlib.suppress(OSError):
-                os.read(fd, 4096)
+                for word in os.read(fd, 4096).split():
+                    if word[:1] == b"p" and word[1:].isdigit() and int(word[1:]) > 0:
+                        profile_requests.append(int(word[1:]))
 
     def _run(self) -> None:
         fd = _listen(self.fifo)
@@ -200,6 +206,8 @@ def _rank() -> int | None:
 
 
 _recorder: list[_Recorder] = []
+# Steps to profile, as asked through the FIFO: read by runtime.profiling at a step's end.
+profile_requests: list[int] = []
 
 
 def _arm() -> None:

@@ -50,6 +50,7 @@ SWEEPS = "sweeps"  # in the outputs directory: one record per sweep, naming its 
 RESERVE = ".reserve"  # room kept so a run on a disk that fills can still record its end
 LOGS, STATUS, METRICS, TELEMETRY = "logs", "status", "metrics", "telemetry"
 FLIGHT = "flight"  # each rank's Flight Recorder entries (runtime.flight)
+PROFILES = "profiles"  # on request: each rank's trace of a few steps (runtime.profiling)
 RANK_FOLDERS = (LOGS, STATUS, METRICS, TELEMETRY, FLIGHT)  # made before any rank starts
 
 # How readers find ranks by file name. ezpz writes ``metrics-<rank>.jsonl``, or one
@@ -106,6 +107,7 @@ class RunDir:
     metrics_dir = _InRun(METRICS)
     telemetry_dir = _InRun(TELEMETRY)
     flight_dir = _InRun(FLIGHT)
+    profiles_dir = _InRun(PROFILES)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
@@ -129,6 +131,14 @@ class RunDir:
     def flight_request(self, rank: int) -> Path:
         """The FIFO through which a reader asks the rank to write its entries now."""
         return self.flight_dir / _rank_file(rank, ".fifo")
+
+    def profile_trace(self, rank: int) -> Path:
+        """The rank's ``torch.profiler`` trace of the steps asked for (Chrome trace format)."""
+        return self.profiles_dir / _rank_file(rank, ".json")
+
+    def profile_summary(self, rank: int) -> Path:
+        """What that trace says: compute, communication, idle and the top operators."""
+        return self.profiles_dir / _rank_file(rank, ".summary.json")
 
     def nccl_dump_prefix(self) -> str:
         """Where NCCL's own dump on a watchdog timeout goes; NCCL appends the rank."""

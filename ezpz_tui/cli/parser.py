@@ -111,6 +111,14 @@ COMMANDS_HELP = {
         "that catch it) and print them, ranks with the same stack folded together. Exit 2 when "
         "no rank answered.",
     ),
+    "profile": (
+        "profile every rank's next N steps: compute, communication, idle, top operators",
+        "Ask every rank of RUN on this host that calls the runtime's step hook (History.record "
+        "does) to run torch.profiler for its next --steps N steps (through its Flight Recorder "
+        "FIFO), wait for them, and print each rank's split of that time into compute, "
+        "communication and idle with its top operators. Traces go to RUN/profiles/"
+        "rank-NNNNN.json (open in Perfetto). Exit 2 when no rank answered.",
+    ),
     "top": (
         "every rank's CPU, memory and accelerator figures and step time, slow ranks named",
         "Print a table of RUN's ranks from their telemetry (sampled by each rank's wrapper every "
@@ -259,6 +267,13 @@ def build_parser() -> argparse.ArgumentParser:
         p = _command(sub, name, json=name != "stop")
         p.add_argument("run", help=RUN_HELP)
         _outputs_arg(p)
+    p = _command(sub, "profile", json=True)
+    p.add_argument("run", help=RUN_HELP)
+    p.add_argument("--steps", type=_positive, default=5, help="steps to profile (default: 5)")
+    p.add_argument(
+        "--timeout", type=_seconds, default=120, metavar="S", help="wait at most S seconds"
+    )
+    _outputs_arg(p)
     p = _command(sub, "top", json=True)
     p.add_argument("run", help=RUN_HELP)
     p.add_argument("--watch", type=_seconds, metavar="N", help="print again every N seconds")

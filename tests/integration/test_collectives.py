@@ -197,8 +197,8 @@ REPORTS = textwrap.dedent(
 
     dist.init_process_group("gloo")
     dist.all_reduce(torch.ones(4))
-    names = [t.name for t in threading.enumerate()]
-    print("buffer", os.environ.get("TORCH_FR_BUFFER_SIZE"), "thread", "ezpz-flight-recorder" in names)
+    thread = "ezpz-flight-recorder" in [t.name for t in threading.enumerate()]
+    print("buffer", os.environ.get("TORCH_FR_BUFFER_SIZE"), "thread", thread)
     dist.destroy_process_group()
     """
 )
@@ -219,3 +219,45 @@ def test_config_turns_the_flight_recorder_off(tmp_path: Path, mpiexec: str, on: 
     said = RunDir(run).log(1).read_text()
     assert ("buffer 512 thread True" if on else "buffer None thread False") in said
     assert RunDir(run).flight_request(1).exists() is on
+
+
+# Every rank records each step with History (the step hook); rank 1 does twice the matmuls.
+STEPS = textwrap.dedent(
+    """
+    import os, sys, time
+    import torch, torch.distributed as dist
+    from runtime import History
+
+    dist.init_process_group("gloo")
+    rank, history = dist.get_rank(), History()
+    w = torch.randn(192, 192)
+    for step in range(100000):
+        for _ in range(2 if rank == 1 else 1):
+            x = w @ w
+        dist.all_reduce(x)
+        history.record(step, {"loss": float(x[0, 0])})
+        if step == 3:
+            open(os.path.join(sys.argv[1], f"stepping-{rank}"), "w").close()
+    """
+)
+
+
+@pytest.mark.mpi
+def test_profile_splits_each_ranks_steps(tmp_path: Path, mpiexec: str) -> None:
+    with launched(tmp_path, STEPS, 2) as (run, marks, env):
+        wait_for(lambda: all((marks / f"stepping-{r}").exists() for r in range(2)))
+        proc = cli(["profile", run.name, "--steps", "3", "--json"], env)
+        assert proc.returncode == 0, proc.stderr
+        data = json.loads(proc.stdout)
+        assert data["skipped"] == [] and sorted(data["ranks"]) == ["0", "1"]
+        for rank in (0, 1):
+            summary = data["ranks"][str(rank)]
+            assert summary["steps"] == 3 and summary["wall_s"] > 0
+            assert summary["compute_s"] > 0 and summary["communication_s"] > 0
+            names = [t["name"] for t in summary["top"]]
+            assert "aten::mm" in names, names
+            trace = json.loads(RunDir(run).profile_trace(rank).read_text())
+            assert trace["traceEvents"], "an empty trace"
+        text = cli(["profile", run.name, "--steps", "2"], env).stdout
+        assert text.startswith("rank 0: 2 steps in ")
+        assert "traces: " in text and "Perfetto" in text

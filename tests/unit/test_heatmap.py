@@ -133,7 +133,7 @@ def test_no_data_and_not_a_number() -> None:
 
 def test_figures_cycle_and_format() -> None:
     keys = ("step_time", "tokens_per_s", "util_pct", "mem_pct", "cpu_pct", "arrival_lag")
-    assert FIGURE_KEYS == keys
+    assert keys == FIGURE_KEYS
     assert next_figure("step_time") == "tokens_per_s"
     assert next_figure("cpu_pct") == "arrival_lag"
     assert next_figure("arrival_lag") == "step_time"
