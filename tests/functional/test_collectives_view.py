@@ -1,8 +1,8 @@
 """The opened run's collectives in the TUI: the rank that never entered the collective the others
 wait in is marked ``?`` in the rank list and named in a notification; the rank that arrives last
-is ``slow`` and colours the heatmap's arrival-lag figure.
+is ``slow`` and colours the heatmap's arrival-lag figure; ``P`` profiles every rank's next steps.
 
-The runs are real: plain gloo scripts under ``ezpz-tui launch`` (the real mpiexec, capture
+The runs are real: gloo scripts under ``ezpz-tui launch`` (the real mpiexec, capture
 wrapper and Flight Recorder), attached read-only as a user who comes back to a job.
 """
 
@@ -14,14 +14,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from textual.widgets import Static
 
 from ezpz_tui.core.checking.check import Check
 from ezpz_tui.core.watching.rank_rows import heat_values
 from ezpz_tui.ui.app import EzpzApp
+from ezpz_tui.ui.screens.stacks import StacksScreen
 from ezpz_tui.ui.widgets.ranks import RankList
+from runtime.rundir import RunDir
 from tests.fixtures.cli import PY, REPO, base_env, kill_leftovers, run_dirs
-from tests.integration.test_collectives import LATE, SKIPS
-from tests.pilots import LOCAL, until
+from tests.integration.test_collectives import LATE, SKIPS, STEPS
+from tests.pilots import LOCAL, text_of, until
 
 
 @pytest.fixture
@@ -96,3 +99,20 @@ async def test_late_rank_is_slow_and_on_the_heatmap(launch_script, mpiexec: str)
         _, values = heat_values(monitor)
         lags = values["arrival_lag"]
         assert lags[2] > 0.02 and all(abs(lags[r]) < 0.02 for r in (0, 1, 3))
+
+
+@pytest.mark.mpi
+async def test_p_profiles_every_ranks_next_steps(launch_script, mpiexec: str) -> None:
+    run = launch_script(STEPS, 2)
+    app = app_on(run)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: app.main.opened is not None, "the run opened", 30)
+        await pilot.press("P")
+        shown = lambda: isinstance(app.screen, StacksScreen) and bool(app.screen.query("#stacks"))  # noqa: E731
+        await until(pilot, shown, "the profile", 120)
+        lines = text_of(app.screen.query_one("#stacks", Static)).splitlines()
+        for rank in (0, 1):
+            line = next(x for x in lines if x.startswith(f"rank {rank}: 5 steps in "))
+            assert "compute " in line and "communication " in line and "aten::mm" in line
+            assert RunDir(run).profile_trace(rank).stat().st_size > 0
+        assert any(x.startswith("traces: ") for x in lines)

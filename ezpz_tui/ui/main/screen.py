@@ -595,6 +595,9 @@ class MainScreen(Screen[None]):
     def action_show_stacks(self) -> None:
         self.run_tools.show_stacks()
 
+    def action_profile_steps(self) -> None:
+        self.run_tools.profile_steps()
+
     def action_copy_trackers(self) -> None:
         self.run_tools.copy_trackers()
 
