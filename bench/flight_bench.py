@@ -78,7 +78,8 @@ def dump():
     flight._write(path, json.dumps(flight._dump()))
 cost = timed(dump, 50)
 print(f"one all_reduce of 1000 floats (1 rank): {base * 1e6:.0f} us")
-print(f"one dump ({flight.DEFAULT_BUFFER}-entry ring, {flight.KEEP} written, {os.path.getsize(path)} bytes): "
+ring, size = flight.DEFAULT_BUFFER, os.path.getsize(path)
+print(f"one dump ({ring}-entry ring, {flight.KEEP} written, {size} bytes): "
       f"{cost * 1e3:.2f} ms = {cost / base:.0f}x the all_reduce")
 print(f"at the default 5 s interval: {cost / 5 * 100:.3f}% of one core")
 dist.destroy_process_group()

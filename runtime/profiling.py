@@ -42,7 +42,7 @@ def step() -> None:
     if not _state:
         recorder = sys.modules.get(SHARED_NAME)
         asked = getattr(recorder, "profile_requests", None)
-        if asked:
+        if asked and "torch" in sys.modules:  # a script without torch has nothing to profile
             steps = asked[-1]
             asked.clear()
             with contextlib.suppress(Exception):  # a rank must never fail because of this

@@ -98,7 +98,10 @@ COMMANDS_HELP = {
         "host, its exit code or signal and what that usually means, its traceback or last "
         "lines, what the launcher said, which ranks were killed as a consequence, and what to "
         "do, and whether the host a node fault names is in the outputs directory's "
-        "bad_hosts.txt (recorded once, when the run ended). It writes nothing.",
+        "bad_hosts.txt (recorded once, when the run ended). With the ranks' Flight Recorder "
+        "files (flight/), also the collective a live run's ranks wait in and the ranks that "
+        "never entered it, or ranks that called different ops, sizes or dtypes at one "
+        "collective. It writes nothing.",
     ),
     "stop": (
         "stop a run another ezpz-tui on this node supervises (left running, or launched elsewhere)",
@@ -108,8 +111,9 @@ COMMANDS_HELP = {
     "stacks": (
         "show where every rank of a running job is (Python stacks, grouped)",
         "Ask every rank of RUN on this host to dump its Python stacks (SIGUSR1, only to ranks "
-        "that catch it) and print them, ranks with the same stack folded together. Exit 2 when "
-        "no rank answered.",
+        "that catch it) and print them, ranks with the same stack folded together, then what "
+        "the ranks' Flight Recorder says (the collective a rank never entered, with that "
+        "rank's stack). Exit 2 when no rank answered.",
     ),
     "profile": (
         "profile every rank's next N steps: compute, communication, idle, top operators",
@@ -123,8 +127,9 @@ COMMANDS_HELP = {
         "every rank's CPU, memory and accelerator figures and step time, slow ranks named",
         "Print a table of RUN's ranks from their telemetry (sampled by each rank's wrapper every "
         "[telemetry] interval) and metric files: CPU % and RSS of the rank's processes, its "
-        "accelerator's utilisation, memory, power and temperature, its recent step time; a "
-        "running rank slower than [monitor] slow_factor times the median is marked slow. "
+        "accelerator's utilisation, memory, power and temperature, its recent step time and its "
+        "arrival lag at the collectives (Flight Recorder); a running rank slower than [monitor] "
+        "slow_factor times the median, or last to arrive at most collectives, is marked slow. "
         "--watch N prints it again every N seconds (JSON Lines with --json).",
     ),
     "sweep": (

@@ -188,6 +188,10 @@ def test_rank_arriving_late_is_slow_by_arrival_lag(tmp_path: Path, mpiexec: str)
         assert all(abs(rows[r]["arrival_lag_s"]) < 0.02 for r in (0, 1, 3))
         assert "arrives" in rows[2]["slow_why"] and "all_reduce" in rows[2]["slow_why"]
         assert all(rows[r]["step_time_s"] is None for r in range(4))  # no metrics of their own
+        text = cli(["top", run.name], env).stdout.splitlines()
+        assert text[0].split()[-2:] == ["LAG", "AGE"]
+        assert "slow at the collectives: rank 2 arrives " in text[5]
+        assert "ms after the median at all_reduce" in text[5]
 
 
 REPORTS = textwrap.dedent(

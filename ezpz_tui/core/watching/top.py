@@ -176,6 +176,7 @@ HEAD = (
     ("POWER", ">6"),
     ("TEMP", ">5"),
     ("STEP", ">8"),
+    ("LAG", ">7"),
     ("AGE", ">5"),
 )
 
@@ -198,6 +199,7 @@ def format_top(top: Top, now: float | None = None) -> list[str]:
             "-" if s is None or s.power_w is None else f"{s.power_w:.0f}W",
             "-" if s is None or s.temp_c is None else f"{s.temp_c:.0f}C",
             "-" if row.step_time_s is None else f"{row.step_time_s:.3f}s",
+            "-" if row.arrival_lag_s is None else f"{row.arrival_lag_s * 1000:+.0f}ms",
             "-" if s is None else f"{max(0.0, now - s.time):.0f}s",
         )
         lines.append(
