@@ -217,7 +217,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if not report.skipped:
         return fail(f"no profile from {run_dir.name}: no rank status files in {run_dir}")
     rank, why = min(report.skipped.items())
-    return fail(f"no profile from {run_dir.name}: rank {rank}: {why}")
+    return fail(f"no profile from {run_dir.name}: rank {rank}: {why.removeprefix('no profile: ')}")
 
 
 def cmd_stop(args: argparse.Namespace) -> int:

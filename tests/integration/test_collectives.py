@@ -192,6 +192,11 @@ def test_rank_arriving_late_is_slow_by_arrival_lag(tmp_path: Path, mpiexec: str)
         assert text[0].split()[-2:] == ["LAG", "AGE"]
         assert "slow at the collectives: rank 2 arrives " in text[5]
         assert "ms after the median at all_reduce" in text[5]
+        plain = cli(["profile", run.name, "--steps", "2", "--timeout", "3"], env)
+        assert plain.returncode == 2 and plain.stdout.startswith("ranks 0-3: no profile")
+        said = plain.stderr
+        assert said.startswith(f"ezpz-tui: no profile from {run.name}: rank 0: it calls no step")
+        assert "adds `runtime.profiling.step()` at the end of each step" in said
 
 
 REPORTS = textwrap.dedent(

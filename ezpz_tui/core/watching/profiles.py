@@ -2,13 +2,15 @@
 (:mod:`runtime.profiling`, through each rank's Flight Recorder FIFO) and read back what each
 wrote: the split of its step time into compute, communication and idle, and its top operators.
 
-Only ranks that call the runtime's step hook (``History.record`` does) can answer; the others
-are named with what to add. UI-free: ``ezpz-tui profile`` and ``P`` in the TUI use the same calls.
+Only ranks on this host (a FIFO is a pipe on its own host) that call the runtime's step hook
+(``History.record`` does) can answer; the others are named with why, or what to add. UI-free:
+``ezpz-tui profile`` and ``P`` in the TUI use the same calls.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -17,7 +19,7 @@ from typing import Any
 
 from ezpz_tui.core.words import rank_ranges
 from runtime import flight
-from runtime.rundir import RunDir, read_statuses
+from runtime.rundir import RANK_ENDED, RunDir, read_statuses
 
 WAIT_S = 120.0  # for N steps to pass and the traces to be written
 _POLL_S = 0.2
@@ -54,8 +56,14 @@ def request_profile(run_dir: Path, steps: int, wait_s: float = WAIT_S) -> Profil
     asked_at = time.time() - 1.0  # a file system's times may be coarser than ours
     report = ProfileReport(run_dir, steps)
     pending: list[int] = []
+    here = socket.gethostname()
     for status in read_statuses(run_dir):
-        why = flight.ask(str(run.flight_request(status.rank)), f"p{steps}".encode())
+        if status.state in RANK_ENDED:
+            why: str | None = f"ended ({status.state})"
+        elif status.host and status.host != here:  # its FIFO is a pipe on that host only
+            why = f"on host {status.host}, not this one ({here}): run profile there"
+        else:
+            why = flight.ask(str(run.flight_request(status.rank)), f"p{steps}".encode())
         if why is None:
             pending.append(status.rank)
         else:
