@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -38,16 +39,26 @@ def _median_dt(run_dir: Path, skip: int) -> float:
     return statistics.median(dts)
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def demo(root: Path, rounds: int, steps: int) -> None:
     times: dict[str, list[float]] = {"0": [], "1": []}
     for i in range(rounds):
         for on in ("0", "1"):
             run_dir = root / f"demo-{i}-{on}"
             env = with_repo_path({**os.environ, "EZPZ_FLIGHT_RECORDER": on})
-            env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29610 + 2 * i + int(on)))
+            env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
             argv = [mpiexec(), "-n", "2", PY, "-m", "runtime.capture", "--run-dir", str(run_dir)]
             argv += ["--", PY, "-m", "runtime.examples.train", "--steps", str(steps)]
-            subprocess.run(argv, env=env, cwd=REPO, check=True, capture_output=True)
+            done = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True)
+            if done.returncode != 0:
+                logs = sorted((run_dir / "logs").glob("rank-*.log"))
+                said = "\n".join(p.read_text()[-1500:] for p in logs)
+                raise SystemExit(f"the demo failed ({done.returncode}):\n{said}")
             if on == "1":
                 assert (run_dir / "flight" / "rank-00000.json").exists(), "no flight file"
             times[on].append(_median_dt(run_dir, 20))
