@@ -12,7 +12,9 @@ and every rank gets a daemon thread that writes the newest entries to its file i
   the collective a hung job waits in is on disk within one interval;
 * at once when asked through the rank's FIFO beside that file: ``ezpz-tui stacks`` and the TUI
   (``S``, and a run that turned ``hung``) write a byte into it, as they send SIGUSR1 for the
-  stacks. A thread, because the main thread may be blocked inside the very collective.
+  stacks. A thread, because the main thread may be blocked inside the very collective;
+* once more at the interpreter's exit, so a run shorter than an interval, or a rank that
+  raised, leaves its entries too.
 
 The same FIFO carries a request to profile the next N steps (``p<N>``), which this thread keeps
 in :data:`profile_requests` for the step hook (:mod:`runtime.profiling`).
@@ -25,6 +27,7 @@ path under :data:`SHARED_NAME`, so it needs only the standard library) or ``runt
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -166,6 +169,8 @@ class _Recorder:
     def __init__(self, dump: str, fifo: str, every: float) -> None:
         self.dump, self.fifo, self.every = dump, fifo, every
         self.pid = os.getpid()
+        self.last: dict[str, Any] | None = None
+        self.lock = threading.Lock()  # the thread's writes and the one at exit
         thread = threading.Thread(target=self._run, name="ezpz-flight-recorder", daemon=True)
         thread.start()
 
@@ -183,19 +188,23 @@ class _Recorder:
 
     def _run(self) -> None:
         fd = _listen(self.fifo)
-        last: dict[str, Any] | None = None
         while True:
+            self._wait(fd)
+            self.write()
+
+    def write(self) -> None:
+        """Write the entries if they changed since the last write; never raises."""
+        with self.lock:
             try:
-                self._wait(fd)
                 found = _dump()
-                if found is None or found == last:
-                    continue
-                last = found
+                if found is None or found == self.last:
+                    return
+                self.last = found
                 record = {"rank": _rank(), "pid": self.pid, "time": time.time(), **found}
                 record["interval_s"] = self.every
                 _write(self.dump, json.dumps(record, separators=(",", ":")))
             except Exception:  # a rank must never fail because of this; try again next time
-                continue
+                return
 
 
 def _rank() -> int | None:
@@ -216,6 +225,13 @@ def _arm() -> None:
     if not _recorder and dump and fifo:
         with contextlib.suppress(Exception):
             _recorder.append(_Recorder(dump, fifo, interval_s(os.environ)))
+
+
+def at_exit() -> None:
+    """The last entries, at the interpreter's exit: a run shorter than one interval, or a rank
+    that raised, still leaves them (before the exit hook destroys a group left alive)."""
+    if _recorder and _recorder[0].pid == os.getpid():
+        _recorder[0].write()
 
 
 class _WhenImported:
@@ -241,6 +257,7 @@ def register() -> bool:
     if me is None or sys.modules.setdefault(SHARED_NAME, me) is not me:
         return False
     _registered.append(True)
+    atexit.register(at_exit)  # after the exit hook's: so it runs first
     if _DIST in sys.modules:
         _arm()
     else:

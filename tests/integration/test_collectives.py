@@ -208,7 +208,6 @@ REPORTS = textwrap.dedent(
     dist.all_reduce(torch.ones(4))
     thread = "ezpz-flight-recorder" in [t.name for t in threading.enumerate()]
     print("buffer", os.environ.get("TORCH_FR_BUFFER_SIZE"), "thread", thread)
-    dist.destroy_process_group()
     """
 )
 
@@ -228,6 +227,12 @@ def test_config_turns_the_flight_recorder_off(tmp_path: Path, mpiexec: str, on: 
     said = RunDir(run).log(1).read_text()
     assert ("buffer 512 thread True" if on else "buffer None thread False") in said
     assert RunDir(run).flight_request(1).exists() is on
+    if on:  # shorter than an interval: written at the exit, before the group was destroyed
+        data = json.loads(RunDir(run).flight(1).read_text())
+        assert [e["collective_seq_id"] for e in data["entries"]] == [1]
+        assert (data["rank"], data["interval_s"]) == (1, 5.0)
+    else:
+        assert not RunDir(run).flight(1).exists()
 
 
 # Every rank records each step with History (the step hook); rank 1 does twice the matmuls.
