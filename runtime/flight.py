@@ -235,12 +235,18 @@ def at_exit() -> None:
 
 
 class _WhenImported:
-    """Starts the recorder when ``torch.distributed`` is first imported; finds nothing."""
+    """Starts the recorder when ``torch.distributed`` is first imported; finds nothing.
+
+    It stays on ``sys.meta_path``: taking itself off while the import system walks that list
+    would make the walk skip the finder after it, the exit hook's, whose destroyer would then
+    never start (the group left alive at exit aborts the rank; docs/pitfalls.md)."""
+
+    def __init__(self) -> None:
+        self.fired = False
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> None:
-        if name == _DIST:
-            if self in sys.meta_path:
-                sys.meta_path.remove(self)
+        if name == _DIST and not self.fired:
+            self.fired = True
             _arm()
         return None
 
