@@ -4,7 +4,9 @@ the analysis of a 1,024-rank run's files.
 - demo: ``runtime.examples.train`` on 2 gloo ranks under the real mpiexec and capture wrapper,
   ``EZPZ_FLIGHT_RECORDER=1`` and ``=0`` alternated (off, on, off, on, ...); each run's step time
   is the median ``dt`` its ranks recorded after the first 20 steps. The ratio on/off is the cost
-  (the recorder's ring in torch plus the rank's thread writing its file every interval).
+  (the recorder's ring in torch plus the rank's thread writing its file every interval). On a
+  loaded machine wall time swings by half between runs: the CPU time of each whole run (every
+  process of both ranks, from ``getrusage``) is given too, which others' load moves far less.
 - dump: one rank's ``runtime.flight`` dump (torch's ``_dump_fr_trace_json`` of a full ring (512
   entries), cut to the newest 128 entries and written) in a 1-rank gloo group, against one
   ``all_reduce`` of the demo's size as the baseline.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -47,6 +50,7 @@ def _free_port() -> int:
 
 def demo(root: Path, rounds: int, steps: int) -> None:
     times: dict[str, list[float]] = {"0": [], "1": []}
+    cpu: dict[str, list[float]] = {"0": [], "1": []}  # the whole run's, every rank's processes
     for i in range(rounds):
         for on in ("0", "1"):
             run_dir = root / f"demo-{i}-{on}"
@@ -54,7 +58,10 @@ def demo(root: Path, rounds: int, steps: int) -> None:
             env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
             argv = [mpiexec(), "-n", "2", PY, "-m", "runtime.capture", "--run-dir", str(run_dir)]
             argv += ["--", PY, "-m", "runtime.examples.train", "--steps", str(steps)]
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             done = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            used = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
             if done.returncode != 0:
                 logs = sorted((run_dir / "logs").glob("rank-*.log"))
                 said = "\n".join(p.read_text()[-1500:] for p in logs)
@@ -62,11 +69,16 @@ def demo(root: Path, rounds: int, steps: int) -> None:
             if on == "1":
                 assert (run_dir / "flight" / "rank-00000.json").exists(), "no flight file"
             times[on].append(_median_dt(run_dir, 20))
+            cpu[on].append(used)
     off, on = statistics.median(times["0"]), statistics.median(times["1"])
     print(f"demo step time, median of {rounds} runs of {steps} steps on 2 ranks:")
     print(f"  recorder off {off * 1e3:.2f} ms, on {on * 1e3:.2f} ms: on/off {on / off:.3f}")
     print(f"  each run: off {[round(t * 1e3, 2) for t in times['0']]} ms")
     print(f"            on  {[round(t * 1e3, 2) for t in times['1']]} ms")
+    off, on = statistics.median(cpu["0"]), statistics.median(cpu["1"])
+    print(f"  CPU time of the whole run (both ranks, start-up included): off {off:.2f} s, ")
+    print(f"  on {on:.2f} s: on/off {on / off:.3f}; each off {[round(c, 2) for c in cpu['0']]}")
+    print(f"  on {[round(c, 2) for c in cpu['1']]}")
 
 
 DUMP_CODE = """
