@@ -76,9 +76,10 @@ def demo(root: Path, rounds: int, steps: int) -> None:
     print(f"  each run: off {[round(t * 1e3, 2) for t in times['0']]} ms")
     print(f"            on  {[round(t * 1e3, 2) for t in times['1']]} ms")
     off, on = statistics.median(cpu["0"]), statistics.median(cpu["1"])
-    print(f"  CPU time of the whole run (both ranks, start-up included): off {off:.2f} s, ")
-    print(f"  on {on:.2f} s: on/off {on / off:.3f}; each off {[round(c, 2) for c in cpu['0']]}")
-    print(f"  on {[round(c, 2) for c in cpu['1']]}")
+    print("  CPU time of each whole run (both ranks, start-up included):")
+    print(f"  recorder off {off:.2f} s, on {on:.2f} s: on/off {on / off:.3f}")
+    print(f"  each run: off {[round(c, 2) for c in cpu['0']]} s")
+    print(f"            on  {[round(c, 2) for c in cpu['1']]} s")
 
 
 DUMP_CODE = """
