@@ -21,6 +21,9 @@ variable EZPZ_TUI_CONFIG_DIR points elsewhere, which tests and site-wide setups 
     stats_per_second = 200    # filesystem calls a second the followers may make on a live run
     slowest = 60              # seconds: every file of a live run is looked at least this often
 
+    [collectives]
+    flight_recorder = true    # torch's Flight Recorder in every rank, its entries in flight/
+
     [launch]
     kill_on_bad_exit = true   # a rank's failure stops the rest of the job (fail fast)
     raised_grace_s = 10       # how long a rank that raised may linger before the job is stopped
@@ -104,6 +107,11 @@ class Config:
     telemetry_s: float = DEFAULT_INTERVAL_S
     """`[telemetry] interval`: seconds between the samples every rank's capture wrapper writes
     to ``telemetry/``; 0 turns the sampler off."""
+    flight_recorder: bool = True
+    """`[collectives] flight_recorder`: keep torch's Flight Recorder on in every rank the
+    product launches and write its newest entries to the run's ``flight/``, which name the rank
+    missing from a hung collective and the rank everyone waits for; false sets
+    ``EZPZ_FLIGHT_RECORDER=0`` in the ranks' environment."""
     kill_on_bad_exit: bool = True
     """`[launch] kill_on_bad_exit`: when a rank ends with a non-zero exit or a signal, stop the
     rest of the job within seconds (as `srun --kill-on-bad-exit` and torchrun do), so healthy
@@ -141,6 +149,7 @@ SCHEMA: Mapping[str, frozenset[str] | None] = {
     "keys": None,  # any action name: the keymap checks them (`keymap.apply_overrides`)
     "monitor": frozenset({"stall_after", "slow_factor"}),
     "telemetry": frozenset({"interval"}),
+    "collectives": frozenset({"flight_recorder"}),
     "launch": frozenset({"kill_on_bad_exit", "raised_grace_s", "retries"}),
     "follow": frozenset({"stats_per_second", "slowest"}),
     "checkpoint": frozenset({"before_walltime"}),
@@ -255,13 +264,15 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
     )
     problems += more
     peak, dtype, more = _efficiency_settings(data.get("efficiency", {}), path)
-    problems += more + unknown_names(data, path)
+    flight, wrong = _flight_recorder(data.get("collectives", {}), path)
+    problems += more + wrong + unknown_names(data, path)
     settings = Config(
         theme=theme,
         keys=keys,
         stall_after=float(stall),
         slow_factor=slow,
         telemetry_s=telemetry,
+        flight_recorder=flight,
         kill_on_bad_exit=kill,
         raised_grace_s=grace,
         retries=retries,
@@ -314,6 +325,16 @@ def _number_in(
             f"{default:g}."
         ]
     return float(value), []
+
+
+def _flight_recorder(table: object, path: Path) -> tuple[bool, list[str]]:
+    """`[collectives] flight_recorder`, true where missing or wrong."""
+    if not isinstance(table, dict):
+        return True, [f"{path}: [collectives] should be a table; ignored."]
+    value = table.get("flight_recorder", True)
+    if isinstance(value, bool):
+        return value, []
+    return True, [f"{path}: [collectives] flight_recorder should be true or false; using true."]
 
 
 def _launch_settings(launch: object, path: Path) -> tuple[bool, float, int, list[str]]:

@@ -14,7 +14,9 @@ the rank starts and abandons are re-parented to it, and once the rank's own proc
 ends them (SIGTERM, then SIGKILL) and names them in the rank's status and log. Plain scripts can
 dump their stacks on SIGUSR1 (:mod:`runtime.stackdump`), so a hung job can be looked into, and
 have a process group they leave alive destroyed at exit (:mod:`runtime.exit_hook`), so a script
-that finished does not abort in the interpreter's teardown.
+that finished does not abort in the interpreter's teardown, and keep torch's Flight Recorder on
+with its newest entries in ``flight/`` (:mod:`runtime.flight`), so a hang is named at the
+collective.
 While the rank runs, a thread samples its process tree and accelerator into the rank's
 telemetry file (:mod:`runtime.telemetry.sampler`).
 """
@@ -34,7 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO
 
-from runtime import exit_hook, reaper, stackdump
+from runtime import exit_hook, flight, reaper, stackdump
 from runtime.env import RANK_SOURCE_VAR, RUN_DIR_VAR, RankInfo, rank_info_or_single, torchrun_env
 from runtime.rundir import RankState, RankStatus, RunDir, write_status
 from runtime.telemetry.sampler import start_sampler
@@ -68,7 +70,11 @@ def child_env(run_dir: Path, info: RankInfo) -> dict[str, str]:
         for name, value in torchrun_env(info).items():
             env.setdefault(name, value)
         env.setdefault(RANK_SOURCE_VAR, info.source)
-    env[exit_hook.MARK_VAR] = str(RunDir(run_dir).destroyed_mark(info.rank))
+    run = RunDir(run_dir)
+    env[exit_hook.MARK_VAR] = str(run.destroyed_mark(info.rank))
+    flight.add_env(
+        env, str(run.flight(info.rank)), str(run.flight_request(info.rank)), run.nccl_dump_prefix()
+    )
     stackdump.add_site(env)
     return env
 

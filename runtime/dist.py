@@ -189,14 +189,16 @@ def setup(
 
     Also makes the rank dump its stacks on SIGUSR1 (:mod:`runtime.stackdump`), so a job that
     hangs in a collective can be asked where each rank waits (``ezpz-tui stacks RUN``), and
-    destroy the process group at exit if the script leaves it alive (:mod:`runtime.exit_hook`).
+    destroy the process group at exit if the script leaves it alive (:mod:`runtime.exit_hook`),
+    and write its Flight Recorder's entries into the run directory (:mod:`runtime.flight`).
     """
     import torch
 
-    from runtime import exit_hook, stackdump
+    from runtime import exit_hook, flight, stackdump
 
     stackdump.register()
     exit_hook.register()
+    flight.register()
 
     env = dict(os.environ)
     info, comm = _discover(env)

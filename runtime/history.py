@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from runtime import records
+from runtime import profiling, records
 from runtime.efficiency.flops import FLOPS_PER_TOKEN, HARDWARE_FLOPS_PER_TOKEN
 from runtime.env import RUN_DIR_VAR, rank_info_or_single
 from runtime.rundir import RunDir, metric_files
@@ -189,6 +189,7 @@ class History:
             full = self._size >= BUFFER_BYTES
         if full:
             self.flush()
+        profiling.step()  # a profile asked for starts or ends at a step's end
 
     def flush(self) -> None:
         """Write the buffered records now, fold them into the statistics and hand the trackers

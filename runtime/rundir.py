@@ -49,7 +49,9 @@ HOSTFILE, BAD_HOSTS = "hostfile", "bad_hosts.txt"  # the second in outputs/, for
 SWEEPS = "sweeps"  # in the outputs directory: one record per sweep, naming its runs
 RESERVE = ".reserve"  # room kept so a run on a disk that fills can still record its end
 LOGS, STATUS, METRICS, TELEMETRY = "logs", "status", "metrics", "telemetry"
-RANK_FOLDERS = (LOGS, STATUS, METRICS, TELEMETRY)  # made before any rank starts
+FLIGHT = "flight"  # each rank's Flight Recorder entries (runtime.flight)
+PROFILES = "profiles"  # on request: each rank's trace of a few steps (runtime.profiling)
+RANK_FOLDERS = (LOGS, STATUS, METRICS, TELEMETRY, FLIGHT)  # made before any rank starts
 
 # How readers find ranks by file name. ezpz writes ``metrics-<rank>.jsonl``, or one
 # ``metrics.jsonl`` whose records name their rank, in the run directory or below it; its
@@ -104,6 +106,8 @@ class RunDir:
     status_dir = _InRun(STATUS)
     metrics_dir = _InRun(METRICS)
     telemetry_dir = _InRun(TELEMETRY)
+    flight_dir = _InRun(FLIGHT)
+    profiles_dir = _InRun(PROFILES)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
@@ -119,6 +123,26 @@ class RunDir:
 
     def telemetry(self, rank: int) -> Path:
         return self.telemetry_dir / _rank_file(rank, ".jsonl")
+
+    def flight(self, rank: int) -> Path:
+        """The rank's newest Flight Recorder entries, rewritten whole (``runtime.flight``)."""
+        return self.flight_dir / _rank_file(rank, ".json")
+
+    def flight_request(self, rank: int) -> Path:
+        """The FIFO through which a reader asks the rank to write its entries now."""
+        return self.flight_dir / _rank_file(rank, ".fifo")
+
+    def profile_trace(self, rank: int) -> Path:
+        """The rank's ``torch.profiler`` trace of the steps asked for (Chrome trace format)."""
+        return self.profiles_dir / _rank_file(rank, ".json")
+
+    def profile_summary(self, rank: int) -> Path:
+        """What that trace says: compute, communication, idle and the top operators."""
+        return self.profiles_dir / _rank_file(rank, ".summary.json")
+
+    def nccl_dump_prefix(self) -> str:
+        """Where NCCL's own dump on a watchdog timeout goes; NCCL appends the rank."""
+        return str(self.flight_dir / "nccl-rank-")
 
     def destroyed_mark(self, rank: int) -> Path:
         """Made by the rank's exit hook when it destroyed the process group (``runtime.exit_hook``);
@@ -140,6 +164,10 @@ class RunDir:
     def telemetries(self) -> list[tuple[Path, int]]:
         """Every rank telemetry file with its rank, by rank."""
         return _numbered(self.telemetry_dir, JSONL_FILE)
+
+    def flights(self) -> list[tuple[Path, int]]:
+        """Every rank's Flight Recorder file with its rank, by rank."""
+        return _numbered(self.flight_dir, STATUS_FILE)
 
     def looks_like_run(self) -> bool:
         """Whether anything here was written by a run (ours or ezpz's); never raises."""

@@ -15,7 +15,8 @@ action is still the default (terminate), and a handler the program installs late
 theirs. Python's default for SIGUSR1 is to terminate, so whoever sends it must first check
 that the process catches it (``SigCgt`` in ``/proc/PID/status``). ``EZPZ_STACKS=0`` in the
 launch's environment keeps the handler out; the same ``sitecustomize`` also registers the exit
-hook (:mod:`runtime.exit_hook`), so it stays on ``PYTHONPATH`` unless that is turned off too.
+hook (:mod:`runtime.exit_hook`) and the Flight Recorder's thread (:mod:`runtime.flight`), so it
+stays on ``PYTHONPATH`` unless those are turned off too.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import os
 import signal
 from pathlib import Path
 
-from runtime import exit_hook
+from runtime import exit_hook, flight
 
 SIGNAL_NAME = "SIGUSR1"
 SITE_DIR = Path(__file__).resolve().parent / "_site"
@@ -49,10 +50,11 @@ def register() -> bool:
 
 
 def add_site(env: dict[str, str]) -> None:
-    """Put the ``sitecustomize`` first on ``env``'s ``PYTHONPATH`` (once), unless both its jobs
-    are turned off: ``EZPZ_STACKS=0`` and ``EZPZ_DESTROY_AT_EXIT=0`` (:mod:`runtime.exit_hook`).
-    It reads each of them itself."""
-    if not exit_hook.switched_on(env, ENABLE_VAR) and not exit_hook.wanted(env):
+    """Put the ``sitecustomize`` first on ``env``'s ``PYTHONPATH`` (once), unless all its jobs
+    are turned off: ``EZPZ_STACKS=0``, ``EZPZ_DESTROY_AT_EXIT=0`` (:mod:`runtime.exit_hook`) and
+    ``EZPZ_FLIGHT_RECORDER=0`` (:mod:`runtime.flight`). It reads each of them itself."""
+    jobs = (exit_hook.switched_on(env, ENABLE_VAR), exit_hook.wanted(env), flight.wanted(env))
+    if not any(jobs):
         return
     site, given = str(SITE_DIR), env.get("PYTHONPATH", "")
     if site in given.split(os.pathsep):

@@ -100,6 +100,7 @@ def session_for(args: argparse.Namespace) -> Any:
         settings.raised_grace_s,
         settings.telemetry_s,
         settings.before_walltime_s,
+        settings.flight_recorder,
     )
     return Session(
         detect_allocation(),

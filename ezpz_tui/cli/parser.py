@@ -126,7 +126,10 @@ COMMANDS_HELP = {
         "host, its exit code or signal and what that usually means, its traceback or last "
         "lines, what the launcher said, which ranks were killed as a consequence, and what to "
         "do, and whether the host a node fault names is in the outputs directory's "
-        "bad_hosts.txt (recorded once, when the run ended). It writes nothing.",
+        "bad_hosts.txt (recorded once, when the run ended). With the ranks' Flight Recorder "
+        "files (flight/), also the collective a live run's ranks wait in and the ranks that "
+        "never entered it, or ranks that called different ops, sizes or dtypes at one "
+        "collective. It writes nothing.",
     ),
     "stop": (
         "stop a run another ezpz-tui on this node supervises (left running, or launched elsewhere)",
@@ -136,15 +139,25 @@ COMMANDS_HELP = {
     "stacks": (
         "show where every rank of a running job is (Python stacks, grouped)",
         "Ask every rank of RUN on this host to dump its Python stacks (SIGUSR1, only to ranks "
-        "that catch it) and print them, ranks with the same stack folded together. Exit 2 when "
-        "no rank answered.",
+        "that catch it) and print them, ranks with the same stack folded together, then what "
+        "the ranks' Flight Recorder says (the collective a rank never entered, with that "
+        "rank's stack). Exit 2 when no rank answered.",
+    ),
+    "profile": (
+        "profile every rank's next N steps: compute, communication, idle, top operators",
+        "Ask every rank of RUN on this host that calls the runtime's step hook (History.record "
+        "does) to run torch.profiler for its next --steps N steps (through its Flight Recorder "
+        "FIFO), wait for them, and print each rank's split of that time into compute, "
+        "communication and idle with its top operators. Traces go to RUN/profiles/"
+        "rank-NNNNN.json (open in Perfetto). Exit 2 when no rank answered.",
     ),
     "top": (
         "every rank's CPU, memory and accelerator figures and step time, slow ranks named",
         "Print a table of RUN's ranks from their telemetry (sampled by each rank's wrapper every "
         "[telemetry] interval) and metric files: CPU % and RSS of the rank's processes, its "
-        "accelerator's utilisation, memory, power and temperature, its recent step time; a "
-        "running rank slower than [monitor] slow_factor times the median is marked slow. "
+        "accelerator's utilisation, memory, power and temperature, its recent step time and its "
+        "arrival lag at the collectives (Flight Recorder); a running rank slower than [monitor] "
+        "slow_factor times the median, or last to arrive at most collectives, is marked slow. "
         "--watch N prints it again every N seconds (JSON Lines with --json).",
     ),
     "sweep": (
@@ -313,6 +326,13 @@ def build_parser() -> argparse.ArgumentParser:
         p = _command(sub, name, json=name != "stop")
         p.add_argument("run", help=RUN_HELP)
         _outputs_arg(p)
+    p = _command(sub, "profile", json=True)
+    p.add_argument("run", help=RUN_HELP)
+    p.add_argument("--steps", type=_positive, default=5, help="steps to profile (default: 5)")
+    p.add_argument(
+        "--timeout", type=_seconds, default=120, metavar="S", help="wait at most S seconds"
+    )
+    _outputs_arg(p)
     p = _command(sub, "top", json=True)
     p.add_argument("run", help=RUN_HELP)
     p.add_argument("--watch", type=_seconds, metavar="N", help="print again every N seconds")

@@ -199,6 +199,27 @@ def cmd_stacks(args: argparse.Namespace) -> int:
     return fail(f"no stacks from {run_dir.name}: {why}{more}")
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Each rank's profile of its next steps; 0 if any rank answered, else 2 saying why."""
+    from ezpz_tui.core.watching.profiles import format_profile, report_json, request_profile
+
+    run_dir = run_named(args)
+    if isinstance(run_dir, str):
+        return fail(run_dir)
+    report = request_profile(run_dir, args.steps, args.timeout)
+    if args.json:
+        print(json.dumps(report_json(report), indent=2))
+    else:
+        for line in format_profile(report):
+            print(line)
+    if report.summaries:
+        return 0
+    if not report.skipped:
+        return fail(f"no profile from {run_dir.name}: no rank status files in {run_dir}")
+    rank, why = min(report.skipped.items())
+    return fail(f"no profile from {run_dir.name}: rank {rank}: {why.removeprefix('no profile: ')}")
+
+
 def cmd_stop(args: argparse.Namespace) -> int:
     from ezpz_tui.core.launching.elsewhere import Refused, stop_elsewhere
 

@@ -215,6 +215,7 @@ e          | edit_sizes           | sizes    | Edit the sizes (cursor on TP)
 W          | sweep                |          | Sweep TP/PP/CP, then compare them
 D          | rerun_doctor         |          | Run the doctor checks again
 S          | show_stacks          |          | Where every rank waits: Python stacks, grouped
+P          | profile_steps        |          | Profile every rank's next steps: compute, comm, idle
 Y          | copy_trackers        |          | Copy the commands that open the run's trackers
 # vim's gt / gT without the g, which already means "first item".
 t          | next_tab             |          | Next tab of the main region (Launch … Heatmap)

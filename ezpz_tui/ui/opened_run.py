@@ -11,16 +11,19 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ezpz_tui.core.runs.record import ranks_on_disk, read_record
+from ezpz_tui.core.watching.collectives import read_collectives
 from ezpz_tui.core.watching.efficiency import PeakSettings
 from ezpz_tui.core.watching.finish import total_steps
 from ezpz_tui.core.watching.followers import RunFollower
 from ezpz_tui.core.watching.monitor import RunMonitor
 from ezpz_tui.core.watching.progress import Progress
 from ezpz_tui.ui.messages import BatchRead, Handoff, ParentFound, RanksExpected
+from runtime import flight
 from runtime.checkpoint_dirs import RESUME_VAR
 from runtime.rundir import RunDir
 
@@ -40,6 +43,8 @@ READ_BYTES = 1 << 20  # per file and poll
 BACKLOG_BYTES_PER_LINE = 200  # a generous training log line, to start a log near its end
 FIRST_READS = 512  # files read for the first time per poll: rows show before every file is read
 TAKEN_POLL_S = 0.05  # how often a thread waiting for the UI looks whether it should stop
+COLLECTIVES_EVERY_S = 5.0  # the ranks rewrite their Flight Recorder files at most this often
+COLLECTIVES_SHARE = 10  # ... and reading them takes at most a tenth of this thread's time
 
 
 class OpenedRun:
@@ -84,6 +89,8 @@ class OpenedRun:
         context = contextvars.copy_context()
         name = f"follow {self.path.name}"
         threading.Thread(target=context.run, args=(self._follow,), name=name, daemon=True).start()
+        name = f"collectives {self.path.name}"
+        threading.Thread(target=self._watch_collectives, name=name, daemon=True).start()
 
     def stop(self) -> None:
         self._stop.set()
@@ -105,6 +112,44 @@ class OpenedRun:
             return False
         self.progress.update(batch.records[lowest])
         return True
+
+    def _watch_collectives(self) -> None:
+        """Read the ranks' Flight Recorder files (:mod:`runtime.flight`) while the run is live,
+        and once after its end: who arrives last is ``slow`` in the rank list, the summary bar
+        and the heatmap, a rank that never entered the collective the others wait in is marked
+        ``?`` and named in a notification. When the run turns ``hung`` every rank is asked to
+        write its entries at once. A 1,024-rank run's files take a second or two to read, so
+        the looks are spaced to keep them under a tenth of the time."""
+        monitor, flight_dir = self.monitor, RunDir(self.path).flight_dir
+        said, asked, wait = None, False, COLLECTIVES_EVERY_S
+        while not self._stop.wait(wait):
+            if not flight_dir.is_dir():
+                continue
+            run, now = monitor.run_state, time.time()
+            live = run is None or run.live
+            if live and not asked and monitor.hung(now) is not None:
+                asked = True
+                for fifo in flight_dir.glob("rank-*.fifo"):
+                    flight.ask(str(fifo))
+                if self._stop.wait(1.0):  # a moment for the ranks to write
+                    return
+            start = time.monotonic()
+            try:
+                reading = read_collectives(self.path, live, time.time())
+            except Exception:  # a bug must not take the UI down: the next look may read
+                continue
+            wait = max(COLLECTIVES_EVERY_S, COLLECTIVES_SHARE * (time.monotonic() - start))
+            monitor.collectives = reading
+            headline = reading.verdict.headline() if reading.verdict else None
+            with contextlib.suppress(RuntimeError):  # the app may be closing
+                self._app.call_from_thread(self._run_panel.ranks.update_rows)
+                if headline and headline != said:
+                    self._app.call_from_thread(
+                        self._app.notify, f"Collectives: {headline}", severity="warning", timeout=30
+                    )
+            said = headline
+            if not live:
+                return
 
     def _handed_over(self, message: Handoff) -> bool:
         """Post ``message`` and wait until the screen took it; False when it never will."""

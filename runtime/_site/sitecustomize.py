@@ -1,11 +1,13 @@
 """Loaded at the start of every Python process of a rank run by ``runtime.capture``.
 
 Registers ``faulthandler`` on SIGUSR1 (see :mod:`runtime.stackdump`) unless ``EZPZ_STACKS=0``,
-and the exit hook that destroys a process group the script left alive (:mod:`runtime.exit_hook`,
+the exit hook that destroys a process group the script left alive (:mod:`runtime.exit_hook`,
 loaded by its path: the rank's Python may not be able to import ``runtime``) unless
-``EZPZ_DESTROY_AT_EXIT=0``; removes this directory from ``sys.path`` again, and runs the
-``sitecustomize`` this file shadows, if there is one. Written for any Python 3 the rank might
-start, and silent: a rank must never fail because of it.
+``EZPZ_DESTROY_AT_EXIT=0``, and the thread that writes the Flight Recorder's entries into the run
+directory (:mod:`runtime.flight`, loaded the same way) unless ``EZPZ_FLIGHT_RECORDER=0``;
+removes this directory from ``sys.path`` again, and runs the ``sitecustomize`` this file
+shadows, if there is one. Written for any Python 3 the rank might start, and silent: a rank must
+never fail because of it.
 """
 
 
@@ -41,6 +43,16 @@ def _register():
             del sys.modules[name]
     except Exception:
         sys.modules.pop("_ezpz_exit_hook", None)
+    try:
+        name = "_ezpz_flight"  # runtime.flight.SHARED_NAME
+        spec = spec_from_file_location(name, os.path.join(os.path.dirname(here), "flight.py"))
+        recorder = module_from_spec(spec)
+        sys.modules[name] = recorder
+        spec.loader.exec_module(recorder)
+        if not recorder.register():
+            del sys.modules[name]
+    except Exception:
+        sys.modules.pop("_ezpz_flight", None)
     spec = PathFinder.find_spec("sitecustomize", sys.path)
     if spec is None or spec.loader is None:
         return

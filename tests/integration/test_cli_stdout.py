@@ -41,6 +41,7 @@ CASES: dict[str, tuple[list[str], int | None]] = {
     "plot": (["plot", RUN], OUTPUT_LOST),
     "why": (["why", RUN], OUTPUT_LOST),
     "stacks": (["stacks", RUN], 2),  # a finished run: no rank answers
+    "profile": (["profile", RUN], 2),  # a finished run: no rank answers
     "stop": (["stop", RUN], 2),  # a finished run: nothing to stop
     "top": (["top", RUN], OUTPUT_LOST),
     "top --watch": (["top", RUN, "--watch", "0.1"], OUTPUT_LOST),  # stops: nobody reads it

@@ -68,6 +68,20 @@ def test_follow_budget_defaults_and_a_bad_value(cfg_dir: Path) -> None:
     ]
 
 
+def test_flight_recorder_on_by_default_off_by_config_and_a_bad_value(cfg_dir: Path) -> None:
+    cfg_dir.mkdir()
+    assert load_config()[0].flight_recorder is True
+    (cfg_dir / "config.toml").write_text("[collectives]\nflight_recorder = false\n")
+    assert load_config() == (Config(flight_recorder=False), [])
+    (cfg_dir / "config.toml").write_text('[collectives]\nflight_recorder = "off"\n')
+    settings, problems = load_config()
+    assert settings.flight_recorder is True
+    assert problems == [
+        f"{cfg_dir / 'config.toml'}: [collectives] flight_recorder should be true or false; "
+        "using true."
+    ]
+
+
 def test_corrupt_file_is_reported_and_left_alone(cfg_dir: Path) -> None:
     cfg_dir.mkdir()
     path = cfg_dir / "config.toml"

@@ -132,9 +132,12 @@ def test_no_data_and_not_a_number() -> None:
 
 
 def test_figures_cycle_and_format() -> None:
-    assert FIGURE_KEYS == ("step_time", "tokens_per_s", "mfu", "util_pct", "mem_pct", "cpu_pct")
+    keys = ("step_time", "tokens_per_s", "mfu", "util_pct", "mem_pct", "cpu_pct", "arrival_lag")
+    assert keys == FIGURE_KEYS
     assert next_figure("step_time") == "tokens_per_s"
-    assert next_figure("cpu_pct") == "step_time"
+    assert next_figure("cpu_pct") == "arrival_lag"
+    assert next_figure("arrival_lag") == "step_time"
+    assert figure("arrival_lag").format(0.0405) == "40.5 ms"
     assert next_figure("bogus") == "step_time"
     assert figure("step_time").format(0.41) == "0.41 s"
     assert figure("tokens_per_s").format(12345.0) == "12.3k tok/s"

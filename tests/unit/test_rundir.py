@@ -53,7 +53,13 @@ def test_folders_and_listings_by_rank(tmp_path: Path) -> None:
     assert not run.looks_like_run()
     assert run.logs() == [] and run.statuses() == []  # no folders yet: empty, no error
     run.make_folders()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs", "metrics", "status", "telemetry"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "flight",
+        "logs",
+        "metrics",
+        "status",
+        "telemetry",
+    ]
     assert run.looks_like_run()
     for rank in (10, 2, 0):
         run.log(rank).write_text("")

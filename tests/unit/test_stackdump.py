@@ -33,10 +33,14 @@ def test_add_site_puts_ours_first_and_keeps_theirs_verbatim(
 
 @pytest.mark.parametrize("off", ["0", "off", "false"])
 def test_add_site_opt_out(off: str) -> None:
-    env = {"EZPZ_STACKS": off, "EZPZ_DESTROY_AT_EXIT": off, "PYTHONPATH": "/opt/lib"}
+    all_off = {"EZPZ_STACKS": off, "EZPZ_DESTROY_AT_EXIT": off, "EZPZ_FLIGHT_RECORDER": off}
+    env = {**all_off, "PYTHONPATH": "/opt/lib"}
     add_site(env)
     assert env["PYTHONPATH"] == "/opt/lib"
     env = {"EZPZ_STACKS": off, "PYTHONPATH": "/opt/lib"}  # it still has the exit hook to add
+    add_site(env)
+    assert env["PYTHONPATH"] == f"{SITE}{os.pathsep}/opt/lib"
+    env = {**all_off, "EZPZ_FLIGHT_RECORDER": "1", "PYTHONPATH": "/opt/lib"}  # the recorder
     add_site(env)
     assert env["PYTHONPATH"] == f"{SITE}{os.pathsep}/opt/lib"
 

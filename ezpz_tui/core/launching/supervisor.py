@@ -52,6 +52,7 @@ from ezpz_tui.core.launching.tether import Tether, start_tether
 from ezpz_tui.core.runs.ending import cause_in, finalise, first_failure, status_dir_stamp
 from ezpz_tui.core.runs.pids import start_ticks
 from ezpz_tui.core.watching.raised import RaisedWatch
+from runtime import flight
 from runtime.atomic import write_atomic
 from runtime.checkpoint_dirs import request_path
 from runtime.env import RANK_VARS, RUN_DIR_VAR
@@ -428,6 +429,7 @@ class Supervisor:
         raised_grace_s: float = 10.0,
         telemetry_s: float = DEFAULT_INTERVAL_S,
         before_walltime_s: float = 300.0,
+        flight_recorder: bool = True,
     ) -> None:
         self.kill_on_bad_exit = kill_on_bad_exit
         self.raised_grace_s = raised_grace_s
@@ -435,6 +437,7 @@ class Supervisor:
         # the launch's ``walltime_end`` (0: never).
         self.before_walltime_s = before_walltime_s
         self.telemetry_s = telemetry_s  # the ranks' sampler interval, unless their env says
+        self.flight_recorder = flight_recorder  # ``[collectives]``, unless their env says
         self._handles: list[RunHandle] = []
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
@@ -498,6 +501,7 @@ class Supervisor:
             run.make_folders()  # once, before the ranks start: none of them makes or lists one
             env = _launch_env(launch.env, run.path)
             env.setdefault(INTERVAL_VAR, f"{self.telemetry_s:g}")
+            env.setdefault(flight.ENABLE_VAR, "1" if self.flight_recorder else "0")
             proc = start_session(argv, env, launch.cwd, run.launcher_log)
         except (OSError, ValueError, TypeError) as exc:
             handle._fail_to_start(_start_error(argv, launch.cwd, exc))

@@ -88,12 +88,14 @@ class Failure:
     node_fault_host: str | None  # a host the messages implicate, for failover
     advice: tuple[str, ...]
     notes: tuple[str, ...] = ()  # files of the run that could not be used, one line each
+    # What the ranks' Flight Recorder says (``collectives.lines_of``), when a reader added it.
+    collectives: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["run_dir"] = str(self.run_dir)
         data["messages"] = [m.to_json() for m in self.messages]
-        for key in ("traceback", "last_lines", "killed", "advice", "notes"):
+        for key in ("traceback", "last_lines", "killed", "advice", "notes", "collectives"):
             data[key] = list(data[key])
         return data
 
@@ -436,6 +438,7 @@ def format_failure(failure: Failure, listed: bool | None = None) -> str:
         for message in failure.messages:
             out.append(f"    {message.source}:{message.line}: {message.text}")
             out.append(f"        ({message.meaning})")
+    out.extend(failure.collectives)
     if failure.killed:
         count = len(failure.killed)
         noun = "rank" if count == 1 else "ranks"

@@ -44,6 +44,10 @@ def _rate(value: float) -> str:
     return f"{value:.3g} tok/s"
 
 
+def _milliseconds(value: float) -> str:
+    return f"{value * 1000:.3g} ms"
+
+
 def _percent(value: float) -> str:
     return f"{value:.0f} %"
 
@@ -80,9 +84,13 @@ FIGURES: tuple[Figure, ...] = (
     Figure("mem_pct", "mem %", _percent, high_is_bad=True, fixed=(0.0, 100.0)),
     # Percent of one core (a rank on four threads reads 400), so the scale follows the values.
     Figure("cpu_pct", "cpu %", _percent, high_is_bad=True),
+    # After the median rank at the same collectives (the Flight Recorder's call times): the
+    # straggler everyone waits for is the hot end, whatever its own step time.
+    Figure("arrival_lag", "arrival lag", _milliseconds, high_is_bad=True),
 )
 """Every figure, in the order ``o`` cycles through them. Keys match the telemetry record's field
-names (``util_pct``, ``mem_pct``, ``cpu_pct``) and the metrics' step time and token rate."""
+names (``util_pct``, ``mem_pct``, ``cpu_pct``), the metrics' step time and token rate, and the
+arrival lag of :func:`~ezpz_tui.core.watching.collectives.arrival_lags`."""
 
 FIGURE_KEYS: tuple[str, ...] = tuple(f.key for f in FIGURES)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ezpz_tui.core.runs.ending import derived_state
+from ezpz_tui.core.watching.collectives import Reading
 from ezpz_tui.core.watching.efficiency import LiveEfficiency, PeakSettings
 from ezpz_tui.core.watching.followers import LAUNCHER, Batch
 from ezpz_tui.core.watching.raised import raised_exception
@@ -134,6 +135,9 @@ class RunMonitor:
         self.efficiency = LiveEfficiency(self.run_dir, peaks or PeakSettings(probe=False))
         self.stall_after = stall_after
         self.steps = StepTimes(slow_factor)  # who is a straggler
+        # The ranks' Flight Recorder as last read (by the opened run's collectives thread):
+        # who arrives last at the collectives, who never entered the one the others wait in.
+        self.collectives: Reading | None = None
         self.telemetry: dict[int, RankTelemetry] = {}  # each rank's last minute of samples
         self.keep_per_rank = keep_per_rank
         self.keep_all = keep_all
@@ -322,7 +326,8 @@ class RunMonitor:
         :data:`RAISED_AFTER_S` seconds, yet its status says it runs.
 
         Slow: running, but its recent step time is over ``slow_factor`` times the other ranks'
-        median (:mod:`~ezpz_tui.core.watching.stragglers`).
+        median (:mod:`~ezpz_tui.core.watching.stragglers`), or it arrives last at the
+        collectives (:func:`~ezpz_tui.core.watching.collectives.arrival_lags`).
 
         Stalled: a running rank silent (no line, no metric) for ``stall_after`` seconds while
         some other rank showed life within that time. When every rank is silent together the
@@ -345,11 +350,13 @@ class RunMonitor:
             if run.state == State.UNKNOWN:
                 return RankState.IDLE
         if info.status in RANK_ENDED or info.last_activity is None:
+            if info.status == RankState.RUNNING and rank in self.slow_ranks:
+                return RankState.SLOW  # last at the collectives, though it has said nothing
             return info.status
         if info.raised and now - info.last_activity >= RAISED_AFTER_S:
             return RankState.RAISED
         if now - info.last_activity < self.stall_after:
-            return RankState.SLOW if rank in self.steps.slow else RankState.RUNNING
+            return RankState.SLOW if rank in self.slow_ranks else RankState.RUNNING
         others = (
             o.last_activity
             for o in self.ranks.values()
@@ -358,6 +365,18 @@ class RunMonitor:
         if any(now - seen < self.stall_after for seen in others):
             return RankState.STALLED
         return RankState.RUNNING if info.status == RankState.RUNNING else RankState.IDLE
+
+    @property
+    def slow_ranks(self) -> frozenset[int]:
+        """Slow by their own step time, or by arriving last at the collectives."""
+        reading = self.collectives
+        return self.steps.slow | reading.lags.slow if reading else self.steps.slow
+
+    @property
+    def missing(self) -> frozenset[int]:
+        """The ranks the Flight Recorder says never entered the collective the others wait in."""
+        reading = self.collectives
+        return reading.missing if reading else frozenset()
 
     def hung(self, now: float) -> int | None:
         """The rank that went silent first, when every running rank has been silent for

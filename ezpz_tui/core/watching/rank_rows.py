@@ -119,7 +119,7 @@ def _totals(monitor: RunMonitor, ranks: list[int]) -> HostTotals:
         rss_bytes=sum(rss) if rss else None,
         util_pct=sum(util) / len(util) if util else None,
         mem_used_bytes=sum(mem) if mem else None,
-        slow=sum(r in monitor.steps.slow for r in ranks),
+        slow=sum(r in monitor.slow_ranks for r in ranks),
     )
 
 
@@ -134,6 +134,7 @@ class RankRows:
     first_failure: int | None
     first_silent: int | None
     host_width: int
+    missing: frozenset[int] = frozenset()  # never entered the collective the others wait in
 
 
 def rank_rows(
@@ -152,6 +153,7 @@ def rank_rows(
         totals=totals_by_host(monitor) if grouped else {},
         first_failure=monitor.first_failure,
         first_silent=monitor.hung(now),
+        missing=monitor.missing,
         # Grouped, the heading names the host: its ranks' rows give the room to their figures.
         host_width=0 if grouped else min(16, max(names, default=0)),
     )
@@ -176,6 +178,7 @@ def heat_values(
         "util_pct": {rank: s.util_pct for rank, s in latest.items()},
         "mem_pct": {rank: s.mem_pct for rank, s in latest.items()},
         "cpu_pct": {rank: s.cpu_pct for rank, s in latest.items()},
+        "arrival_lag": dict(monitor.collectives.lags.lag_s) if monitor.collectives else {},
     }
     steps = monitor.steps
     eff = monitor.efficiency.get(steps.flops_per_token, time.time() if now is None else now)

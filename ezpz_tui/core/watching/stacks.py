@@ -14,6 +14,10 @@ to terminate. So a rank is signalled only when its process is on this host, aliv
 run's (its environment names the run directory, so a reused pid is never hit) and catches
 SIGUSR1 (``SigCgt`` in ``/proc/PID/status``); every other rank is reported with the reason.
 
+The same request asks each rank's Flight Recorder thread to write its collectives now
+(:mod:`runtime.flight`), and the report says what they show beside the stacks: the collective
+a rank never entered, with that rank's stack (:mod:`~ezpz_tui.core.watching.collectives`).
+
 UI-free: the CLI's ``stacks`` command and the TUI use the same calls.
 """
 
@@ -31,7 +35,15 @@ from typing import Any
 
 from ezpz_tui.core.runs.pids import environ_has
 from ezpz_tui.core.runs.unreadable import unusable_statuses
+from ezpz_tui.core.watching.collectives import (
+    Missing,
+    Verdict,
+    lines_of,
+    run_verdict,
+    verdict_json,
+)
 from ezpz_tui.core.words import rank_ranges
+from runtime import flight
 from runtime.env import RUN_DIR_VAR
 from runtime.procfs import proc_stat
 from runtime.rundir import RANK_ENDED, RankStatus, RunDir, read_statuses
@@ -188,6 +200,8 @@ class StacksReport:
     run_dir: Path
     collected: tuple[RankStacks, ...] = ()
     skipped: tuple[Skipped, ...] = field(default_factory=tuple)
+    collectives: Verdict | None = None  # what the ranks' Flight Recorder files say
+    collective_notes: tuple[str, ...] = ()
 
     def groups(self) -> list[StackGroup]:
         return group_stacks(self.collected)
@@ -273,6 +287,7 @@ def request_stacks(
                 reason = f"cannot signal process {pid}: {exc.strerror or exc}"
             else:
                 pending[status.rank] = (log, offset)
+                flight.ask(str(run.flight_request(status.rank)))  # its collectives, now
         if reason is not None:
             skipped.append(Skipped(status.rank, reason))
     collected: dict[int, RankStacks] = {}
@@ -296,10 +311,13 @@ def request_stacks(
     for rank in pending:
         if rank not in collected:
             skipped.append(Skipped(rank, f"no stack dump in its log within {wait_s:g} s"))
+    found, notes = run_verdict(run_dir, live=True, now=time.time())
     return StacksReport(
         run_dir,
         tuple(collected[r] for r in sorted(collected)),
         tuple(sorted(skipped, key=lambda s: s.rank)),
+        found,
+        tuple(notes),
     )
 
 
@@ -318,6 +336,12 @@ def format_report(report: StacksReport) -> list[str]:
         by_reason.setdefault(item.reason, []).append(item.rank)
     for reason, ranks in sorted(by_reason.items(), key=lambda kv: min(kv[1])):
         lines.append(f"{rank_words(ranks)}: no stacks: {reason}")
+    lines += lines_of(report.collectives, report.collective_notes)
+    if isinstance(report.collectives, Missing):
+        main = {r.rank: r.main for r in report.collected if r.threads}
+        for rank in report.collectives.missing[:4]:
+            if rank in main and main[rank].frames:
+                lines.append(f"  rank {rank}'s stack: {main[rank].frames[0].short()}")
     return lines
 
 
@@ -351,4 +375,6 @@ def report_json(report: StacksReport) -> dict[str, Any]:
             for r in report.collected
         },
         "skipped": [{"rank": s.rank, "reason": s.reason} for s in report.skipped],
+        "collectives": verdict_json(report.collectives),
+        "collective_notes": list(report.collective_notes),
     }

@@ -1,8 +1,13 @@
-"""``ezpz-tui top``: every rank's latest telemetry and recent step time, read once from the run
-directory. UI-free, and cheap at scale: each rank's files are read from their last few KB only
-(the newest sample, the newest records), never whole, so 1,024 ranks cost 2,048 short reads;
-rank 0's first record is read too, for the run's FLOPs per token: each rank's MFU is those at
-its newest tokens/s, against the peak the last line names.
+"""``ezpz-tui top``: every rank's latest telemetry, recent step time, MFU and arrival lag at the
+collectives, read once from the run directory. UI-free, and cheap at scale: each rank's files
+are read from their last few KB only (the newest sample, the newest records), never whole, plus
+its Flight Recorder file (a few hundred entries), so 1,024 ranks cost 3,072 short reads; rank
+0's first record is read too, for the run's FLOPs per token: each rank's MFU is those at its
+newest tokens/s, against the peak the last line names.
+
+A rank is ``slow`` by its own step time (:mod:`~ezpz_tui.core.watching.stragglers`) or, for any
+script, with no metrics of its own, by arriving last at the collectives
+(:func:`~ezpz_tui.core.watching.collectives.arrival_lags`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 from ezpz_tui.core.runs.ending import derived_state
 from ezpz_tui.core.runs.record import positive_int, read_record
 from ezpz_tui.core.runs.unreadable import named, unreadable, unusable_statuses
+from ezpz_tui.core.watching.collectives import arrival_lags, read_flights
 from ezpz_tui.core.watching.efficiency import Efficiency, PeakSettings, run_efficiency
 from ezpz_tui.core.watching.finish import Finish, duration, expected_finish, total_steps
 from ezpz_tui.core.watching.stragglers import SLOW_FACTOR, StepTimes
@@ -47,6 +53,8 @@ class RankTop:
     step_time_s: float | None
     slow: bool
     mfu: float | None = None
+    arrival_lag_s: float | None = None  # after the median rank, at the recent collectives
+    slow_why: str | None = None
 
     def to_json(self, now: float) -> dict[str, Any]:
         row: dict[str, Any] = {"rank": self.rank, "host": self.host, "state": self.state}
@@ -54,8 +62,12 @@ class RankTop:
             row.update(json_fields(self.sample))
             row["sample_age_s"] = round(max(0.0, now - self.sample.time), 3)
         row["step_time_s"] = self.step_time_s
+        lag = self.arrival_lag_s
+        row["arrival_lag_s"] = None if lag is None else round(lag, 6)
         row["slow"] = self.slow
         row["mfu"] = self.mfu
+        if self.slow_why:
+            row["slow_why"] = self.slow_why
         return row
 
 
@@ -131,6 +143,9 @@ def read_top(
     total = None
     if isinstance(command, list) and all(isinstance(w, str) for w in command):
         total = total_steps(command)
+    flights = read_flights(run_dir)
+    notes += flights.notes
+    lags = arrival_lags(flights.dumps, max(statuses, default=-1) + 1 or None)
     ranks = sorted(set(statuses) | set(unusable) | set(samples) | set(steps.ranks))
     efficiency = _efficiency(run, record, peaks or PeakSettings())
     rates = steps.tokens_per_s
@@ -142,6 +157,11 @@ def read_top(
         else:
             word = derived_state(rank, status.state, state)
         live = word == RankState.RUNNING
+        why = None
+        if live and rank in steps.slow:
+            why = f"step time over {slow_factor:g}× the median"
+        elif live and rank in lags.slow:
+            why = lags.why(rank)
         rows.append(
             RankTop(
                 rank=rank,
@@ -149,8 +169,10 @@ def read_top(
                 state=str(word),
                 sample=samples.get(rank),
                 step_time_s=steps.recent(rank),
-                slow=live and rank in steps.slow,
+                slow=why is not None,
                 mfu=None if efficiency is None else efficiency.mfu(rates.get(rank)),
+                arrival_lag_s=lags.lag_s.get(rank),
+                slow_why=why,
             )
         )
     last = max(recorded) if recorded else None
@@ -223,6 +245,7 @@ HEAD = (
     ("TEMP", ">5"),
     ("STEP", ">8"),
     ("MFU", ">6"),
+    ("LAG", ">7"),
     ("AGE", ">5"),
 )
 
@@ -247,6 +270,7 @@ def format_top(top: Top, now: float | None = None, walltime_s: float | None = No
             "-" if s is None or s.temp_c is None else f"{s.temp_c:.0f}C",
             "-" if row.step_time_s is None else f"{row.step_time_s:.3f}s",
             percent_of(row.mfu),
+            "-" if row.arrival_lag_s is None else f"{row.arrival_lag_s * 1000:+.0f}ms",
             "-" if s is None else f"{max(0.0, now - s.time):.0f}s",
         )
         lines.append(
@@ -269,8 +293,14 @@ def _slow_line(top: Top) -> str:
     slow = [row for row in top.rows if row.slow]
     hosts = len({row.host for row in top.rows if row.host})
     head = f"{len(top.rows)} ranks on {hosts} host{'s' * (hosts != 1)}"
+    late = [row for row in slow if row.slow_why and row.slow_why.startswith("arrives")]
+    if late:  # for any script: no step time needed
+        said = "; ".join(f"rank {row.rank} {row.slow_why}" for row in late[:4])
+        more = " …" if len(late) > 4 else ""
+        head = f"{head}; slow at the collectives: {said}{more}"
+        slow = [row for row in slow if row not in late]
     if top.median_step_s is None:
-        return f"{head}; no step times yet"
+        return head if late else f"{head}; no step times yet"
     median = f"median step {top.median_step_s:.3f}s"
     if len(top.rows) < 2:
         return f"{head}; {median}"

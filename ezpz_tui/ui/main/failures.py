@@ -20,6 +20,7 @@ in its question, since the fault may well be the program's.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -71,10 +72,17 @@ class Failures:
         self.host.in_thread(lambda: self._explain_worker(opened, show), "explain", holds_keys=show)
 
     def _explain_worker(self, opened: OpenedRun, show: bool) -> None:
+        from dataclasses import replace
+
+        from ezpz_tui.core.watching.collectives import lines_of, read_collectives
         from ezpz_tui.core.watching.failure import explain
 
         try:
             failure = explain(opened.path)
+            if failure is not None:  # a mismatch at a collective, which its ranks did not say
+                found = read_collectives(opened.path, live=False, now=time.time())
+                said = lines_of(found.verdict, (f"note: {n}" for n in found.notes))
+                failure = replace(failure, collectives=tuple(said))
         except Exception as exc:  # explain never raises on bad input; a bug must not either
             self.host.notify(f"Could not read why the run failed: {exc!r}", severity="error")
             failure = None

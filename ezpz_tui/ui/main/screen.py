@@ -365,6 +365,7 @@ class MainScreen(Screen[None]):
             launch.raised_grace_s,
             launch.telemetry_s,
             launch.before_walltime_s,
+            launch.flight_recorder,
         )
         self.session = Session(alloc, self.start.outputs, supervisor)
         self.failures.failover = Failover(self.session, launch.retries)
@@ -553,7 +554,7 @@ class MainScreen(Screen[None]):
             state = "hung"  # every rank silent: S shows where each one waits
         elif state == "running" and opened:
             monitor, now = opened.monitor, self.clock()
-            slow = sum(monitor.state_of(r, now) == "slow" for r in monitor.steps.slow)
+            slow = sum(monitor.state_of(r, now) == "slow" for r in monitor.slow_ranks)
         walltime = alloc.walltime_left(self.clock()) if alloc else None
         finish = None
         if opened and progress and state == "running":
@@ -617,6 +618,9 @@ class MainScreen(Screen[None]):
 
     def action_show_stacks(self) -> None:
         self.run_tools.show_stacks()
+
+    def action_profile_steps(self) -> None:
+        self.run_tools.profile_steps()
 
     def action_copy_trackers(self) -> None:
         self.run_tools.copy_trackers()

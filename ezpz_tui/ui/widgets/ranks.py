@@ -118,6 +118,7 @@ class RankList(LineList):
         self._host_width = 0
         self._first_failure: int | None = None
         self._first_silent: int | None = None  # of a hung job: every rank silent
+        self._missing: frozenset[int] = frozenset()  # never entered the collective others wait in
         self._computing = False  # rows being computed in a thread
         self._stale = False  # and the monitor changed since that computation began
 
@@ -179,6 +180,7 @@ class RankList(LineList):
                 self.set_reactive(RankList.cursor, len(rows) - 1)
         self._first_failure = computed.first_failure if computed else None
         self._first_silent = computed.first_silent if computed else None
+        self._missing = computed.missing if computed else frozenset()
         self._host_width = computed.host_width if computed else 0
         self._update_heading()
         self.rows_changed()
@@ -304,7 +306,9 @@ class RankList(LineList):
         state = self.state(row)
         first = self._first_failure == info.rank
         text = Text()
-        if info.rank == self._first_silent:
+        if info.rank in self._missing:
+            text.append("?", "bold magenta")  # never entered the collective the others wait in
+        elif info.rank == self._first_silent:
             text.append("!", "bold magenta")  # a hung job: the rank that went silent first
         else:
             text.append("✗" if first else " ", "bold red")

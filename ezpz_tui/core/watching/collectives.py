@@ -1,0 +1,459 @@
+"""Which rank never entered which collective, and which rank everyone waits for: the ranks'
+Flight Recorder entries (``flight/rank-NNNNN.json``, :mod:`runtime.flight`) matched per group.
+
+A process group's collectives carry the same sequence number on every member, so matching
+them needs no clock:
+
+* **missing**: the first sequence number some members entered and others did not, while those
+  that entered have waited in it for a while. The ranks that entered wait; those that did not
+  are named with the last collective they did enter. A rank's file is rewritten within one of
+  its intervals of a new entry, so a member whose file still lacks the collective after two
+  intervals of the others' wait has not entered it.
+* **mismatch**: at one sequence number the members called different ops, dtypes or sizes (for
+  the ops whose sizes must agree), which hangs or corrupts a job in ways its stacks do not show.
+* **arrival lag**: in a data-parallel job every rank's step takes the slowest rank's time, so
+  step times cannot tell the straggler apart; the time each rank called the same collective
+  can. A rank that is the last to arrive at most of the recent collectives, by more than
+  :data:`LAG_MIN_S` after their median, is ``slow``. The times are the hosts' wall clocks:
+  skew between hosts shows up as lag (docs/pitfalls.md).
+
+torch's own analyzer (``tools/flight_recorder``) does the first two after the fact over full
+dumps; this reads the newest entries while the run is live. UI-free, and never raises on a bad
+file: it is named in ``notes``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ezpz_tui.core.runs.unreadable import named
+from ezpz_tui.core.words import rank_ranges
+from runtime.rundir import RunDir
+
+DEFAULT_INTERVAL_S = 5.0  # runtime.flight's, for a file that does not say its own
+LAG_MIN_S = 0.010  # under this a rank's lag is noise (scheduling, clocks), not a straggler
+RECENT = 32  # collectives the lag is the median over
+DEFAULT_GROUP = "default_pg"
+# Ops whose members legitimately pass different sizes.
+_SIZES_MAY_DIFFER = ("all_to_all", "alltoall", "gather", "scatter", "send", "recv")
+_DTYPE_WORDS = {"Float": "float", "Double": "double", "Half": "half", "BFloat16": "bfloat16"}
+
+
+@dataclass(frozen=True)
+class Call:
+    """One rank's entry for one collective."""
+
+    rank: int
+    seq: int
+    group: str  # the process group's name, the same on every member
+    pg_id: int | None  # its index in the process, the key of the recorder's status
+    desc: str  # its description: "default_pg", or what the program named it
+    op: str  # "all_reduce" (torch's "gloo:all_reduce" without the backend)
+    sizes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[str, ...]
+    created_ns: int | None
+
+    def signature(self) -> tuple[str, tuple[str, ...], tuple[tuple[int, ...], ...] | None]:
+        """What all members must agree on: the op, the dtypes, and the sizes where they must."""
+        free = any(word in self.op for word in _SIZES_MAY_DIFFER) and self.op != "all_gather"
+        return (self.op, self.dtypes, None if free else self.sizes)
+
+    def what(self) -> str:
+        """``4 floats``, ``2x3 longs``: the tensors it was called with."""
+        if not self.sizes:
+            return "no tensors"
+        parts = []
+        for shape, dtype in zip(self.sizes, self.dtypes or ("",) * len(self.sizes), strict=False):
+            count = 1
+            for n in shape:
+                count *= n
+            word = _DTYPE_WORDS.get(dtype, dtype.lower() or "element")
+            plural = "" if count == 1 else "s"
+            dims = "x".join(map(str, shape)) if len(shape) > 1 else str(count)
+            parts.append(f"{dims} {word}{plural}")
+        return ", ".join(parts)
+
+    def name(self) -> str:
+        return f"{self.op} #{self.seq}"
+
+
+@dataclass(frozen=True)
+class Dump:
+    """One rank's file: its entries by group and sequence number, and when it was written."""
+
+    rank: int
+    time: float
+    interval_s: float
+    calls: Mapping[tuple[str, int], Call]
+    members: Mapping[str, tuple[int, ...]]  # a group's ranks, where the recorder knows them
+    enqueued: Mapping[int, int] = field(default_factory=dict)  # by pg_id: the newest seq called
+
+    def last_in(self, group: str) -> Call | None:
+        seqs = [seq for g, seq in self.calls if g == group]
+        return self.calls[(group, max(seqs))] if seqs else None
+
+    def newest_seq(self, group: str, pg_id: int | None) -> int | None:
+        """The newest sequence number this rank called in ``group``: its entries', or the
+        recorder's status where the entries written no longer reach that group."""
+        last = self.last_in(group)
+        said = self.enqueued.get(pg_id) if pg_id is not None else None
+        seqs = [s for s in (last.seq if last else None, said) if s is not None and s > 0]
+        return max(seqs, default=None)
+
+
+def _group_words(call: Call) -> str:
+    if call.desc == DEFAULT_GROUP:
+        return "default group"
+    return f"group {call.group}" + (f" ({call.desc})" if call.desc not in ("", "undefined") else "")
+
+
+def parse_dump(data: Mapping[str, Any], rank: int) -> Dump:
+    """A rank's file as written by :mod:`runtime.flight`; entries without a collective
+    sequence number (point-to-point) are left out."""
+    calls: dict[tuple[str, int], Call] = {}
+    for entry in data.get("entries") or ():
+        seq, pg = entry.get("collective_seq_id"), entry.get("process_group") or ["", ""]
+        if not isinstance(seq, int) or seq <= 0 or entry.get("is_p2p"):
+            continue
+        op = str(entry.get("profiling_name") or "?").rpartition(":")[2]
+        call = Call(
+            rank=rank,
+            seq=seq,
+            group=str(pg[0]),
+            pg_id=entry.get("pg_id") if isinstance(entry.get("pg_id"), int) else None,
+            desc=str(pg[1]) if len(pg) > 1 else "",
+            op=op,
+            sizes=tuple(tuple(int(n) for n in s) for s in entry.get("input_sizes") or ()),
+            dtypes=tuple(str(d) for d in entry.get("input_dtypes") or ()),
+            created_ns=entry.get("time_created_ns") or None,
+        )
+        calls[(call.group, seq)] = call
+    members: dict[str, tuple[int, ...]] = {}
+    for name, config in (data.get("pg_config") or {}).items():
+        ranks = config.get("ranks") if isinstance(config, dict) else None
+        if isinstance(ranks, str):
+            try:
+                ranks = json.loads(ranks)
+            except ValueError:
+                ranks = None
+        if name and isinstance(ranks, list) and ranks:
+            members[str(name)] = tuple(int(r) for r in ranks)
+    enqueued: dict[int, int] = {}
+    for pg_id, status in (data.get("pg_status") or {}).items():
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            enqueued[int(pg_id)] = int(status.get("last_enqueued_collective"))
+    interval = data.get("interval_s")
+    return Dump(
+        rank=rank,
+        time=float(data.get("time") or 0.0),
+        interval_s=float(interval) if isinstance(interval, (int, float)) else DEFAULT_INTERVAL_S,
+        calls=calls,
+        members=members,
+        enqueued=enqueued,
+    )
+
+
+@dataclass
+class Flights:
+    """Every rank's dump that could be read, and a line for each that could not."""
+
+    dumps: dict[int, Dump] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def read_flights(run_dir: Path) -> Flights:
+    """The ranks' Flight Recorder files of ``run_dir``; none when the recorder was off."""
+    run = RunDir(run_dir)
+    found = Flights()
+    for path, rank in run.flights():
+        try:
+            data = json.loads(path.read_bytes())
+            found.dumps[rank] = parse_dump(data, rank)
+        except (OSError, ValueError, TypeError, AttributeError, IndexError) as exc:
+            why = "not readable" if isinstance(exc, OSError) else "not a Flight Recorder record"
+            found.notes.append(f"{named(run.path, path)}: {why}")
+    return found
+
+
+def _groups(dumps: Mapping[int, Dump], world: int | None) -> dict[str, tuple[int, ...]]:
+    """Each group's members: the recorder's list where it has one (NCCL), every rank for the
+    default group, else the ranks whose entries name the group (gloo keeps no list)."""
+    everyone = tuple(range(world)) if world else tuple(sorted(dumps))
+    seen: dict[str, set[int]] = {}
+    defaults: set[str] = set()
+    for dump in dumps.values():
+        for (group, _), call in dump.calls.items():
+            seen.setdefault(group, set()).add(dump.rank)
+            if call.desc == DEFAULT_GROUP:
+                defaults.add(group)
+    out: dict[str, tuple[int, ...]] = {}
+    for group, ranks in seen.items():
+        listed = next((d.members[group] for d in dumps.values() if group in d.members), None)
+        out[group] = listed or (everyone if group in defaults else tuple(sorted(ranks)))
+    return out
+
+
+# --- the verdicts -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A collective some members entered and others never did."""
+
+    collective: Call  # as a waiting rank called it
+    waiting: tuple[int, ...]
+    missing: tuple[int, ...]
+    waiting_s: float
+    last: Mapping[int, Call | None]  # each missing rank's last collective in the group
+    last_seq: Mapping[int, int | None] = field(default_factory=dict)  # where its entry is gone
+    no_record: tuple[int, ...] = ()  # missing ranks with no Flight Recorder file at all
+
+    def headline(self) -> str:
+        c = self.collective
+        return (
+            f"{c.name()} ({_group_words(c)}, {c.what()}): {_ranks(self.waiting)} waiting for "
+            f"{self.waiting_s:.0f} s; {_ranks(self.missing)} never entered it"
+        )
+
+    def lines(self) -> list[str]:
+        """The headline, then each missing rank's last collective (the first few)."""
+        out = [self.headline()]
+        by_last: dict[str, list[int]] = {}
+        for rank in self.missing:
+            call = self.last.get(rank)
+            seq = self.last_seq.get(rank)
+            if rank in self.no_record:
+                said = "no Flight Recorder file"
+            elif call is not None:
+                said = f"last collective {call.name()}"
+            else:
+                said = f"last collective #{seq}" if seq else "no collective in the group"
+            by_last.setdefault(said, []).append(rank)
+        out += [f"  {_ranks(ranks)}: {said}" for said, ranks in by_last.items()]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.collective
+        return {
+            "kind": "missing",
+            "collective": c.op,
+            "seq": c.seq,
+            "group": c.group,
+            "group_desc": c.desc,
+            "sizes": [list(s) for s in c.sizes],
+            "dtypes": list(c.dtypes),
+            "waiting": list(self.waiting),
+            "missing": list(self.missing),
+            "waiting_s": round(self.waiting_s, 3),
+            "last_collective": {
+                str(r): (
+                    {"collective": call.op, "seq": call.seq}
+                    if call is not None
+                    else {"collective": None, "seq": self.last_seq.get(r)}
+                    if self.last_seq.get(r)
+                    else None
+                )
+                for r, call in self.last.items()
+            },
+            "headline": self.headline(),
+        }
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Members that called different things at the same sequence number."""
+
+    seq: int
+    group: str
+    desc: str
+    calls: tuple[tuple[tuple[int, ...], Call], ...]  # (ranks, what they called), most first
+
+    def headline(self) -> str:
+        (_, first), *_ = self.calls
+        said = "; ".join(f"{_ranks(r)} {c.op} with {c.what()}" for r, c in self.calls)
+        return f"mismatch at collective #{self.seq} ({_group_words(first)}): {said}"
+
+    def lines(self) -> list[str]:
+        return [self.headline()]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": "mismatch",
+            "seq": self.seq,
+            "group": self.group,
+            "group_desc": self.desc,
+            "calls": [
+                {
+                    "ranks": list(ranks),
+                    "collective": c.op,
+                    "sizes": [list(s) for s in c.sizes],
+                    "dtypes": list(c.dtypes),
+                }
+                for ranks, c in self.calls
+            ],
+            "headline": self.headline(),
+        }
+
+
+Verdict = Missing | Mismatch
+
+
+def _ranks(ranks: Sequence[int]) -> str:
+    return f"{'rank' if len(ranks) == 1 else 'ranks'} {rank_ranges(ranks)}"
+
+
+def find_mismatch(dumps: Mapping[int, Dump]) -> Mismatch | None:
+    """The lowest-numbered collective whose members disagree, over every group."""
+    by_key: dict[tuple[str, int], dict[Any, list[Call]]] = {}
+    for dump in dumps.values():
+        for key, call in dump.calls.items():
+            by_key.setdefault(key, {}).setdefault(call.signature(), []).append(call)
+    bad = [key for key, kinds in by_key.items() if len(kinds) > 1]
+    if not bad:
+        return None
+    group, seq = min(bad, key=lambda k: (k[1], k[0]))
+    kinds = sorted(by_key[(group, seq)].values(), key=lambda calls: (-len(calls), calls[0].rank))
+    calls = tuple((tuple(sorted(c.rank for c in calls)), calls[0]) for calls in kinds)
+    return Mismatch(seq, group, calls[0][1].desc, calls)
+
+
+def find_missing(dumps: Mapping[int, Dump], now: float, world: int | None = None) -> Missing | None:
+    """The first collective, over every group, that some members entered and waited in for
+    two of their intervals while the others' files still lack it; None when there is none."""
+    found: list[Missing] = []
+    for group, members in _groups(dumps, world).items():
+        pg_id = next(
+            (c.pg_id for d in dumps.values() for (g, _), c in d.calls.items() if g == group), None
+        )
+        newest = {r: dumps[r].newest_seq(group, pg_id) if r in dumps else None for r in members}
+        if not any(newest.values()):
+            continue
+        seq = min(n or 0 for n in newest.values()) + 1
+        waiting = tuple(r for r, n in newest.items() if n is not None and n >= seq)
+        missing = tuple(r for r, n in newest.items() if n is None or n < seq)
+        if not waiting or not missing:
+            continue
+        first = dumps[waiting[0]].calls.get((group, seq))
+        if first is None:  # the waiting ranks' entries no longer reach back to it
+            continue
+        created = [
+            call.created_ns
+            for r in waiting
+            if (call := dumps[r].calls.get((group, seq))) is not None and call.created_ns
+        ]
+        if not created:
+            continue
+        waited = now - min(created) / 1e9
+        interval = max((dumps[r].interval_s for r in members if r in dumps), default=0.0)
+        if waited < 2 * interval:
+            continue
+        found.append(
+            Missing(
+                collective=first,
+                waiting=waiting,
+                missing=missing,
+                waiting_s=waited,
+                last={r: _last_call(dumps.get(r), group, newest[r]) for r in missing},
+                last_seq={r: newest[r] for r in missing},
+                no_record=tuple(r for r in missing if r not in dumps),
+            )
+        )
+    return min(found, key=lambda m: (-m.waiting_s, m.collective.seq), default=None)
+
+
+def _last_call(dump: Dump | None, group: str, seq: int | None) -> Call | None:
+    return None if dump is None or seq is None else dump.calls.get((group, seq))
+
+
+def verdict(flights: Flights, now: float, world: int | None = None) -> Verdict | None:
+    """A mismatch first (it is the cause when both show), else a missing rank."""
+    return find_mismatch(flights.dumps) or find_missing(flights.dumps, now, world)
+
+
+# --- arrival lag --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lags:
+    """Each rank's median arrival lag over the recent collectives all members called."""
+
+    lag_s: Mapping[int, float]
+    last_share: Mapping[int, float]  # of those collectives, the share it arrived last at
+    op: str | None  # the collective most of them were
+    slow: frozenset[int]
+
+    def why(self, rank: int) -> str:
+        return f"arrives {self.lag_s[rank] * 1000:.0f} ms after the median at {self.op}"
+
+
+def arrival_lags(dumps: Mapping[int, Dump], world: int | None = None, recent: int = RECENT) -> Lags:
+    """Lags from the newest ``recent`` collectives of each group that every member's file
+    holds; slow: last at over half of them and a median lag of :data:`LAG_MIN_S` or more."""
+    lags: dict[int, list[float]] = {}
+    lasts: Counter[int] = Counter()
+    ops: Counter[str] = Counter()
+    for group, members in _groups(dumps, world).items():
+        if len(members) < 2 or any(r not in dumps for r in members):
+            continue
+        seqs = set.intersection(*({s for g, s in dumps[r].calls if g == group} for r in members))
+        for seq in sorted(seqs)[-recent:]:
+            times = {r: dumps[r].calls[(group, seq)].created_ns for r in members}
+            if not all(times.values()):
+                continue
+            middle = statistics.median(times.values())
+            for rank, t in times.items():
+                lags.setdefault(rank, []).append((t - middle) / 1e9)  # type: ignore[operator]
+            lasts[max(times, key=lambda r: times[r])] += 1  # type: ignore[arg-type,return-value]
+            ops[dumps[members[0]].calls[(group, seq)].op] += 1
+    lag_s = {rank: statistics.median(values) for rank, values in lags.items()}
+    share = {rank: lasts[rank] / len(values) for rank, values in lags.items()}
+    slow = frozenset(r for r, lag in lag_s.items() if lag >= LAG_MIN_S and share[r] > 0.5)
+    return Lags(lag_s, share, ops.most_common(1)[0][0] if ops else None, slow)
+
+
+def verdict_json(found: Verdict | None) -> dict[str, Any] | None:
+    return None if found is None else found.to_json()
+
+
+def lines_of(found: Verdict | None, notes: Iterable[str] = ()) -> list[str]:
+    """The verdict as lines under "Collectives:", or nothing."""
+    if found is None:
+        return list(notes)
+    return ["Collectives (Flight Recorder):", *(f"  {line}" for line in found.lines()), *notes]
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a run's Flight Recorder files say at one look: the verdict, the lags, bad files."""
+
+    verdict: Verdict | None
+    lags: Lags
+    notes: tuple[str, ...] = ()
+
+    @property
+    def missing(self) -> frozenset[int]:
+        """The ranks that never entered the collective the others wait in."""
+        return frozenset(self.verdict.missing) if isinstance(self.verdict, Missing) else frozenset()
+
+
+def read_collectives(run_dir: Path, live: bool, now: float) -> Reading:
+    """What the run's collectives say, and the files that could not be used. A missing rank
+    only while the run is live: the files of an ended run stop wherever each rank last wrote,
+    so their sequence numbers differ by nothing but timing. A mismatch holds either way."""
+    flights = read_flights(run_dir)
+    world = max((r for _, r in RunDir(run_dir).statuses()), default=-1) + 1 or None
+    found = verdict(flights, now, world) if live else find_mismatch(flights.dumps)
+    return Reading(found, arrival_lags(flights.dumps, world), tuple(flights.notes))
+
+
+def run_verdict(run_dir: Path, live: bool, now: float) -> tuple[Verdict | None, list[str]]:
+    """:func:`read_collectives`' verdict and notes, for ``why`` and ``stacks``."""
+    reading = read_collectives(run_dir, live, now)
+    return reading.verdict, list(reading.notes)

@@ -1,0 +1,277 @@
+"""The collectives' verdicts on real jobs: plain gloo scripts under ``ezpz-tui launch`` (the real
+mpiexec and capture wrapper, torch's real Flight Recorder), read by ``why`` and ``top``.
+
+Each script's ranks write a marker when they have got where the test needs them; the test waits
+for it and for the rank's Flight Recorder file to hold what it needs, then asks once. Every test
+ends its run (SIGTERM to the CLI, then SIGKILL to anything of the run still there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from runtime.rundir import RunDir
+from tests.fixtures.cli import REPO, base_env, cli, kill_leftovers, run_dirs
+
+PY = sys.executable
+INTERVAL_S = 0.5  # the ranks' Flight Recorder interval: a verdict after twice this of waiting
+
+# Rank 1 never enters the 6th all_reduce; rank 0 waits in it.
+SKIPS = textwrap.dedent(
+    """
+    import os, sys, time
+    import torch, torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank, t = dist.get_rank(), torch.ones(4)
+    for i in range(8):
+        if rank == 1 and i == 5:
+            open(os.path.join(sys.argv[1], "skipping"), "w").close()
+            while True:
+                time.sleep(0.5)
+        dist.all_reduce(t)
+    """
+)
+# At the 3rd collective rank 1 expects 8 floats from a broadcast whose root sends 4: gloo lets
+# it pass with the wrong data (a size mismatch in an all_reduce it aborts on, at once).
+MISMATCH = textwrap.dedent(
+    """
+    import os, sys, time
+    import torch, torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    dist.all_reduce(torch.ones(4))
+    dist.all_reduce(torch.ones(4))
+    dist.broadcast(torch.ones(8 if rank == 1 else 4), 0)
+    open(os.path.join(sys.argv[1], f"mismatch-{rank}"), "w").close()
+    while True:
+        time.sleep(0.5)
+    """
+)
+# Rank 2 arrives ~40 ms late at every all_reduce; nobody writes metrics.
+LATE = textwrap.dedent(
+    """
+    import os, sys, time
+    import torch, torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank, t = dist.get_rank(), torch.ones(4)
+    for i in range(400):
+        if rank == 2:
+            time.sleep(0.04)
+        dist.all_reduce(t)
+        if i == 60:
+            open(os.path.join(sys.argv[1], f"steady-{rank}"), "w").close()
+    while True:
+        time.sleep(0.5)
+    """
+)
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.1)
+
+
+def flight_seqs(run: Path, rank: int) -> list[int]:
+    """The collective sequence numbers rank's Flight Recorder file holds (none yet: [])."""
+    try:
+        data = json.loads(RunDir(run).flight(rank).read_text())
+    except (OSError, ValueError):
+        return []
+    return [e["collective_seq_id"] for e in data["entries"]]
+
+
+@contextlib.contextmanager
+def launched(tmp_path: Path, script: str, ranks: int) -> Iterator[tuple[Path, Path, dict]]:
+    """``ezpz-tui launch --ppn RANKS -- python script MARKS``: (run dir, marks, env) while it
+    runs; stopped and cleaned up after."""
+    outputs, marks = tmp_path / "outputs", tmp_path / "marks"
+    marks.mkdir()
+    path = tmp_path / "job.py"
+    path.write_text(script)
+    env = base_env(outputs)
+    env["EZPZ_FLIGHT_INTERVAL_S"] = str(INTERVAL_S)
+    argv = [PY, "-m", "ezpz_tui", "launch", "--ppn", str(ranks), "--quiet", "--"]
+    launch = subprocess.Popen(
+        [*argv, PY, str(path), str(marks)],
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: len(run_dirs(outputs)) == 1)
+        yield run_dirs(outputs)[0], marks, env
+        assert launch.poll() is None, "the run ended before the test was done with it"
+    finally:
+        launch.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            launch.wait(60)
+        kill_leftovers(outputs)
+        if launch.poll() is None:
+            launch.kill()
+            launch.wait()
+
+
+@pytest.mark.mpi
+def test_rank_skipping_the_sixth_all_reduce_is_named_missing(tmp_path: Path, mpiexec: str) -> None:
+    with launched(tmp_path, SKIPS, 2) as (run, marks, env):
+        wait_for(lambda: (marks / "skipping").exists())
+        wait_for(lambda: 6 in flight_seqs(run, 0))
+        time.sleep(4 * INTERVAL_S)  # rank 0 has waited over two intervals in #6
+        proc = cli(["why", run.name, "--json"], env)
+        assert proc.returncode == 0, proc.stderr
+        data = json.loads(proc.stdout)
+        assert data["failed"] is False
+        found = data["collectives"]
+        assert found["kind"] == "missing"
+        assert (found["collective"], found["seq"], found["group_desc"]) == (
+            "all_reduce",
+            6,
+            "default_pg",
+        )
+        assert (found["waiting"], found["missing"]) == ([0], [1])
+        assert found["last_collective"] == {"1": {"collective": "all_reduce", "seq": 5}}
+        assert found["sizes"] == [[4]] and found["dtypes"] == ["Float"]
+        text = cli(["why", run.name], env).stdout
+        assert "all_reduce #6 (default group, 4 floats): rank 0 waiting for" in text
+        assert "rank 1 never entered it" in text and "last collective all_reduce #5" in text
+        stacks = cli(["stacks", run.name], env)
+        assert stacks.returncode == 0, stacks.stderr
+        line = next(i for i, s in enumerate(SKIPS.splitlines(), 1) if "time.sleep(0.5)" in s)
+        assert f"  rank 1's stack: <module> at job.py:{line}" in stacks.stdout.splitlines()
+        assert "  all_reduce #6 (default group, 4 floats): rank 0 waiting for" in stacks.stdout
+
+
+@pytest.mark.mpi
+def test_size_mismatch_at_one_sequence_number_is_named(tmp_path: Path, mpiexec: str) -> None:
+    with launched(tmp_path, MISMATCH, 2) as (run, marks, env):
+        wait_for(lambda: (marks / "mismatch-0").exists() and (marks / "mismatch-1").exists())
+        wait_for(lambda: 3 in flight_seqs(run, 0) and 3 in flight_seqs(run, 1))
+        proc = cli(["why", run.name, "--json"], env)
+        assert proc.returncode == 0, proc.stderr
+        found = json.loads(proc.stdout)["collectives"]
+        assert (found["kind"], found["seq"], found["group_desc"]) == ("mismatch", 3, "default_pg")
+        sizes = {tuple(c["ranks"]): c["sizes"] for c in found["calls"]}
+        assert sizes == {(0,): [[4]], (1,): [[8]]}
+        assert {c["collective"] for c in found["calls"]} == {"broadcast"}
+        assert "mismatch at collective #3 (default group)" in found["headline"]
+
+
+@pytest.mark.mpi
+def test_rank_arriving_late_is_slow_by_arrival_lag(tmp_path: Path, mpiexec: str) -> None:
+    with launched(tmp_path, LATE, 4) as (run, marks, env):
+        wait_for(lambda: all((marks / f"steady-{r}").exists() for r in range(4)))
+        wait_for(lambda: all(len(flight_seqs(run, r)) >= 40 for r in range(4)))
+        proc = cli(["top", run.name, "--json"], env)
+        assert proc.returncode == 0, proc.stderr
+        data = json.loads(proc.stdout)
+        assert data["slow"] == [2]
+        rows = {row["rank"]: row for row in data["ranks"]}
+        assert [rows[r]["state"] for r in range(4)] == ["running"] * 4
+        assert rows[2]["arrival_lag_s"] > 0.02  # it sleeps 40 ms before each
+        assert all(abs(rows[r]["arrival_lag_s"]) < 0.02 for r in (0, 1, 3))
+        assert "arrives" in rows[2]["slow_why"] and "all_reduce" in rows[2]["slow_why"]
+        assert all(rows[r]["step_time_s"] is None for r in range(4))  # no metrics of their own
+        text = cli(["top", run.name], env).stdout.splitlines()
+        assert text[0].split()[-2:] == ["LAG", "AGE"]
+        assert "slow at the collectives: rank 2 arrives " in text[5]
+        assert "ms after the median at all_reduce" in text[5]
+        plain = cli(["profile", run.name, "--steps", "2", "--timeout", "3"], env)
+        assert plain.returncode == 2 and plain.stdout.startswith("ranks 0-3: no profile")
+        said = plain.stderr
+        assert said.startswith(f"ezpz-tui: no profile from {run.name}: rank 0: it calls no step")
+        assert "adds `runtime.profiling.step()` at the end of each step" in said
+
+
+REPORTS = textwrap.dedent(
+    """
+    import os, threading
+    import torch, torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    dist.all_reduce(torch.ones(4))
+    thread = "ezpz-flight-recorder" in [t.name for t in threading.enumerate()]
+    print("buffer", os.environ.get("TORCH_FR_BUFFER_SIZE"), "thread", thread)
+    """
+)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("on", [True, False])
+def test_config_turns_the_flight_recorder_off(tmp_path: Path, mpiexec: str, on: bool) -> None:
+    outputs, config = tmp_path / "outputs", tmp_path / "config"
+    config.mkdir()
+    (config / "config.toml").write_text(f"[collectives]\nflight_recorder = {str(on).lower()}\n")
+    script = tmp_path / "job.py"
+    script.write_text(REPORTS)
+    env = {**base_env(outputs), "EZPZ_TUI_CONFIG_DIR": str(config)}
+    proc = cli(["launch", "--ppn", "2", "--quiet", "--", PY, str(script)], env)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = run_dirs(outputs)
+    said = RunDir(run).log(1).read_text()
+    assert ("buffer 512 thread True" if on else "buffer None thread False") in said
+    assert RunDir(run).flight_request(1).exists() is on
+    if on:  # shorter than an interval: written at the exit, before the group was destroyed
+        data = json.loads(RunDir(run).flight(1).read_text())
+        assert [e["collective_seq_id"] for e in data["entries"]] == [1]
+        assert (data["rank"], data["interval_s"]) == (1, 5.0)
+    else:
+        assert not RunDir(run).flight(1).exists()
+
+
+# Every rank records each step with History (the step hook); rank 1 does twice the matmuls.
+STEPS = textwrap.dedent(
+    """
+    import os, sys, time
+    import torch, torch.distributed as dist
+    from runtime import History
+
+    dist.init_process_group("gloo")
+    rank, history = dist.get_rank(), History()
+    w = torch.randn(192, 192)
+    for step in range(100000):
+        for _ in range(2 if rank == 1 else 1):
+            x = w @ w
+        dist.all_reduce(x)
+        history.record(step, {"loss": float(x[0, 0])})
+        if step == 3:
+            open(os.path.join(sys.argv[1], f"stepping-{rank}"), "w").close()
+    """
+)
+
+
+@pytest.mark.mpi
+def test_profile_splits_each_ranks_steps(tmp_path: Path, mpiexec: str) -> None:
+    with launched(tmp_path, STEPS, 2) as (run, marks, env):
+        wait_for(lambda: all((marks / f"stepping-{r}").exists() for r in range(2)))
+        proc = cli(["profile", run.name, "--steps", "3", "--json"], env)
+        assert proc.returncode == 0, proc.stderr
+        data = json.loads(proc.stdout)
+        assert data["skipped"] == [] and sorted(data["ranks"]) == ["0", "1"]
+        for rank in (0, 1):
+            summary = data["ranks"][str(rank)]
+            assert summary["steps"] == 3 and summary["wall_s"] > 0
+            assert summary["compute_s"] > 0 and summary["communication_s"] > 0
+            names = [t["name"] for t in summary["top"]]
+            assert "aten::mm" in names, names
+            trace = json.loads(RunDir(run).profile_trace(rank).read_text())
+            assert trace["traceEvents"], "an empty trace"
+        text = cli(["profile", run.name, "--steps", "2"], env).stdout
+        assert text.startswith("rank 0: 2 steps in ")
+        assert "traces: " in text and "Perfetto" in text
