@@ -113,26 +113,46 @@ def ask(fifo: str, what: bytes = b"d") -> str | None:
     return None
 
 
-def snapshot(raw: bytes | str, keep: int = KEEP) -> dict[str, Any]:
-    """The part of torch's dump (``_dump_fr_trace_json``) a reader uses: each group's config and
-    status and the newest ``keep`` entries with :data:`FIELDS`."""
-    data = json.loads(raw)
-    entries = data.get("entries") or []
+def snapshot(*raws: bytes | str, keep: int = KEEP) -> dict[str, Any]:
+    """The part of torch's dumps (``_dump_fr_trace_json``, and ``_dump_nccl_trace_json`` where
+    torch has NCCL) a reader uses: each group's config and status and the newest ``keep``
+    entries with :data:`FIELDS`, in the order they were called."""
+    entries: list[dict[str, Any]] = []
+    config: dict[str, Any] = {}
+    status: dict[str, Any] = {}
+    version = None
+    for raw in raws:
+        data = json.loads(raw)
+        entries += data.get("entries") or []
+        config.update(data.get("pg_config") or {})
+        status.update(data.get("pg_status") or {})
+        version = version or data.get("version")
+    if len(raws) > 1:
+        entries.sort(key=lambda e: e.get("time_created_ns") or 0)
     return {
-        "fr_version": data.get("version"),
-        "pg_config": data.get("pg_config") or {},
-        "pg_status": data.get("pg_status") or {},
+        "fr_version": version,
+        "pg_config": config,
+        "pg_status": status,
         "entries": [{k: e.get(k) for k in FIELDS} for e in entries[-keep:]],
     }
 
 
 def _dump() -> dict[str, Any] | None:
-    """This process's recorder now, or None before its default group exists."""
+    """This process's recorders now, or None before its default group exists.
+
+    torch keeps one recorder per kind of event: the CPU one (gloo's groups) dumps through
+    ``_dump_fr_trace_json``, the CUDA one (NCCL's) only through ``_dump_nccl_trace_json``, which a
+    build without NCCL lacks. A job may have both (an NCCL job's gloo group for checkpoints)."""
     dist = sys.modules.get(_DIST)
     if dist is None or not dist.is_available() or not dist.is_initialized():
         return None
     c10d = sys.modules["torch"]._C._distributed_c10d
-    return snapshot(c10d._dump_fr_trace_json(True, False))
+    raws = [c10d._dump_fr_trace_json(True, False)]
+    nccl = getattr(c10d, "_dump_nccl_trace_json", None)
+    if nccl is not None:
+        with contextlib.suppress(RuntimeError):  # a CUDA build whose job made no NCCL group
+            raws.append(nccl(True, False))
+    return snapshot(*raws)
 
 
 def _write(path: str, text: str) -> None:
