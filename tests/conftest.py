@@ -1,7 +1,8 @@
 """Shared test set-up.
 
 Every test starts without the rendezvous and rank variables of whatever shell ran pytest: a stale
-MASTER_ADDR/MASTER_PORT once made a peer's gloo rendezvous wait for its 30-minute default.
+MASTER_ADDR/MASTER_PORT once made a peer's gloo rendezvous wait for its 30-minute default. Each
+test has its own user cache directory, so no test sees the doctor answers another one kept.
 """
 
 from __future__ import annotations
@@ -41,9 +42,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 @pytest.fixture(autouse=True)
-def _clean_launcher_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def _clean_launcher_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     for name in _LEAKY:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
 
 
 @pytest.fixture(scope="session")
