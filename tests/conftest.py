@@ -1,10 +1,13 @@
 """Shared test set-up.
 
 Every test starts without the rendezvous and rank variables of whatever shell ran pytest: a stale
-MASTER_ADDR/MASTER_PORT once made a peer's gloo rendezvous wait for its 30-minute default.
+MASTER_ADDR/MASTER_PORT once made a peer's gloo rendezvous wait for its 30-minute default. Each
+test has its own user cache directory, so no test sees the doctor answers another one kept.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -49,8 +52,11 @@ def _user_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
 def _clean_launcher_env(monkeypatch: pytest.MonkeyPatch, _user_cache: str) -> None:
     for name in _LEAKY:
         monkeypatch.delenv(name, raising=False)
-    # The CPU probe's cache (ezpz_tui.core.watching.probe): one for the session, not the user's.
+    # One cache directory for the session, not the user's: the CPU probe
+    # (ezpz_tui.core.watching.probe) is measured once, and the doctor's probe cache
+    # (ezpz_tui.core.checking.probe_cache) starts empty in every test, which says what it expects.
     monkeypatch.setenv("XDG_CACHE_HOME", _user_cache)
+    (Path(_user_cache) / "ezpz-tui" / "probes.json").unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")

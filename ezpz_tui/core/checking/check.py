@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ezpz_tui.core.checking.probe_cache import ProbeCache, interpreter_key
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.launcher import Which, detect_launcher_kind
 from ezpz_tui.core.launching.plan import LaunchPlan
@@ -73,8 +74,11 @@ class Context:
         env: Mapping[str, str],
         python: str,
         which: Which,
+        cache: ProbeCache | None = None,
     ) -> None:
+        """``cache`` keeps the probes' answers between doctors (none: every probe runs)."""
         self.alloc = alloc
+        self.cache = cache
         self.plan = plan
         self.outputs = outputs
         self.timeout_s = timeout_s
@@ -92,10 +96,18 @@ class Context:
 
     def python_json(self, code: str, python: str | None = None) -> dict[str, Any]:
         """Run ``code`` in ``python`` (default: the probed one) and read the JSON it prints;
-        ``error`` when that Python cannot start; raises TimeoutExpired."""
+        ``error`` when that Python cannot start; raises TimeoutExpired. With a cache, an
+        answer kept for the same interpreter, packages, job and environment is reused."""
+        python = python or self.python
+        if self.cache is None:
+            return self._python_json(code, python)
+        key = interpreter_key(python, self.env, self.alloc.job_id)
+        return self.cache.answer(code, key, lambda: self._python_json(code, python))
+
+    def _python_json(self, code: str, python: str) -> dict[str, Any]:
         try:
             proc = subprocess.run(
-                [python or self.python, "-c", code],
+                [python, "-c", code],
                 capture_output=True,
                 text=True,
                 errors="replace",

@@ -27,6 +27,7 @@ from ezpz_tui.core.checking import (
     torch_probe,
 )
 from ezpz_tui.core.checking.check import Check, Context, Declared, timed_out
+from ezpz_tui.core.checking.probe_cache import ProbeCache
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.launcher import Which
 from ezpz_tui.core.launching.plan import LaunchPlan
@@ -57,14 +58,16 @@ def run_checks(
     env: Mapping[str, str] | None = None,
     python: str = sys.executable,
     which: Which = shutil.which,
+    cache: ProbeCache | None = None,
 ) -> list[Check]:
     """All checks, in a fixed order, within about ``timeout_s`` (plus a second of grace).
 
     ``plan`` sets the ranks per node and launcher checked against; ``env`` defaults to this
-    process's environment and is also what the probes run with.
+    process's environment and is also what the probes run with. ``cache`` keeps the probes'
+    answers (its ``used`` says afterwards whether a kept one was reused) and is saved here.
     """
     env = os.environ if env is None else env
-    ctx = Context(alloc, plan, Path(outputs), timeout_s, env, python, which)
+    ctx = Context(alloc, plan, Path(outputs), timeout_s, env, python, which, cache)
     pool = ThreadPoolExecutor(max_workers=len(CHECKS), thread_name_prefix="ezpz-doctor")
     futures: list[tuple[Declared, Future[list[Check]]]] = [
         (check, pool.submit(check.rows, ctx)) for check in CHECKS
@@ -77,6 +80,8 @@ def run_checks(
         except concurrent.futures.TimeoutError:
             rows.extend(check.all_rows(timed_out(timeout_s)))
     pool.shutdown(wait=False, cancel_futures=True)
+    if cache is not None:
+        cache.save()
     return rows
 
 

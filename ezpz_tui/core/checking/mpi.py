@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 from ezpz_tui.core.checking.check import Context, Verdict, declare, error, ok, timed_out
+from ezpz_tui.core.checking.probe_cache import program_key
 
 _MPI4PY_PROBE = """
 import json
@@ -80,19 +81,12 @@ def _launcher(ctx: Context, kind: str, library: str) -> Verdict:
     if kind == "srun":
         return ok(f"srun at {binary}; ranks get --mpi=pmi2.")
     try:
-        proc = subprocess.run(
-            [binary, "--version"],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=ctx.timeout_s,
-            stdin=subprocess.DEVNULL,
-        )
+        found = _version(ctx, binary)
     except subprocess.TimeoutExpired:  # only this row: the mpi4py row already has its answer
         return timed_out(ctx.timeout_s)
-    except OSError as exc:
-        return error(f"{binary} cannot run: {exc}.", "Check the module.")
-    launcher_family = mpi_family(proc.stdout + proc.stderr)
+    if "error" in found:
+        return error(f"{binary} cannot run: {found['error']}.", "Check the module.")
+    launcher_family = mpi_family(found["text"])
     library_family = mpi_family(library)
     if launcher_family and library_family and not _compatible(launcher_family, library_family):
         return error(
@@ -103,3 +97,26 @@ def _launcher(ctx: Context, kind: str, library: str) -> Verdict:
         )
     what = launcher_family or "an MPI launcher not recognised from --version"
     return ok(f"{kind} at {binary} ({what}).")
+
+
+def _version(ctx: Context, binary: str) -> dict[str, str]:
+    """What ``binary --version`` prints (``text``), or why it cannot run (``error``); kept in
+    the doctor's cache against the binary's size and mtime. Raises TimeoutExpired."""
+
+    def run() -> dict[str, str]:
+        try:
+            proc = subprocess.run(
+                [binary, "--version"],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=ctx.timeout_s,
+                stdin=subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            return {"error": str(exc)}
+        return {"text": proc.stdout + proc.stderr}
+
+    if ctx.cache is None:
+        return run()
+    return ctx.cache.answer(f"{binary} --version", program_key(binary), run)

@@ -36,7 +36,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widgets import TabbedContent, TabPane
 
 from ezpz_tui.ui.main.comparison import COMPARE_TAB, Comparison
 from ezpz_tui.ui.main.dialogs import ScreenDialogs
@@ -68,6 +68,7 @@ from ezpz_tui.ui.messages import (
     TuneProgress,
 )
 from ezpz_tui.ui.palette import APP_ACTIONS, PaletteCommand, global_bindings
+from ezpz_tui.ui.widgets.footer import KeyHints
 from ezpz_tui.ui.widgets.panels import AllocationPanel, DoctorPanel, SummaryBar
 from ezpz_tui.ui.widgets.runs import RunsPanel
 
@@ -134,6 +135,9 @@ class MainScreen(Screen[None]):
         self.clock = start.clock
         self.session: Session | None = None
         self.doctor_checks: list[Check] | None = None
+        # The doctor's first run waits for the first preview: the plan is what a person reads
+        # first, and the doctor's probes would take the CPU it needs.
+        self._doctor_waits = False
         self.started = False  # every region mounted and the start-up run (if any) opened
         self._ui_thread = threading.get_ident()  # the app's: it builds its screens
         self.dialogs = ScreenDialogs(self, keymap, self._on_ui)
@@ -164,7 +168,7 @@ class MainScreen(Screen[None]):
                 yield AllocationPanel(self.clock, id="allocation")
             yield Vertical(id="center")
             yield Vertical(id="right", classes="region")
-        yield Footer(show_command_palette=False)
+        yield KeyHints(show_command_palette=False)
 
     def on_mount(self) -> None:
         self._ui_thread = threading.get_ident()
@@ -221,11 +225,12 @@ class MainScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The screen's own actions act once its regions are there (a palette command cannot
-        run before them; keys typed ahead are kept by the app until Ready); the failure keys
-        act (and show in the footer) while a failed run is open."""
+        run before them; keys typed ahead are kept by the app until Ready), and show in the
+        footer from the first frame, dimmed until then; the failure keys act (and show in the
+        footer) while a failed run is open."""
         if action in FAILURE_ACTIONS:
             return self.started and self.failures.on_screen() is not None
-        return self.started or action in APP_ACTIONS
+        return True if self.started or action in APP_ACTIONS else None
 
     def on_unmount(self) -> None:
         self.views.close()
@@ -234,7 +239,7 @@ class MainScreen(Screen[None]):
         """Narrow sidebars, and a compact footer (every key still shows at 80 columns)."""
         narrow = self.app.size.width < NARROW_LEFT
         self.set_class(narrow, "narrow")
-        self.query_one(Footer).compact = narrow
+        self.query_one(KeyHints).compact = narrow
 
     def on_resize(self) -> None:
         self._fit_width()
@@ -378,7 +383,7 @@ class MainScreen(Screen[None]):
         if self.start.checks is not None:
             self.query_one(DoctorPanel).post_message(DoctorPanel.Checked(self.start.checks))
         else:
-            self.action_rerun_doctor()
+            self._doctor_waits = True
         self._refresh_runs()
         self._arrived("allocation")
 
@@ -388,6 +393,12 @@ class MainScreen(Screen[None]):
 
     def on_preview_ready(self, message: PreviewReady) -> None:
         self.form.set_preview(message.preview)
+        self._preview_shown()
+
+    def _preview_shown(self) -> None:
+        """The first preview is on screen: the doctor starts, from its kept answers."""
+        if self._doctor_waits:
+            self._run_doctor(reuse=True)
 
     def on_bad_hosts_read(self, message: BadHostsRead) -> None:
         self.query_one(AllocationPanel).set_bad_hosts(message.hosts)
@@ -489,6 +500,7 @@ class MainScreen(Screen[None]):
             self.grid.update_plan(form.plan, form.alloc)
         if message.plan is None or self.session is None:
             form.set_preview(None)
+            self._preview_shown()
         else:
             self._preview_worker(message.plan)
 
@@ -626,12 +638,19 @@ class MainScreen(Screen[None]):
         self.run_tools.copy_trackers()
 
     def action_rerun_doctor(self) -> None:
+        self._run_doctor(reuse=False)
+
+    def _run_doctor(self, reuse: bool) -> None:
+        """The doctor's checks; ``reuse`` (at start) shows the probes' kept answers at once,
+        labelled cached, and probes again behind them."""
         session = self.session
         if session is None or self.start.checks is not None:
             return
+        self._doctor_waits = False
         self.doctor_checks = None
         self._update_summary()
-        self.query_one(DoctorPanel).run(session.alloc, self.form.plan, session.store.outputs)
+        panel = self.query_one(DoctorPanel)
+        panel.run(session.alloc, self.form.plan, session.store.outputs, reuse)
 
     async def action_next_tab(self) -> None:
         await self._step_tab(1)

@@ -93,9 +93,11 @@ class DoctorPanel(Vertical):
 
     @dataclass(eq=False)
     class Checked(Message):
-        """Every check has answered."""
+        """Every check has answered; ``cached``: some answers are the last start's probes,
+        re-checked behind them."""
 
         checks: list[Check]
+        cached: bool = False
 
     def compose(self) -> ComposeResult:
         yield Static("Doctor: running checks …", id="doctor-title")
@@ -108,35 +110,56 @@ class DoctorPanel(Vertical):
         table.is_heading = lambda row: self.checks[row].level != "ok"
         self.checks: list[Check] = []
 
-    def run(self, alloc: Allocation, plan: LaunchPlan | None, outputs: Path) -> None:
-        """Run the checks again (the probes take seconds: subprocesses import torch)."""
+    def run(
+        self, alloc: Allocation, plan: LaunchPlan | None, outputs: Path, reuse: bool = False
+    ) -> None:
+        """Run the checks again (the probes take seconds: subprocesses import torch).
+        ``reuse``: show the answers the probes gave last time at once, then probe again."""
         self.query_one("#doctor-title", Static).update("Doctor: running checks …")
-        self._probe(alloc, plan, outputs)
+        self._probe(alloc, plan, outputs, reuse)
 
     @work(thread=True, exclusive=True, group="doctor")
-    def _probe(self, alloc: Allocation, plan: LaunchPlan | None, outputs: Path) -> None:
+    def _probe(
+        self, alloc: Allocation, plan: LaunchPlan | None, outputs: Path, reuse: bool
+    ) -> None:
         from ezpz_tui.core.checking.doctor import run_checks
+        from ezpz_tui.core.checking.probe_cache import ProbeCache, cache_path
 
-        self.post_message(self.Checked(run_checks(alloc, plan, outputs=outputs)))
+        cache = ProbeCache(cache_path(), reuse=reuse)
+        checks = run_checks(alloc, plan, outputs=outputs, cache=cache)
+        if cache.used:
+            self.post_message(self.Checked(checks, cached=True))
+            cache = ProbeCache(cache_path(), reuse=False)
+            checks = run_checks(alloc, plan, outputs=outputs, cache=cache)
+        self.post_message(self.Checked(checks))
 
     def on_doctor_panel_checked(self, message: Checked) -> None:
-        self.set_checks(message.checks)
+        self.set_checks(message.checks, message.cached)
 
-    def set_checks(self, checks: list[Check]) -> None:
-        self.checks = checks
-        table = self.query_one(VimTable)
-        table.clear()
-        for check in checks:
-            mark = Text(LEVEL_MARK.get(check.level, check.level), LEVEL_STYLE.get(check.level, ""))
-            table.add_row(mark, check.name, check.reason)
+    def set_checks(self, checks: list[Check], cached: bool = False) -> None:
+        """Show ``checks``; rows that have not changed stay as they are (a re-check that
+        agrees with the cached answers moves nothing)."""
+        if checks != self.checks:
+            self.checks = checks
+            table = self.query_one(VimTable)
+            row = table.cursor_row
+            table.clear()
+            for check in checks:
+                level = check.level
+                mark = Text(LEVEL_MARK.get(level, level), LEVEL_STYLE.get(level, ""))
+                table.add_row(mark, check.name, check.reason)
+            if 0 < row < len(checks):
+                table.move_cursor(row=row)
+            self._show_remedy(table.cursor_row)
         errors = sum(c.level == "error" for c in checks)
         warnings = sum(c.level == "warning" for c in checks)
         title = Text("Doctor: ")
         title.append(f"{len(checks) - errors - warnings} ok", "green")
         title.append(f" {warnings} warn", "yellow" if warnings else "")
         title.append(f" {errors} fail", "bold red" if errors else "")
+        if cached:
+            title.append(" · cached, re-checking …", "dim")
         self.query_one("#doctor-title", Static).update(title)
-        self._show_remedy(0)
 
     def _show_remedy(self, row: int) -> None:
         remedy = self.query_one("#doctor-remedy", Static)
