@@ -80,7 +80,7 @@ def _run(argv: list[str] | None) -> int:
         code = 130
     except BrokenPipeError:  # ezpz-tui runs | head
         return 0
-    runs = args.cmd in ("sweep", "tune") or (args.cmd == "launch" and not args.dry_run)
+    runs = args.cmd == "sweep" or (args.cmd in ("launch", "tune") and not args.dry_run)
     return exit_status(code, keeps_status=runs)
 
 

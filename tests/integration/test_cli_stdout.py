@@ -46,6 +46,7 @@ CASES: dict[str, tuple[list[str], int | None]] = {
     "top": (["top", RUN], OUTPUT_LOST),
     "top --watch": (["top", RUN, "--watch", "0.1"], OUTPUT_LOST),  # stops: nobody reads it
     "sweep": (["sweep", "--ppn", "2", "--", PY, "-c", "pass"], 0),
+    "tune --dry-run": (["tune", "--dry-run", "--ppn", "2"], OUTPUT_LOST),
     "compare": (["compare"], OUTPUT_LOST),
     "finalize": (["finalize", RUN], OUTPUT_LOST),
     "export": (["export", RUN, "--format", "csv"], OUTPUT_LOST),
