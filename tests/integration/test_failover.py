@@ -94,7 +94,13 @@ def test_why_on_a_run_that_did_not_fail_and_on_no_run(tmp_path: Path, mpiexec: s
     proc = cli(["why", str(run_dir)], env)
     assert (proc.returncode, proc.stdout.strip()) == (0, f"run {run_dir.name} succeeded")
     out = json.loads(cli(["why", run_dir.name, "--json"], env).stdout)
-    assert out == {"run_id": run_dir.name, "failed": False, "outcome": proc.stdout.strip()}
+    assert out == {
+        "run_id": run_dir.name,
+        "failed": False,
+        "outcome": proc.stdout.strip(),
+        "collectives": None,  # no collective some rank never entered
+        "collective_notes": [],
+    }
     missing = cli(["why", "nope"], env)
     assert missing.returncode == 2 and missing.stdout == ""
     assert missing.stderr.strip() == f"ezpz-tui: no run 'nope' in {outputs}"

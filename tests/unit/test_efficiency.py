@@ -209,8 +209,8 @@ def test_top_gives_each_rank_its_mfu_and_names_the_peak(tmp_path: Path) -> None:
     want = FPT * 2048.0 / (4 * 989.4e12)
     assert [row.mfu for row in top.rows] == pytest.approx([want] * 4)
     lines = format_top(top, now=T0)
-    assert lines[0].split()[-2:] == ["MFU", "AGE"]
-    assert all(line.split()[-2] == "0.05%" for line in lines[1:5])
+    assert lines[0].split()[-3:] == ["MFU", "LAG", "AGE"]
+    assert all(line.split()[-3] == "0.05%" for line in lines[1:5])
     assert "MFU of NVIDIA H200 SXM bf16 989.4 TFLOPS (datasheet)" in lines
     assert top.to_json(T0)["ranks"][0]["mfu"] == pytest.approx(want)
 

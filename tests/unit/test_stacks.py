@@ -81,6 +81,26 @@ def test_parse_skips_output_around_and_keeps_the_first_dump(tmp_path: Path) -> N
     assert parse_dump('no dump here\n  File "x.py", line 3 in f\n') == ()
 
 
+def test_a_dump_made_on_another_thread_keeps_the_main_thread(tmp_path: Path) -> None:
+    """The signal may run faulthandler on any thread (the Flight Recorder's while it writes):
+    that thread is "Current thread" and listed first, and the main thread still comes last."""
+    path = tmp_path / "dump.txt"
+
+    def dumper() -> None:
+        with open(path, "w") as fh:
+            faulthandler.dump_traceback(fh, all_threads=True)
+
+    thread = threading.Thread(target=dumper)
+    thread.start()
+    thread.join(30)
+    threads = parse_dump(path.read_text() + "the rank's next line\n")
+    assert threads[0].current and threads[0].frames[0].function == "dumper"
+    main = RankStacks(0, threads).main
+    assert not main.current
+    here = "test_a_dump_made_on_another_thread_keeps_the_main_thread"
+    assert here in [f.function for f in main.frames]
+
+
 def test_parse_the_odd_lines_faulthandler_writes() -> None:
     text = (
         "Thread 0x00007f0000000001 (most recent call first):\n"

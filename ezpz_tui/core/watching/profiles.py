@@ -39,10 +39,22 @@ class ProfileReport:
     skipped: dict[int, str] = field(default_factory=dict)
 
 
-def _fresh(path: Path, since: float) -> dict[str, Any] | None:
+def _identity(path: Path) -> tuple[int, int] | None:
+    """Which file ``path`` is now: a rank replaces its summary whole (a new file renamed over
+    the old), so a new answer is a new inode or at least a new modification time."""
     try:
-        if path.stat().st_mtime < since:
-            return None
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+def _fresh(path: Path, before: tuple[int, int] | None) -> dict[str, Any] | None:
+    """The summary at ``path`` if it is not the one that was there before the request."""
+    now = _identity(path)
+    if now is None or now == before:
+        return None
+    try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
@@ -51,11 +63,12 @@ def _fresh(path: Path, since: float) -> dict[str, Any] | None:
 
 def request_profile(run_dir: Path, steps: int, wait_s: float = WAIT_S) -> ProfileReport:
     """Ask every rank of ``run_dir`` to profile its next ``steps`` steps and wait up to ``wait_s``
-    for each to write its summary."""
+    for each to write its summary. A summary written before the request (an earlier profile's,
+    however recent) is never taken for this one's answer."""
     run = RunDir(run_dir)
-    asked_at = time.time() - 1.0  # a file system's times may be coarser than ours
     report = ProfileReport(run_dir, steps)
     pending: list[int] = []
+    before: dict[int, tuple[int, int] | None] = {}
     here = socket.gethostname()
     for status in read_statuses(run_dir):
         if status.state in RANK_ENDED:
@@ -63,6 +76,7 @@ def request_profile(run_dir: Path, steps: int, wait_s: float = WAIT_S) -> Profil
         elif status.host and status.host != here:  # its FIFO is a pipe on that host only
             why = f"on host {status.host}, not this one ({here}): run profile there"
         else:
+            before[status.rank] = _identity(run.profile_summary(status.rank))
             why = flight.ask(str(run.flight_request(status.rank)), f"p{steps}".encode())
         if why is None:
             pending.append(status.rank)
@@ -71,7 +85,7 @@ def request_profile(run_dir: Path, steps: int, wait_s: float = WAIT_S) -> Profil
     deadline = time.monotonic() + wait_s
     while pending and time.monotonic() < deadline:
         for rank in list(pending):
-            found = _fresh(run.profile_summary(rank), asked_at)
+            found = _fresh(run.profile_summary(rank), before.get(rank))
             if found is not None:
                 report.summaries[rank] = found
                 pending.remove(rank)

@@ -105,9 +105,12 @@ class RankStacks:
 
 
 def parse_dump(text: str) -> tuple[ThreadStack, ...]:
-    """The threads of the first ``faulthandler`` dump in ``text``; lines around it (the rank's
-    own output) are skipped. A dump ends after its current thread (faulthandler lists it
-    last), or where a thread it already listed comes again."""
+    """The threads of the first ``faulthandler`` dump in ``text``; the rank's own output before
+    it is skipped. faulthandler lists every thread, newest first and the main thread last,
+    each after a blank line; the one that ran the handler is "Current thread" wherever it
+    stands (the signal may land on any thread, e.g. the Flight Recorder's while it writes). So
+    a dump ends at the first line after a thread's frames that is not another thread's
+    header, or where a thread it already listed comes again (a second dump)."""
     threads: list[ThreadStack] = []
     seen: set[str | None] = set()
     current: dict[str, Any] | None = None
@@ -121,8 +124,7 @@ def parse_dump(text: str) -> tuple[ThreadStack, ...]:
         if header:
             close()
             thread = header.group("id")
-            ended = bool(threads) and threads[-1].current
-            if ended or thread in seen:  # a second dump begins: keep the first whole
+            if thread in seen:  # a second dump begins: keep the first whole
                 return tuple(threads)
             seen.add(thread)
             current = dict(
@@ -130,6 +132,8 @@ def parse_dump(text: str) -> tuple[ThreadStack, ...]:
             )
             continue
         if current is None:
+            if threads and line.strip():  # the rank's own output again: the dump has ended
+                return tuple(threads)
             continue
         frame = _FRAME.match(line)
         if frame:
