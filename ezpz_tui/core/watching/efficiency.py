@@ -151,7 +151,7 @@ def run_peak(run_dir: str | Path, record: Mapping[str, Any], settings: PeakSetti
     if not here:
         return f"n/a: the CPU of {host} has not been probed (run ezpz-tui there once)"
     if not settings.probe:
-        return "n/a: the CPU probe has not run yet"
+        return "n/a: the CPU probe has not run yet (ezpz-tui compare or top runs it once)"
     found = measure(interpreter)
     return found if isinstance(found, Peak) else f"n/a: {found}"
 
