@@ -74,7 +74,7 @@ class Session:
         alloc: Allocation,
         outputs: Path | None = None,
         supervisor: Supervisor | None = None,
-        python: str = sys.executable,
+        python: str | None = None,
         exclude_bad: bool = True,
         which: Which = shutil.which,
         submission: str | None = None,
@@ -87,7 +87,9 @@ class Session:
         self.exclude_bad = exclude_bad  # skip the hosts in the outputs' bad_hosts.txt
         self.store = RunStore(outputs or default_outputs())
         self.supervisor = supervisor or Supervisor()
-        self.python = python  # the interpreter every rank runs
+        # The interpreter every rank runs: this one's unless told, read when the session starts
+        # (a default bound when the module is imported would be whichever ran first).
+        self.python = python or sys.executable
         self.current: RunHandle | None = None
         self._addresses: dict[str, str] = {}
         self._resolved: dict[str, bool] = {}

@@ -67,6 +67,7 @@ class EzpzApp(App[None]):
         self.problems += [f"{config.config_path()}: {problem}" for problem in more]
         self.chords = ChordKeys(self, self.keymap)
         self._wanted_theme = settings.theme
+        self._themes_loaded = False
         start = StartUp(clock, settings, outputs, alloc, checks, attach)
         # Keys typed from the first frame on wait for the main screen's start-up (its Ready).
         self.typeahead = TypeAhead(self.post_message, self.set_timer, self._after_queues)
@@ -81,12 +82,16 @@ class EzpzApp(App[None]):
         self.set_keymap(self.keymap.textual_overrides())
         if self._wanted_theme:  # the first frame is painted in it: load the themes first
             self._load_themes()
-        else:  # the default theme: the theme files can wait for the first frame
-            self.call_after_refresh(self._load_themes)
 
     def _load_themes(self) -> None:
+        """Ours and the user's theme files, with a chosen one in force. With the default
+        theme they wait for the main screen's start-up: nothing before the plan needs them,
+        and the theme picker's key is held until then."""
         from ezpz_tui.ui.themes import RENAMED, current_name, register_themes
 
+        if self._themes_loaded:
+            return
+        self._themes_loaded = True
         self.problems += register_themes(self)
         wanted = current_name(self._wanted_theme, self.available_themes)
         if wanted in self.available_themes:
@@ -133,6 +138,7 @@ class EzpzApp(App[None]):
         hop(0)
 
     def on_main_screen_ready(self) -> None:
+        self._load_themes()
         self.typeahead.release(MainScreen.Ready)
 
     def push_screen(self, screen: Screen | str, *args: object, **kwargs: object) -> object:  # type: ignore[override]

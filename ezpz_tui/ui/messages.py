@@ -22,11 +22,10 @@ if TYPE_CHECKING:
     from ezpz_tui.core.comparing.compare import Comparison
     from ezpz_tui.core.comparing.sweep import SweepEvent
     from ezpz_tui.core.failover import Exclusion
-    from ezpz_tui.core.launching.allocation import Allocation
     from ezpz_tui.core.launching.plan import LaunchPlan
     from ezpz_tui.core.launching.resuming import Resume
     from ezpz_tui.core.launching.supervisor import RunHandle
-    from ezpz_tui.core.session import Preview
+    from ezpz_tui.core.session import Preview, Session
     from ezpz_tui.core.watching.failure import Failure
     from ezpz_tui.core.watching.metrics.store import MetricStore
     from ezpz_tui.core.watching.monitor import Prepared
@@ -35,16 +34,20 @@ if TYPE_CHECKING:
 
 
 @dataclass(eq=False)
-class AllocationDetected(Message):
-    """The job this process runs in (or this host alone): a session can start."""
+class SessionStarted(Message):
+    """The session over the job this process runs in (or this host alone), with the default
+    ``plan`` and its ``preview``: the form shows them together."""
 
-    alloc: Allocation
+    session: Session
+    plan: LaunchPlan
+    preview: Preview | None
 
 
 @dataclass(eq=False)
 class PreviewReady(Message):
-    """The launch the edited plan would make (None: it could not be computed)."""
+    """The launch the edited ``plan`` would make (None: it could not be computed)."""
 
+    plan: LaunchPlan
     preview: Preview | None
 
 

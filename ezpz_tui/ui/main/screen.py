@@ -48,7 +48,6 @@ from ezpz_tui.ui.main.run_views import HEATMAP_TAB, RunViews, wrap_step
 from ezpz_tui.ui.main.submissions import Submissions
 from ezpz_tui.ui.main.sweeps import Sweeps
 from ezpz_tui.ui.messages import (
-    AllocationDetected,
     BadHostsRead,
     BatchRead,
     ComparisonReady,
@@ -63,6 +62,7 @@ from ezpz_tui.ui.messages import (
     RelaunchAsked,
     RunsStopped,
     RunStateChanged,
+    SessionStarted,
     StopElsewhereAsked,
     SweepProgress,
     TuneProgress,
@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from ezpz_tui.core.checking.check import Check
     from ezpz_tui.core.launching.allocation import Allocation
     from ezpz_tui.core.launching.plan import LaunchPlan
-    from ezpz_tui.core.session import Session
+    from ezpz_tui.core.session import Preview, Session
     from ezpz_tui.keymap.table import Keymap
     from ezpz_tui.ui.opened_run import OpenedRun
     from ezpz_tui.ui.typeahead import TypeAhead
@@ -138,6 +138,9 @@ class MainScreen(Screen[None]):
         # The doctor's first run waits for the first preview: the plan is what a person reads
         # first, and the doctor's probes would take the CPU it needs.
         self._doctor_waits = False
+        # The plan whose preview came with the session: the Changed its filling posts asks
+        # for no second one.
+        self._preview_given: LaunchPlan | None = None
         self.started = False  # every region mounted and the start-up run (if any) opened
         self._ui_thread = threading.get_ident()  # the app's: it builds its screens
         self.dialogs = ScreenDialogs(self, keymap, self._on_ui)
@@ -184,8 +187,7 @@ class MainScreen(Screen[None]):
         from ezpz_tui.ui.widgets.topology import TopologyGrid
 
         start = self.start
-        if start.alloc is None:
-            self._detect_allocation()  # first: the probes run while the widgets mount
+        self._start_session(start.alloc)  # first: the probes run while the widgets mount
         tabs = TabbedContent(id="main", classes="region")
         for title, pane in TABS:
             tabs.compose_add_child(TabPane(title, id=pane))
@@ -195,12 +197,11 @@ class MainScreen(Screen[None]):
         await self.query_one("#right").mount(RunsPanel(id="runs"))
         self.form = LaunchForm(id="form")
         await self.query_one("#tab-launch").mount(self.form)
-        if self.focus_chain:  # what Textual's auto focus does once a screen is composed
-            self.focus_chain[0].focus()
+        # One focus change: each restyles the screen.
         if start.attach is None:
             self.form.focus()
-        if start.alloc is not None:
-            self.post_message(AllocationDetected(start.alloc))
+        elif self.focus_chain:  # what Textual's auto focus does once a screen is composed
+            self.focus_chain[0].focus()
         self.set_interval(1.0, self._tick)
         self.set_interval(RUNS_REFRESH_S, self.refresh_runs)
         if start.attach is not None:
@@ -328,26 +329,38 @@ class MainScreen(Screen[None]):
     # --- workers: everything that waits ------------------------------------------------------
 
     @work(thread=True, exclusive=True, group="allocation")
-    def _detect_allocation(self) -> None:
+    def _start_session(self, alloc: Allocation | None) -> None:
+        """The allocation (detected, unless the start-up gave one), the session over it and the
+        default plan's preview, together: the form is filled once, with its preview, and the
+        imports they need (about 90 ms) stay off the UI thread."""
         from ezpz_tui.core.launching.allocation import detect_allocation
+        from ezpz_tui.core.launching.plan import default_plan
+        from ezpz_tui.core.launching.supervisor import Supervisor
+        from ezpz_tui.core.session import Session
 
-        alloc = detect_allocation()
-        # What the handler builds the session and its failover from, imported here off the UI
-        # thread (about 90 ms of imports that would otherwise hold up the first prefilled frame).
-        import ezpz_tui.core.failover
-        import ezpz_tui.core.session  # noqa: F401
+        launch = self.settings
+        supervisor = Supervisor(
+            launch.kill_on_bad_exit,
+            launch.raised_grace_s,
+            launch.telemetry_s,
+            launch.before_walltime_s,
+            launch.flight_recorder,
+        )
+        session = Session(alloc or detect_allocation(), self.start.outputs, supervisor)
+        plan = default_plan(session.alloc)
+        self.post_message(SessionStarted(session, plan, self._preview(session, plan)))
 
-        self.post_message(AllocationDetected(alloc))
+    def _preview(self, session: Session, plan: LaunchPlan) -> Preview | None:
+        try:
+            return session.preview(plan)
+        except (OSError, ValueError) as exc:
+            self.app.notify(f"Preview failed: {exc}", severity="error")
+            return None
 
     @work(thread=True, exclusive=True, group="preview")
     def _preview_worker(self, plan: LaunchPlan) -> None:
         assert self.session is not None
-        try:
-            preview = self.session.preview(plan)
-        except (OSError, ValueError) as exc:
-            self.app.notify(f"Preview failed: {exc}", severity="error")
-            preview = None
-        self.post_message(PreviewReady(preview))
+        self.post_message(PreviewReady(plan, self._preview(self.session, plan)))
 
     @work(thread=True, group="bad-hosts")
     def _read_bad_hosts(self) -> None:
@@ -358,32 +371,26 @@ class MainScreen(Screen[None]):
 
     # --- what the workers report --------------------------------------------------------------
 
-    def on_allocation_detected(self, message: AllocationDetected) -> None:
+    def on_session_started(self, message: SessionStarted) -> None:
         from ezpz_tui.core.failover import Failover
-        from ezpz_tui.core.launching.plan import default_plan
-        from ezpz_tui.core.launching.supervisor import Supervisor
-        from ezpz_tui.core.session import Session
 
-        alloc, launch = message.alloc, self.settings
-        supervisor = Supervisor(
-            launch.kill_on_bad_exit,
-            launch.raised_grace_s,
-            launch.telemetry_s,
-            launch.before_walltime_s,
-            launch.flight_recorder,
-        )
-        self.session = Session(alloc, self.start.outputs, supervisor)
-        self.failures.failover = Failover(self.session, launch.retries)
-        self.session.supervisor.add_listener(
+        self.session = session = message.session
+        self.failures.failover = Failover(session, self.settings.retries)
+        session.supervisor.add_listener(
             lambda handle, state: self.post_message(RunStateChanged(handle, state))
         )
-        self.query_one(AllocationPanel).set_allocation(alloc)
-        self.form.set_plan(alloc, default_plan(alloc))
-        self._read_bad_hosts()
+        self.query_one(AllocationPanel).set_allocation(session.alloc)
+        self._preview_given = message.plan
+        self.form.set_plan(session.alloc, message.plan)
         if self.start.checks is not None:
             self.query_one(DoctorPanel).post_message(DoctorPanel.Checked(self.start.checks))
         else:
             self._doctor_waits = True
+        self._show_preview(message.plan, message.preview)
+        # The runs list (and the bad hosts read with it), once the plan is painted.
+        self.call_after_refresh(self._session_shown)
+
+    def _session_shown(self) -> None:
         self._refresh_runs()
         self._arrived("allocation")
 
@@ -392,13 +399,22 @@ class MainScreen(Screen[None]):
         self._update_summary()
 
     def on_preview_ready(self, message: PreviewReady) -> None:
-        self.form.set_preview(message.preview)
+        self._show_preview(message.plan, message.preview)
+
+    def _show_preview(self, plan: LaunchPlan, preview: Preview | None) -> None:
+        """The preview of the form's plan; one of a plan edited away since is dropped (the
+        preview of the plan now in the form is on its way)."""
+        if plan != self.form.plan:
+            return
+        self.form.set_preview(preview)
         self._preview_shown()
 
     def _preview_shown(self) -> None:
-        """The first preview is on screen: the doctor starts, from its kept answers."""
+        """The first preview is in the form: once it is painted, the doctor starts from its
+        kept answers (its probes would take the CPU the paint needs)."""
         if self._doctor_waits:
-            self._run_doctor(reuse=True)
+            self._doctor_waits = False
+            self.call_after_refresh(self._run_doctor, True)
 
     def on_bad_hosts_read(self, message: BadHostsRead) -> None:
         self.query_one(AllocationPanel).set_bad_hosts(message.hosts)
@@ -498,10 +514,11 @@ class MainScreen(Screen[None]):
         form = self.form
         if form.plan is not None and form.alloc is not None:
             self.grid.update_plan(form.plan, form.alloc)
+        given, self._preview_given = self._preview_given, None
         if message.plan is None or self.session is None:
             form.set_preview(None)
             self._preview_shown()
-        else:
+        elif message.plan != given:
             self._preview_worker(message.plan)
 
     def on_run_panel_filter_wanted(self, message: RunPanel.FilterWanted) -> None:

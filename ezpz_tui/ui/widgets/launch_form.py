@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual import events
@@ -30,10 +30,12 @@ from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.launcher import format_argv
 from ezpz_tui.core.launching.plan import LAUNCHERS, LaunchPlan, Problem, validate
 from ezpz_tui.core.launching.sizes import STEPPED, step_size
-from ezpz_tui.core.session import Preview
 from ezpz_tui.ui.palette import bindings_for
 from runtime.trackers import KNOWN as KNOWN_TRACKERS
 from runtime.trackers import TRACKERS_VAR, requested
+
+if TYPE_CHECKING:
+    from ezpz_tui.core.session import Preview
 
 SIZE_FIELDS = ("tp", "pp", "cp")
 
@@ -131,11 +133,14 @@ class LaunchForm(VerticalScroll, can_focus=True):
             "env": " ".join(f"{k}={v}" for k, v in plan.env if k != TRACKERS_VAR),
             "trackers": dict(plan.env).get(TRACKERS_VAR, ""),
         }
-        for name, value in values.items():
-            self.query_one(f"#{name}", Input).value = value
+        # One recompute for the whole plan, not one per field: each would validate, redraw the
+        # grid and ask for a preview of a half-filled plan.
+        with self.prevent(Input.Changed, Select.Changed):
+            for name, value in values.items():
+                self.query_one(f"#{name}", Input).value = value
+            self.query_one("#launcher", Select).value = plan.launcher
         self.query_one("#ppn", Input).placeholder = f"{alloc.accelerators_per_host} (1/accel)"
         self.query_one("#nodes", Input).placeholder = f"all {len(alloc.hosts)}"
-        self.query_one("#launcher", Select).value = plan.launcher
         self._recompute()
 
     def _number(self, name: str) -> int | None:
