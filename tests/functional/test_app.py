@@ -24,11 +24,13 @@ from textual.widgets import Footer, Input, Static, TabbedContent, Tabs
 
 from ezpz_tui import config
 from ezpz_tui.core.checking.check import Check
+from ezpz_tui.core.launching.plan import LaunchPlan
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.record import read_run_toml
+from ezpz_tui.core.session import Preview, Session
 from ezpz_tui.keymap.table import DEFAULT_KEYMAP
 from ezpz_tui.ui.app import EzpzApp
-from ezpz_tui.ui.messages import RunsStopped
+from ezpz_tui.ui.messages import PreviewReady, RunsStopped
 from ezpz_tui.ui.screens.confirm import ConfirmScreen
 from ezpz_tui.ui.screens.help import HelpScreen
 from ezpz_tui.ui.screens.search import SearchScreen
@@ -502,6 +504,41 @@ async def test_invalid_sizes_block_the_launch(outputs: Path) -> None:
         assert "DP 1 · world 2" in text_of(app.query_one("#dp"))
 
 
+async def test_start_up_fills_the_form_with_one_preview(
+    outputs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session's worker previews the default plan once; filling the form's fields asks for
+    no preview of its own (it asked one per field, each of a half-filled plan)."""
+    asked: list[LaunchPlan] = []
+    preview = Session.preview
+
+    def counted(session: Session, plan: LaunchPlan) -> Preview:
+        asked.append(plan)
+        return preview(session, plan)
+
+    monkeypatch.setattr(Session, "preview", counted)
+    app = make_app(outputs)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert f"{sys.executable} -m runtime.capture" in text_of(app.query_one("#preview"))
+        assert asked == [app.main.form.plan]
+
+
+async def test_a_preview_of_a_plan_edited_away_is_not_shown(outputs: Path) -> None:
+    app = make_app(outputs)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        session, form = app.main.session, app.main.form
+        assert session is not None and form.plan is not None
+        old = form.plan
+        await type_into(pilot, "launcher_args", "-prepend-rank")
+        shown = text_of(app.query_one("#preview"))
+        assert "-prepend-rank" in shown
+        app.main.post_message(PreviewReady(old, session.preview(old)))  # a worker's late answer
+        await settle(pilot)
+        assert text_of(app.query_one("#preview")) == shown
+
+
 async def test_typed_launcher_flags_change_the_preview(outputs: Path) -> None:
     app = make_app(outputs)
     async with app.run_test(size=SIZE) as pilot:
@@ -655,8 +692,9 @@ _HEAVY_PROBE = """
 import asyncio, sys, tempfile
 from pathlib import Path
 from ezpz_tui.core.checking.check import Check
+from ezpz_tui.core.launching.plan import LaunchPlan
 from ezpz_tui.ui.app import EzpzApp
-from ezpz_tui.ui.messages import RunsStopped
+from ezpz_tui.ui.messages import PreviewReady, RunsStopped
 
 async def main():
     # The allocation is detected for real; only the doctor's probes (subprocesses that import
