@@ -134,8 +134,23 @@ class SweepOutcome:
         return ok and not self.refused and self.halted is None
 
 
-def _never() -> bool:
+def never() -> bool:
+    """A sweep's ``should_stop`` when nothing asks it to stop."""
     return False
+
+
+def start_in_sweep(
+    session: Session, plan: LaunchPlan, record: SweepRecord
+) -> tuple[SweepRecord, RunHandle | NotStarted]:
+    """Launch ``plan`` as a run of ``record``'s sweep; a started run is added to the record,
+    written at once so that the runs list and ``compare`` find it while it runs. OSError: the
+    record could not be rewritten."""
+    result = session.launch(plan, parent=record.sweep_id)
+    if isinstance(result, NotStarted):
+        return record, result
+    record = record.with_run(result.handle.run_dir.name)
+    write_sweep(session.store.outputs, record)
+    return record, result.handle
 
 
 def run_sweep(
@@ -143,7 +158,7 @@ def run_sweep(
     plan: SweepPlan,
     steps: int | None = None,
     on_event: Callable[[SweepEvent], None] = lambda event: None,
-    should_stop: Callable[[], bool] = _never,
+    should_stop: Callable[[], bool] = never,
     poll_s: float = 0.2,
     stop_reason: Callable[[], str | None] = lambda: None,
 ) -> SweepOutcome:
@@ -180,18 +195,15 @@ def run_sweep(
             if should_stop():
                 stopped = True
                 break
-            result = session.launch(run_plan, parent=record.sweep_id)
-            if isinstance(result, NotStarted) and result.kind == "refused":
-                said = " ".join(result.reasons)
+            record, handle = start_in_sweep(session, run_plan, record)
+            if isinstance(handle, NotStarted) and handle.kind == "refused":
+                said = " ".join(handle.reasons)
                 refused.append(f"{layout_label(run_plan)}: {said}")
                 on_event(SweepEvent("refused", index, total, run_plan, message=said))
                 continue
-            if isinstance(result, NotStarted):
-                halted = result
+            if isinstance(handle, NotStarted):
+                halted = handle
                 break
-            handle = result.handle
-            record = record.with_run(handle.run_dir.name)
-            write_sweep(outputs, record)
             run_dirs.append(handle.run_dir)
             on_event(SweepEvent("started", index, total, run_plan, handle))
             while handle.wait(poll_s) is None:

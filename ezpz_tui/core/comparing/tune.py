@@ -29,7 +29,7 @@ from typing import Literal
 
 from ezpz_tui.core.comparing.facts import read_facts
 from ezpz_tui.core.comparing.memory import DemoModel, MemoryEstimate, demo_problem, estimate
-from ezpz_tui.core.comparing.sweep import is_demo, layout_label
+from ezpz_tui.core.comparing.sweep import is_demo, layout_label, never, start_in_sweep
 from ezpz_tui.core.comparing.sweep_record import (
     FINISHED,
     RUNNING,
@@ -166,10 +166,6 @@ def with_demo_args(command: Sequence[str], steps: int, model: DemoModel) -> tupl
     return (*command, "--steps", str(steps), *model.args())
 
 
-def _never() -> bool:
-    return False
-
-
 def ranked_board(entries: Sequence[Entry]) -> tuple[Entry, ...]:
     """Best first: the best, the racing by speed, the dropped by speed, the pruned."""
     order = {"best": 0, "racing": 1, "dropped": 2, "pruned": 3}
@@ -182,7 +178,7 @@ def run_tune(
     first_steps: int,
     budget_s: float | None = None,
     on_event: Callable[[TuneEvent], None] = lambda event: None,
-    should_stop: Callable[[], bool] = _never,
+    should_stop: Callable[[], bool] = never,
     poll_s: float = 0.2,
     clock: Callable[[], float] = time.monotonic,
 ) -> TuneOutcome:
@@ -228,18 +224,15 @@ def run_tune(
                     command=with_demo_args(base_command, steps, plan.model)
                 )
                 began = clock()
-                result = session.launch(run_plan, parent=record.sweep_id)
-                if isinstance(result, NotStarted) and result.kind == "refused":
-                    said = " ".join(result.reasons)
+                record, handle = start_in_sweep(session, run_plan, record)
+                if isinstance(handle, NotStarted) and handle.kind == "refused":
+                    said = " ".join(handle.reasons)
                     entries[label] = replace(entry, state="dropped", why=f"refused: {said}")
                     on_event(TuneEvent("refused", rung, steps, entries[label], message=said))
                     continue
-                if isinstance(result, NotStarted):
-                    halted = result
+                if isinstance(handle, NotStarted):
+                    halted = handle
                     break
-                handle = result.handle
-                record = record.with_run(handle.run_dir.name)
-                write_sweep(outputs, record)
                 run_dirs.append(handle.run_dir)
                 on_event(TuneEvent("started", rung, steps, entry, run=handle.run_dir))
                 while handle.wait(poll_s) is None:
