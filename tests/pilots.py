@@ -47,10 +47,10 @@ async def until(pilot: Pilot[None], ready: Callable[[], bool], what: str, timeou
 
 
 async def started(pilot: Pilot[None]) -> None:
-    """Let the app run until its main screen has mounted every region (they mount after the
-    first frame) and has a session (at once with a fixture allocation)."""
+    """Let the app run until its main screen's start-up is over: every region mounted (they
+    mount after the first frame), the session's plan painted, the runs list asked for."""
     main = pilot.app.main  # type: ignore[attr-defined]
-    await until(pilot, lambda: main.started and main.session is not None, "the start-up", 10)
+    await until(pilot, lambda: main.ready, "the start-up", 10)
 
 
 async def workers_done(pilot: Pilot[None], tries: int = 50) -> None:

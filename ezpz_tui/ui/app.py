@@ -9,6 +9,7 @@ stops the runs before it exits.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -138,6 +139,9 @@ class EzpzApp(App[None]):
         hop(0)
 
     def on_main_screen_ready(self) -> None:
+        if not gc.isenabled():  # ``ezpz-tui`` turned it off for the start-up
+            gc.freeze()  # what start-up made lives as long as the app: no pass need walk it
+            gc.enable()
         self._load_themes()
         self.typeahead.release(MainScreen.Ready)
 

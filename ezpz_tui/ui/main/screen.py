@@ -197,10 +197,10 @@ class MainScreen(Screen[None]):
         await self.query_one("#right").mount(RunsPanel(id="runs"))
         self.form = LaunchForm(id="form")
         await self.query_one("#tab-launch").mount(self.form)
-        # One focus change: each restyles the screen.
-        if start.attach is None:
-            self.form.focus()
-        elif self.focus_chain:  # what Textual's auto focus does once a screen is composed
+        # What Textual's auto focus does once a screen is composed; without a run to attach,
+        # the form takes the focus once the plan is painted (each focus change restyles the
+        # region around it, and moves the footer's keys).
+        if start.attach is not None and self.focus_chain:
             self.focus_chain[0].focus()
         self.set_interval(1.0, self._tick)
         self.set_interval(RUNS_REFRESH_S, self.refresh_runs)
@@ -212,6 +212,12 @@ class MainScreen(Screen[None]):
             self._arrived("regions")
         self.started = True
         self.refresh_bindings()
+
+    @property
+    def ready(self) -> bool:
+        """Start-up is over (:class:`Ready` is posted): the regions, the session and its plan
+        on screen, the runs list asked for and the focus where the keys typed ahead go."""
+        return not self._arriving
 
     def _attached(self) -> None:
         self.run_panel.ranks.focus()
@@ -391,6 +397,8 @@ class MainScreen(Screen[None]):
         self.call_after_refresh(self._session_shown)
 
     def _session_shown(self) -> None:
+        if self.start.attach is None:
+            self.form.focus()  # before Ready: the keys typed ahead go to the form
         self._refresh_runs()
         self._arrived("allocation")
 
