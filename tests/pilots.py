@@ -3,6 +3,7 @@ fixture allocation of this host, and the text a widget shows."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from collections.abc import Callable
@@ -47,10 +48,20 @@ async def until(pilot: Pilot[None], ready: Callable[[], bool], what: str, timeou
 
 
 async def started(pilot: Pilot[None]) -> None:
-    """Let the app run until its main screen's start-up is over: every region mounted (they
-    mount after the first frame), the session's plan painted, the runs list asked for."""
+    """Let the app run until its main screen has mounted every region (they mount after the
+    first frame) and has a session."""
     main = pilot.app.main  # type: ignore[attr-defined]
-    await until(pilot, lambda: main.ready, "the start-up", 10)
+    await until(pilot, lambda: main.started and main.session is not None, "the start-up", 10)
+
+
+async def painted(pilot: Pilot[None]) -> None:
+    """Wait until the screen has painted what its widgets hold now. ``pause`` only lets the
+    queues run: a widget changed just before (a table's rows, sized when it is next idle) may
+    not be on screen yet, nor behind a dialog pushed next."""
+    for _ in range(2):  # the change, then what its widget's idle made of it
+        done = asyncio.Event()
+        pilot.app.screen.call_after_refresh(done.set)
+        await done.wait()
 
 
 async def workers_done(pilot: Pilot[None], tries: int = 50) -> None:

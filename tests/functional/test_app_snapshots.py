@@ -38,7 +38,7 @@ from ezpz_tui.ui.widgets.ranks import RankList
 from ezpz_tui.ui.widgets.runs import RunsPanel
 from ezpz_tui.ui.widgets.topology import TopologyGrid
 from tests.fixtures.runs import POLARIS_HOSTS, make_run
-from tests.pilots import started, until, workers_done
+from tests.pilots import painted, started, until, workers_done
 
 SNAP_ROOT = Path("/tmp/ezpz-tui-snapshots")
 OUTPUTS = SNAP_ROOT / "outputs"
@@ -138,6 +138,7 @@ async def settle(pilot: Pilot[None]) -> None:
     for _ in range(3):
         await workers_done(pilot)
         await pilot.pause()
+    await painted(pilot)
 
 
 async def start(pilot: Pilot[None]) -> None:

@@ -130,7 +130,8 @@ class MainScreen(Screen[None]):
         self.start = start
         self.keymap = keymap
         self.typeahead = typeahead
-        self._arriving = {"regions", "allocation"}  # what start-up waits for before Ready
+        # What start-up waits for before Ready: keys typed ahead for the runs list act on it.
+        self._arriving = {"regions", "allocation", "runs"}
         self.settings = start.settings
         self.clock = start.clock
         self.session: Session | None = None
@@ -212,12 +213,6 @@ class MainScreen(Screen[None]):
             self._arrived("regions")
         self.started = True
         self.refresh_bindings()
-
-    @property
-    def ready(self) -> bool:
-        """Start-up is over (:class:`Ready` is posted): the regions, the session and its plan
-        on screen, the runs list asked for and the focus where the keys typed ahead go."""
-        return not self._arriving
 
     def _attached(self) -> None:
         self.run_panel.ranks.focus()
@@ -393,13 +388,14 @@ class MainScreen(Screen[None]):
         else:
             self._doctor_waits = True
         self._show_preview(message.plan, message.preview)
-        # The runs list (and the bad hosts read with it), once the plan is painted.
+        self._refresh_runs()
         self.call_after_refresh(self._session_shown)
 
     def _session_shown(self) -> None:
+        """The plan is painted: the form takes the focus, before Ready, so that the keys typed
+        ahead go to it."""
         if self.start.attach is None:
-            self.form.focus()  # before Ready: the keys typed ahead go to the form
-        self._refresh_runs()
+            self.form.focus()
         self._arrived("allocation")
 
     def on_doctor_panel_checked(self, message: DoctorPanel.Checked) -> None:
@@ -431,6 +427,7 @@ class MainScreen(Screen[None]):
         assert self.session is not None
         mine = {h.run_dir for h in self.session.supervisor.handles}
         self.query_one(RunsPanel).set_runs(message.runs, self.clock(), mine)
+        self._arrived("runs")
         details, opened = message.details, self.opened
         if details is not None and opened is not None and details.path == opened.path:
             opened.state = details.state.state

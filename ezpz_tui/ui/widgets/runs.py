@@ -125,32 +125,39 @@ class RunsPanel(Vertical):
         self.mine: set[Path] = set()
         self.compared: set[Path] = set()
         self._now = 0.0
+        self._shown: list[tuple[str, str, str]] | None = None  # the rows as the table shows them
 
     def set_runs(self, runs: list[RunSummary], now: float, mine: set[Path]) -> None:
-        """Replace the rows, keeping the cursor on the same run when it is still listed."""
+        """Replace the rows, keeping the cursor on the same run when it is still listed; rows
+        that read as they do already are left alone (the list is read every 2 s)."""
         table = self.query_one(VimTable)
         keep = self.runs[table.cursor_row].path if self.runs and table.row_count else None
         self.runs, self.mine, self._now = runs, mine, now
+        rows = [self._row(run, now, mine) for run in runs]
+        # As marked up: rich's Text compares its letters, not its style.
+        shown = [(name.markup, state.markup, when) for name, state, when in rows]
+        if shown == self._shown:
+            return
+        self._shown = shown
         table.clear()
-        for run in runs:
-            # The exit code only where it says something the state does not.
-            state = run.state
-            if run.signal:
-                state += f" {run.signal}"
-            elif run.exit_code not in (None, 0, 130):
-                state += f" {run.exit_code}"
-            name = Text(short_id(run.run_id), "bold" if run.path in mine else "")
-            if run.path in self.compared:
-                name = Text("+", "bold") + name
-            table.add_row(
-                name,
-                Text(state, STATE_STYLE.get(run.state, "")),
-                age(now - run.created),
-            )
+        for row in rows:
+            table.add_row(*row)
         self.query_one("#runs-title", Static).update(self._title())
         paths = [r.path for r in runs]
         if keep in paths:
             table.move_cursor(row=paths.index(keep))
+
+    def _row(self, run: RunSummary, now: float, mine: set[Path]) -> tuple[Text, Text, str]:
+        # The exit code only where it says something the state does not.
+        state = run.state
+        if run.signal:
+            state += f" {run.signal}"
+        elif run.exit_code not in (None, 0, 130):
+            state += f" {run.exit_code}"
+        name = Text(short_id(run.run_id), "bold" if run.path in mine else "")
+        if run.path in self.compared:
+            name = Text("+", "bold") + name
+        return name, Text(state, STATE_STYLE.get(run.state, "")), age(now - run.created)
 
     def on_data_table_row_selected(self, event: VimTable.RowSelected) -> None:
         event.stop()
