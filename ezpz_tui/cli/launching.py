@@ -36,6 +36,8 @@ def plan_from_args(args: argparse.Namespace, **sizes: int) -> Any:
         env=tuple(env),
         launcher_args=tuple(args.launcher_args),
         spares=getattr(args, "spares", 0),  # launch's only
+        stage=getattr(args, "stage", "off"),
+        stage_dir=getattr(args, "stage_dir", ""),
         **sizes,
     )
 
@@ -71,6 +73,7 @@ def _dry_run(session: Any, plan: Any) -> int:
             hostfile_hosts=preview.hostfile_hosts,
             notes=launch.notes,
             rank_env=_rank_env(launch),
+            stage=asdict(launch.stage) if launch.stage else None,
             world_size=checked.world_size,
             sizes={
                 "tp": plan.tp,

@@ -48,6 +48,7 @@ from ezpz_tui.core.launching.processes import (
     supervised_here,
 )
 from ezpz_tui.core.launching.reserve import NO_SPACE, nearly_full, no_space, release_reserve
+from ezpz_tui.core.launching.staging import stage, unstage
 from ezpz_tui.core.launching.tether import Tether, start_tether
 from ezpz_tui.core.runs.ending import cause_in, finalise, first_failure, status_dir_stamp
 from ezpz_tui.core.runs.pids import start_ticks
@@ -99,6 +100,14 @@ def _launch_env(overrides: Mapping[str, str], run_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in RANK_VARS}
     env.update(overrides)
     env[RUN_DIR_VAR] = str(run_dir)
+    return env
+
+
+def _stage_env(overrides: Mapping[str, str], run_dir: Path) -> dict[str, str]:
+    """The launch's environment without the run directory's name, so that the staging
+    processes are none of the run's (a stop or a leftover search never finds them)."""
+    env = _launch_env(overrides, run_dir)
+    env.pop(RUN_DIR_VAR)
     return env
 
 
@@ -176,7 +185,11 @@ class RunHandle:
             self._state = replace(new, updated=time.time())
         return self._state
 
-    def _fail_to_start(self, reason: str) -> None:
+    def _fail_to_start(self, reason: str, staged: bool = False) -> None:
+        """Record a launch that never started the ranks; ``staged``: its copies were made, and
+        are removed first unless kept."""
+        if staged:
+            self._unstage()
         release_reserve(self.run_dir)
         with (
             contextlib.suppress(OSError),
@@ -342,10 +355,17 @@ class RunHandle:
             if name == State.FAILED:  # once, by whoever records the end; never by a reader
                 self.bad_hosts_added = record_end_fault(self.run_dir)
             start_finalize(self.run_dir)  # its own process, started before anyone may exit
+            self._unstage()  # before the end is known: the copy is gone once a wait returns
             self._done.set()
         self.supervisor._notify(self, state)
         if self._tether is not None:
             self._tether.release()
+
+    def _unstage(self) -> None:
+        """Remove the run's staged copies from every node, unless the plan keeps them."""
+        staging = self.launch.stage
+        if staging is not None and not staging.keep:
+            unstage(staging, _stage_env(self.launch.env, self.run_dir), self.run_dir)
 
     # --- leaving ------------------------------------------------------------------------
 
@@ -497,14 +517,20 @@ class Supervisor:
             handle._fail_to_start(f"cannot start the launcher: bad command {list(argv)!r}")
             return handle
         run = RunDir(handle.run_dir)
+        staged = launch.stage is not None
         try:
             run.make_folders()  # once, before the ranks start: none of them makes or lists one
+            if launch.stage is not None:
+                failed = stage(launch.stage, _stage_env(launch.env, run.path), run.path)
+                if failed is not None:
+                    handle._fail_to_start(failed)
+                    return handle
             env = _launch_env(launch.env, run.path)
             env.setdefault(INTERVAL_VAR, f"{self.telemetry_s:g}")
             env.setdefault(flight.ENABLE_VAR, "1" if self.flight_recorder else "0")
             proc = start_session(argv, env, launch.cwd, run.launcher_log)
         except (OSError, ValueError, TypeError) as exc:
-            handle._fail_to_start(_start_error(argv, launch.cwd, exc))
+            handle._fail_to_start(_start_error(argv, launch.cwd, exc), staged)
             return handle
         handle._launched(proc)
         return handle
