@@ -122,7 +122,7 @@ def _why(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _bytes(count: int) -> str:
+def bytes_text(count: int) -> str:
     """``1.8 GiB``, ``14 KiB``, ``0 B``: a size as people read it."""
     size, unit = float(count), "B"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -159,6 +159,8 @@ def copy(source: Path, dest: Path, python: str, keep: bool) -> dict[str, Any]:
     want = manifest(source)
     total = size_of(want)
     answer: dict[str, Any] = {"bytes": total, "files": len(want), "dest": str(dest)}
+    if dest.parent.exists() and not dest.parent.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(dest.parent))
     dest.parent.mkdir(parents=True, exist_ok=True)
     with _locked(dest):
         if keep and _read_manifest(dest) == want and _check_interpreter(dest, python) is None:
@@ -169,7 +171,8 @@ def copy(source: Path, dest: Path, python: str, keep: bool) -> dict[str, Any]:
         if free < total:
             raise OSError(
                 errno.ENOSPC,
-                f"{dest.parent} has {_bytes(free)} free, the environment needs {_bytes(total)}",
+                f"{dest.parent} has {bytes_text(free)} free, "
+                f"the environment needs {bytes_text(total)}",
             )
         temp = dest.with_name(f"{dest.name}{_TEMP}{os.getpid()}")
         try:

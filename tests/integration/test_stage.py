@@ -22,7 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from ezpz_tui.core.comparing.facts import read_facts
+from ezpz_tui.core.launching.staging import stage_line
 from runtime.rundir import RunDir, read_state, read_statuses
+from runtime.stage import bytes_text
 from tests.fixtures.cli import REPO, base_env
 from tests.fixtures.mounts import fill, make_read_only, tmpfs
 
@@ -104,6 +107,9 @@ def test_a_staged_run_runs_from_the_copy_and_leaves_nothing(
     assert record["reused"] is False and record["bytes"] > 0 and record["seconds"] > 0
     assert record["removed"] == {"seconds": record["removed"]["seconds"], "failure": None}
     assert list(stage_dir.iterdir()) == []  # the copy, its temp name and its lock: all gone
+    assert read_facts(run).stage_s == record["seconds"]  # compare's "stage s"
+    size, took = bytes_text(record["bytes"]), f"{record['seconds']:.1f}"
+    assert stage_line(run) == f"staged {size} to {copy} on 1 node in {took} s, removed after"
 
 
 def test_a_kept_copy_stays_and_the_next_run_reuses_it(
@@ -125,6 +131,9 @@ def test_a_kept_copy_stays_and_the_next_run_reuses_it(
     assert (copy / "pyvenv.cfg").stat().st_ino == made  # the same copy, not a new one
     assert {exe for exe, _ in _interpreters(run2)} == {str(copy / "bin" / "python")}
     assert sorted(p.name for p in stage_dir.iterdir()) == [copy.name, f"{copy.name}.lock"]
+    assert stage_line(run2) == (
+        f"staged: reused the kept copy {copy} on 1 node in {record['seconds']:.1f} s, kept"
+    )
 
 
 @pytest.mark.parametrize("fault", ["full", "read-only"])
@@ -151,3 +160,4 @@ def test_a_failed_copy_fails_the_launch_naming_the_node_and_starts_no_rank(
     assert state.reason in said  # the CLI says it too
     assert read_statuses(run) == [] and list(RunDir(run).logs_dir.iterdir()) == []
     assert left == (["filler"] if fault == "full" else [])
+    assert (stage_line(run) or "").startswith(f"staging to {where}/ezpz-stage-{run.name} on 1 node")

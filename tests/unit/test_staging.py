@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from ezpz_tui.core.checking import staging as staging_check
+from ezpz_tui.core.checking.check import Check, Context
+from ezpz_tui.core.launching.allocation import Allocation
+from ezpz_tui.core.launching.batch_script import launch_line
 from ezpz_tui.core.launching.launcher import Launch, LaunchConfig, build_launch
 from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused, check, validate
 from tests.unit.test_launcher import AURORA, PALS, pbs, perlmutter, which
@@ -103,3 +107,52 @@ def test_the_plan_keeps_its_staging_and_says_what_is_wrong(tmp_path: Path) -> No
     assert "Staging 'always' is not one of off, on, keep." in bad
     relative = {p.message for p in validate(LaunchPlan(ppn=2, stage="on", stage_dir="x"), alloc)}
     assert "The staging directory 'x' must be an absolute path." in relative
+
+
+# --- the doctor's row ------------------------------------------------------------------------
+
+
+def doctor_row(alloc: Allocation, plan: LaunchPlan, python: str, tmp_path: Path) -> Check:
+    ctx = Context(alloc, plan, tmp_path, 5.0, {}, python, which)
+    return staging_check.staging.rows(ctx)[0]
+
+
+@pytest.fixture
+def on_lustre(monkeypatch: pytest.MonkeyPatch, venv: Path) -> None:
+    """The venv on Lustre: no network filesystem can be mounted here, so the filesystem's type
+    is the one thing made up."""
+    real = staging_check.fs_type
+    monkeypatch.setattr(
+        staging_check, "fs_type", lambda path: "lustre" if path == venv else real(path)
+    )
+
+
+@pytest.mark.usefixtures("on_lustre")
+def test_the_doctor_warns_of_a_large_plan_importing_from_a_network_filesystem(
+    tmp_path: Path, venv: Path
+) -> None:
+    python = str(venv / "bin" / "python")
+    alloc = pbs(tmp_path, [f"x4000c0s{i}b0n0" for i in range(8)], "9.aurora-pbs")
+    large = doctor_row(alloc, LaunchPlan(ppn=12), python, tmp_path)
+    assert large.level == "warning" and large.name == "staging"
+    assert f"{venv} is on lustre, a network filesystem, and 96 ranks on 8 nodes" in large.reason
+    assert large.remedy.startswith("Launch with --stage")
+    staged_plan = doctor_row(alloc, LaunchPlan(ppn=12, stage="keep"), python, tmp_path)
+    assert staged_plan.level == "ok" and "(--stage)" in staged_plan.reason
+    small = doctor_row(alloc, LaunchPlan(nodes=2, ppn=12), python, tmp_path)
+    assert small.level == "ok" and "24 ranks on 2 nodes start from it" in small.reason
+
+
+def test_the_doctor_finds_this_venv_on_a_local_disk(tmp_path: Path, venv: Path) -> None:
+    alloc = pbs(tmp_path, [f"x4000c0s{i}b0n0" for i in range(8)], "9.aurora-pbs")
+    row = doctor_row(alloc, LaunchPlan(ppn=12), str(venv / "bin" / "python"), tmp_path)
+    assert row.level == "ok" and "not a network filesystem" in row.reason
+
+
+def test_a_batch_job_stages_as_the_run_did(tmp_path: Path) -> None:
+    plan = LaunchPlan(ppn=4, stage="keep", stage_dir="/local/scratch")
+    argv = launch_line(plan, 4, tmp_path, "/venv/bin/python")
+    assert "--stage=keep" in argv and "--stage-dir=/local/scratch" in argv
+    assert not any(
+        a.startswith("--stage") for a in launch_line(LaunchPlan(ppn=4), 4, tmp_path, "p")
+    )

@@ -286,7 +286,7 @@ def validate(plan: LaunchPlan, alloc: Allocation) -> list[Problem]:
     if plan.stage not in STAGE_MODES:
         error("stage", f"Staging {plan.stage!r} is not one of {', '.join(STAGE_MODES)}.")
     elif plan.stage_dir and not plan.stage_dir.startswith("/"):
-        error("stage", f"The staging directory {plan.stage_dir!r} must be an absolute path.")
+        error("stage_dir", f"The staging directory {plan.stage_dir!r} must be an absolute path.")
 
     if not plan.command:
         error("command", "The command is empty: give the program to run, e.g. python train.py.")

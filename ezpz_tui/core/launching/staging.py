@@ -31,7 +31,7 @@ from ezpz_tui.core.launching.plan import LaunchPlan, Problem
 from ezpz_tui.core.runs.hosts import short_host
 from runtime.atomic import write_atomic
 from runtime.rundir import RunDir
-from runtime.stage import MARK
+from runtime.stage import MARK, bytes_text
 
 STAGE_TIMEOUT_S = 1800.0  # a copy of several GB to every node of a busy filesystem
 _PREFIX_MARKS = ("pyvenv.cfg", "conda-meta")  # what makes a folder an environment to copy
@@ -67,6 +67,14 @@ def environment_of(python: str) -> Path | Problem:
         f"pyvenv.cfg or conda-meta in {prefix}): run ezpz-tui from the venv the ranks use, or "
         "launch without staging.",
     )
+
+
+def stage_problems(plan: LaunchPlan, python: str) -> list[Problem]:
+    """Why ``plan``'s staging cannot be done with ``python`` as the ranks' interpreter."""
+    if plan.stage == "off":
+        return []
+    found = environment_of(python)
+    return [found] if isinstance(found, Problem) else []
 
 
 def stage_dest(plan: LaunchPlan, source: Path, run_id: str, environ: Mapping[str, str]) -> str:
@@ -205,3 +213,35 @@ def unstage(staging: Staging, env: Mapping[str, str], run_dir: Path) -> None:
 def _write(run_dir: Path, record: Mapping[str, Any]) -> None:
     with contextlib.suppress(OSError):  # the figure is lost, never the run
         write_atomic(RunDir(run_dir).stage_json, json.dumps(record, indent=1).encode())
+
+
+def stage_seconds(run_dir: Path) -> float | None:
+    """The seconds a run spent staging its environment before its ranks started, or None."""
+    seconds = (read_stage(run_dir) or {}).get("seconds")
+    return float(seconds) if isinstance(seconds, int | float) else None
+
+
+def stage_line(run_dir: Path) -> str | None:
+    """One line for the run header: ``staged 1.8 GiB to /tmp/ezpz-stage-… on 2 nodes in
+    35.1 s, removed after``; None for a run that was not staged."""
+    record = read_stage(run_dir)
+    if record is None:
+        return None
+    nodes = record.get("nodes") if isinstance(record.get("nodes"), dict) else {}
+    where = f"{record.get('dest')} on {len(nodes)} node{'s' * (len(nodes) != 1)}"
+    seconds = record.get("seconds")
+    took = f" in {seconds:.1f} s" if isinstance(seconds, int | float) else ""
+    if record.get("failure"):
+        return f"staging to {where} failed{took}"
+    if record.get("reused"):
+        line = f"staged: reused the kept copy {where}{took}"
+    else:
+        size = record.get("bytes")
+        line = f"staged {bytes_text(size if isinstance(size, int) else 0)} to {where}{took}"
+    removed = record.get("removed")
+    if isinstance(removed, dict):
+        failure = removed.get("failure")
+        line += f", not removed: {failure}" if failure else ", removed after"
+    elif record.get("keep"):
+        line += ", kept"
+    return line
