@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import sysconfig
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -161,3 +163,45 @@ def test_a_failed_copy_fails_the_launch_naming_the_node_and_starts_no_rank(
     assert read_statuses(run) == [] and list(RunDir(run).logs_dir.iterdir()) == []
     assert left == (["filler"] if fault == "full" else [])
     assert (stage_line(run) or "").startswith(f"staging to {where}/ezpz-stage-{run.name} on 1 node")
+
+
+def test_ctrl_c_while_staging_stops_the_launch_and_removes_the_copy(
+    tmp_path: Path, outputs: Path, stage_dir: Path
+) -> None:
+    """A venv with 1 GiB more to copy (a sparse file, written whole by the copy), so that the
+    copy is under way when Ctrl-C comes."""
+    big = tmp_path / "big-venv"
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(big)], check=True)
+    with (big / "ballast.bin").open("wb") as fh:
+        fh.truncate(2**30)
+    env = base_env(outputs)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    argv = [str(big / "bin" / "python"), "-m", "ezpz_tui", "launch", "--quiet", "--ppn", "2"]
+    argv += ["--stage", "--stage-dir", str(stage_dir), "--", "true"]
+    env["PYTHONPATH"] = sysconfig.get_path("purelib")  # ezpz_tui, for the big venv's Python
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        cwd=REPO,
+        start_new_session=True,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list(stage_dir.glob("*.tmp-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list(stage_dir.glob("*.tmp-*")), "the copy never started"
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole group
+        said, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130 and "Traceback" not in said, said
+    run = _only_run(outputs)
+    state = read_state(run)
+    assert str(state.state) == "stopped" and state.stopped_by_user and state.launcher_pid is None
+    assert read_statuses(run) == [] and list(stage_dir.iterdir()) == []
+    assert "stopped while staging the environment" in RunDir(run).launcher_log.read_text()

@@ -73,6 +73,7 @@ from runtime.telemetry.record import DEFAULT_INTERVAL_S, INTERVAL_VAR
 log = logging.getLogger(__name__)
 
 START_FAILED_CODE = 127  # the shell's "command not found", as runtime.capture uses it
+STOPPED_STAGING = "stopped while staging the environment; no rank was started"
 FAIL_FAST_POLL_S = 0.5  # how often the watcher looks at the status folder: one stat
 FAIL_FAST_GRACE_S = (2.0, 3.0)  # the failed job's other ranks: after SIGINT, after SIGTERM
 
@@ -185,9 +186,9 @@ class RunHandle:
             self._state = replace(new, updated=time.time())
         return self._state
 
-    def _fail_to_start(self, reason: str, staged: bool = False) -> None:
-        """Record a launch that never started the ranks; ``staged``: its copies were made, and
-        are removed first unless kept."""
+    def _fail_to_start(self, reason: str, staged: bool = False, stopped: bool = False) -> None:
+        """Record a launch that never started the ranks: failed, or ``stopped`` by the user;
+        ``staged``: its copies were made, and are removed first unless kept."""
         if staged:
             self._unstage()
         release_reserve(self.run_dir)
@@ -199,9 +200,12 @@ class RunHandle:
         now = time.time()
         with self._lock:
             self._returncode = START_FAILED_CODE
-            state = self._write(
-                State.FAILED, start=now, end=now, exit_code=START_FAILED_CODE, reason=reason
-            )
+            if stopped:
+                state = self._write(State.STOPPED, start=now, end=now, stopped_by_user=True)
+            else:
+                state = self._write(
+                    State.FAILED, start=now, end=now, exit_code=START_FAILED_CODE, reason=reason
+                )
             self._done.set()
         self.supervisor._notify(self, state)
 
@@ -521,7 +525,11 @@ class Supervisor:
         try:
             run.make_folders()  # once, before the ranks start: none of them makes or lists one
             if launch.stage is not None:
-                failed = stage(launch.stage, _stage_env(launch.env, run.path), run.path)
+                try:
+                    failed = stage(launch.stage, _stage_env(launch.env, run.path), run.path)
+                except KeyboardInterrupt:  # Ctrl-C while staging: the user's stop
+                    handle._fail_to_start(STOPPED_STAGING, staged=True, stopped=True)
+                    raise
                 if failed is not None:
                     handle._fail_to_start(failed)
                     return handle
