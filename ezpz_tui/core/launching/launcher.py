@@ -30,7 +30,9 @@ another launcher or a bare name that fails when started.
 The MPI families (PALS, Hydra, Open MPI) ask for the same things in different words, so one
 builder serves them all from a table of their spellings (:data:`_MPI_STYLES`); srun has its own.
 Building a launch starts nothing and writes nothing: a :class:`Launch` is a value, which the run
-store records (writing the hostfile it names) and the supervisor starts.
+store records (writing the hostfile it names) and the supervisor starts. A plan that stages its
+environment (``stage``) gets a :class:`~.staging.Staging` too: the copy and the removal, each in
+the same launcher's words with one process a node, and the ranks' interpreter is the copy's.
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ SRUN_INLINE_NODELIST_MAX = 256
 class LaunchConfig:
     """What building a launch takes from this machine: the Python the ranks run, how launchers
     are found, this host's name, whether a port is free here, the binding ``CPU_BIND`` asks
-    for (tests pass their own)."""
+    for, the environment (its ``$TMPDIR`` is where staging copies to by default; tests pass
+    their own)."""
 
     python: str = sys.executable
     which: Which = shutil.which

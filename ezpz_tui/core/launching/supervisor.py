@@ -19,6 +19,11 @@ account stops the rest of the job (MPICH's Hydra would let its peers run on into
 that never completes). When the launcher has exited, the watcher gives every rank its true end
 (:mod:`~ezpz_tui.core.runs.ending`) before the run's, and for a failed run the host its node
 fault names to ``bad_hosts.txt`` (:func:`~ezpz_tui.core.launching.failover.record_end_fault`).
+
+A launch that stages its environment (:mod:`~ezpz_tui.core.launching.staging`) has it copied to
+every node before the launcher starts, in the thread that starts it (the run is ``pending`` for
+that long); a node that cannot copy fails the launch before any rank starts. The watcher removes
+the copies when the run ends, whatever ended it, unless the plan keeps them.
 """
 
 from __future__ import annotations
