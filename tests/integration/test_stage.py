@@ -205,3 +205,41 @@ def test_ctrl_c_while_staging_stops_the_launch_and_removes_the_copy(
     assert str(state.state) == "stopped" and state.stopped_by_user and state.launcher_pid is None
     assert read_statuses(run) == [] and list(stage_dir.iterdir()) == []
     assert "stopped while staging the environment" in RunDir(run).launcher_log.read_text()
+
+
+def test_a_run_left_to_its_tether_has_its_copy_removed_at_its_end(
+    venv: Path, outputs: Path, stage_dir: Path
+) -> None:
+    """The TUI quit with "leave running": the tether records the end, then removes the copy."""
+    from ezpz_tui.core.launching.allocation import detect_allocation
+    from ezpz_tui.core.launching.plan import LaunchPlan
+    from ezpz_tui.core.session import Session
+
+    python = str(venv / "bin" / "python")
+    here = str(Path(sys.executable).parent)  # mpiexec: the mpich wheel's
+    session = Session(
+        detect_allocation(), outputs, python=python, which=lambda n: shutil.which(n, path=here)
+    )
+    up = "import time; print('up', flush=True); time.sleep(3)"
+    plan = LaunchPlan(ppn=2, command=(python, "-c", up), stage="on", stage_dir=str(stage_dir))
+    session.launch(plan)
+    handle = session.current
+    assert handle is not None and str(handle.poll()) == "running", handle and handle.state
+    run = handle.run_dir
+    copy = Path(json.loads(RunDir(run).stage_json.read_text())["dest"])
+    assert copy.is_dir()
+    deadline = time.monotonic() + 60
+    while not all("up" in _text(RunDir(run).log(r)) for r in (0, 1)):
+        assert time.monotonic() < deadline, "the ranks never started"
+        time.sleep(0.1)
+    assert handle.detach()
+    while read_state(run).live or list(stage_dir.iterdir()):
+        assert time.monotonic() < deadline + 60, (read_state(run), list(stage_dir.iterdir()))
+        time.sleep(0.1)
+    state = read_state(run)
+    assert str(state.state) == "succeeded" and state.supervisor_pid != os.getpid()
+    assert json.loads(RunDir(run).stage_json.read_text())["removed"]["failure"] is None
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""

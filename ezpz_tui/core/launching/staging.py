@@ -173,6 +173,8 @@ def stage_record(staging: Staging, copied: NodesAnswer) -> dict[str, Any]:
         "reused": bool(answers) and all(a.get("reused") for a in answers),
         "failure": copied.failure,
         "nodes": copied.answers,
+        "hosts": list(staging.hosts),
+        "remove_argv": list(staging.remove_argv),  # for a tether that records the end
     }
 
 
@@ -202,9 +204,26 @@ def stage(staging: Staging, env: Mapping[str, str], run_dir: Path) -> str | None
 
 def unstage(staging: Staging, env: Mapping[str, str], run_dir: Path) -> None:
     """Remove the copy from every node; ``stage.json`` says what was removed and what not."""
+    _remove_on_nodes(staging.dest, staging.remove_argv, staging.hosts, env, run_dir)
+
+
+def unstage_recorded(run_dir: Path, env: Mapping[str, str]) -> None:
+    """Remove the copy ``stage.json`` names from every node, unless it is kept or removed
+    already: for the tether, which records the end of a run its supervisor left."""
+    record = read_stage(run_dir)
+    if record is None or record.get("keep") or "removed" in record:
+        return
+    argv, hosts = record.get("remove_argv"), record.get("hosts")
+    if isinstance(argv, list) and isinstance(hosts, list):
+        _remove_on_nodes(str(record.get("dest")), argv, hosts, env, run_dir)
+
+
+def _remove_on_nodes(
+    dest: str, argv: Sequence[str], hosts: Sequence[str], env: Mapping[str, str], run_dir: Path
+) -> None:
     run = RunDir(run_dir)
-    _append(run.launcher_log, f"ezpz-tui: removing {staging.dest} from every node\n")
-    removed = run_on_nodes(staging.remove_argv, env, staging.hosts, run.launcher_log)
+    _append(run.launcher_log, f"ezpz-tui: removing {dest} from every node\n")
+    removed = run_on_nodes(argv, env, hosts, run.launcher_log)
     record = read_stage(run_dir) or {}
     record["removed"] = {"seconds": round(removed.seconds, 3), "failure": removed.failure}
     _write(run_dir, record)
