@@ -28,7 +28,7 @@ from ezpz_tui.core.comparing.facts import read_facts
 from ezpz_tui.core.launching.staging import stage_line
 from runtime.rundir import RunDir, read_state, read_statuses
 from runtime.stage import bytes_text
-from tests.fixtures.cli import REPO, base_env
+from tests.fixtures.cli import REPO, base_env, cli
 from tests.fixtures.mounts import fill, make_read_only, tmpfs
 
 # The rank: where its interpreter is, then three steps of the demo in that interpreter.
@@ -165,11 +165,13 @@ def test_a_failed_copy_fails_the_launch_naming_the_node_and_starts_no_rank(
     assert (stage_line(run) or "").startswith(f"staging to {where}/ezpz-stage-{run.name} on 1 node")
 
 
-def test_ctrl_c_while_staging_stops_the_launch_and_removes_the_copy(
-    tmp_path: Path, outputs: Path, stage_dir: Path
+@pytest.mark.parametrize("how", ["ctrl-c", "ezpz-tui stop"])
+def test_a_stop_while_staging_stops_the_launch_and_removes_the_copy(
+    tmp_path: Path, outputs: Path, stage_dir: Path, how: str
 ) -> None:
-    """A venv with 1 GiB more to copy (a sparse file, written whole by the copy), so that the
-    copy is under way when Ctrl-C comes."""
+    """Ctrl-C, or ``ezpz-tui stop RUN`` from another terminal (SIGTERM to the launch), while the
+    copy is under way: a venv with 1 GiB more to copy (a sparse file, written whole by the
+    copy) gives it the time."""
     big = tmp_path / "big-venv"
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", "--without-pip", str(big)], check=True)
@@ -194,7 +196,12 @@ def test_ctrl_c_while_staging_stops_the_launch_and_removes_the_copy(
         while not list(stage_dir.glob("*.tmp-*")) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert list(stage_dir.glob("*.tmp-*")), "the copy never started"
-        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole group
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)  # the terminal signals the whole group
+        else:
+            stopped = cli(["stop", _only_run(outputs).name], base_env(outputs))
+            assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+            assert "run stopped" in stopped.stderr
         said, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
