@@ -47,6 +47,7 @@ REPORT_MD, METRICS_PARQUET = "report.md", "metrics.parquet"  # at the end; on re
 METRICS_CSV, TENSORBOARD, MLRUNS, WANDB = "metrics.csv", "tensorboard", "mlruns", "wandb"
 HOSTFILE, BAD_HOSTS = "hostfile", "bad_hosts.txt"  # the second in outputs/, for all its runs
 SWEEPS = "sweeps"  # in the outputs directory: one record per sweep, naming its runs
+STAGE_JSON = "stage.json"  # with ``--stage``: where the environment was staged, how long it took
 RESERVE = ".reserve"  # room kept so a run on a disk that fills can still record its end
 LOGS, STATUS, METRICS, TELEMETRY = "logs", "status", "metrics", "telemetry"
 FLIGHT = "flight"  # each rank's Flight Recorder entries (runtime.flight)
@@ -101,6 +102,7 @@ class RunDir:
     mlruns_dir = _InRun(MLRUNS)
     wandb_dir = _InRun(WANDB)
     hostfile = _InRun(HOSTFILE)
+    stage_json = _InRun(STAGE_JSON)
     reserve = _InRun(RESERVE)
     logs_dir = _InRun(LOGS)
     status_dir = _InRun(STATUS)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,8 @@ def plan_from_args(args: argparse.Namespace, **sizes: int) -> Any:
         env=tuple(env),
         launcher_args=tuple(args.launcher_args),
         spares=getattr(args, "spares", 0),  # launch's only
+        stage=getattr(args, "stage", "off"),
+        stage_dir=getattr(args, "stage_dir", ""),
         **sizes,
     )
 
@@ -71,6 +75,7 @@ def _dry_run(session: Any, plan: Any) -> int:
             hostfile_hosts=preview.hostfile_hosts,
             notes=launch.notes,
             rank_env=_rank_env(launch),
+            stage=asdict(launch.stage) if launch.stage else None,
             world_size=checked.world_size,
             sizes={
                 "tp": plan.tp,
@@ -130,7 +135,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
     session = session_for(args)
     if args.dry_run:
         return _dry_run(session, plan)
-    result = session.launch(plan, parent=parent)
+    with _staging_stops(plan.stage != "off"):
+        result = session.launch(plan, parent=parent)
     if isinstance(result, NotStarted):
         for reason in result.reasons:
             say(f"ezpz-tui: {reason}")
@@ -146,6 +152,25 @@ def cmd_launch(args: argparse.Namespace) -> int:
         if step.result is None or isinstance(step.result, NotStarted):
             return code
         result = step.result
+
+
+@contextlib.contextmanager
+def _staging_stops(staging: bool) -> Iterator[None]:
+    """While a launch stages its environment (seconds to minutes, before any rank starts),
+    SIGTERM (what ``ezpz-tui stop`` sends) stops it as Ctrl-C does: the run is recorded
+    stopped and the copies made are removed, where dying of it would leave both behind."""
+    if not staging:
+        yield
+        return
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _resume(args: argparse.Namespace, plan: Any) -> tuple[Any, str | None] | str:

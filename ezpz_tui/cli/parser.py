@@ -284,6 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
     _command(sub, "info", json=True)
     _outputs_arg(_command(sub, "doctor", json=True))
+    from ezpz_tui.core.launching.plan import STAGE_MODES
+
     p = _command(sub, "launch")
     for size, words in SIZES:
         p.add_argument(f"--{size}", type=_positive, default=1, help=f"{words} parallel size")
@@ -304,6 +306,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="keep N usable hosts out of the run, for a retry to swap in for a failed one "
         "so that the sizes stay (default: 0)",
+    )
+    p.add_argument(
+        "--stage",
+        nargs="?",
+        const="on",
+        default="off",
+        choices=STAGE_MODES,
+        help="copy this Python's environment to each node's own disk first and run the ranks "
+        "from it, removed after the run (--stage=keep: kept, and reused while unchanged)",
+    )
+    p.add_argument(
+        "--stage-dir",
+        default="",
+        metavar="DIR",
+        help="where each node puts the staged copy (default: $TMPDIR, else /tmp)",
     )
     p.add_argument(
         "--resume-from",

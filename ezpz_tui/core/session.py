@@ -34,6 +34,7 @@ from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan, LaunchRefused,
 from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S
 from ezpz_tui.core.launching.rendezvous import resolves
 from ezpz_tui.core.launching.runstore import RunStore, record_launch
+from ezpz_tui.core.launching.staging import stage_problems
 from ezpz_tui.core.launching.supervisor import RunHandle, StopResult, Supervisor
 from ezpz_tui.core.runs.record import RunStoreError
 
@@ -113,7 +114,9 @@ class Session:
         return LaunchConfig(self.python, self.which, address=self._address, resolves=self._resolves)
 
     def _launcher_here(self, plan: LaunchPlan) -> list[Problem]:
-        return launcher_problems(plan, self.alloc, self.which, self.python)
+        """What only this node can tell: its launcher, and whether its Python can be staged."""
+        found = launcher_problems(plan, self.alloc, self.which, self.python)
+        return found + stage_problems(plan, self.python)
 
     def check(self, plan: LaunchPlan) -> CheckedPlan:
         """``plan`` cleared for launching here, without the hosts failures named in

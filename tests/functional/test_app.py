@@ -138,7 +138,7 @@ async def focus_field(pilot: Pilot[None], field: str) -> Input:
         await pilot.press("tab")
     await pilot.press("j")
     target = app.query_one(f"#{field}", Input)
-    for _ in range(10):
+    for _ in range(len(app.query("LaunchForm Input, LaunchForm Select")) + 1):
         if app.focused is target:
             return target
         await pilot.press("tab")

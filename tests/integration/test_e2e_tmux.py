@@ -7,10 +7,10 @@ the screen (a tp2 run running, the first one stopped) and the run directories on
 ``q`` and ``y`` and check that the TUI exited and left no rank behind.
 
 Keys, with the form's focus order (nodes, per node, TP, PP, CP, exclude, launcher, launcher flags,
-command, env):
+stage, stage folder, command, env):
 
     J                          focus the launch form (the main region's Launch tab)
-    Tab x9, ctrl+e ctrl+u, text, Esc   replace the command, leave the field
+    Tab x11, ctrl+e ctrl+u, text, Esc  replace the command, leave the field
     r                          launch
     T                          the launch opened the Run tab: back to the Launch tab (and its
                                form)
@@ -46,6 +46,7 @@ from tests.procs import processes_of
 
 TMUX = shutil.which("tmux")
 EZPZ_TUI = Path(sys.executable).parent / "ezpz-tui"
+TABS_TO_COMMAND = 11  # from J: the form's fields before the command, in focus order
 REPO = Path(__file__).resolve().parents[2]
 WIDTH, HEIGHT = 120, 40
 # Slow enough that the run outlives the TP edit, fast enough to show steps within seconds.
@@ -241,9 +242,9 @@ def test_newcomer_flow(tmux: Tmux, tmp_path: Path) -> None:
         timeout=60,
     )
 
-    # 2. A demo that runs long enough: replace the command field (the 8th field from the form).
+    # 2. A demo that runs long enough: replace the command field (the 10th field from the form).
     command = " ".join([python, *DEMO_ARGS])
-    replace_field(tmux, ["J", *["Tab"] * 9], command)
+    replace_field(tmux, ["J", *["Tab"] * TABS_TO_COMMAND], command)
     # The command field shows the value's end (the preview's tail is below the fold at 36 rows).
     tmux.wait_for("the new command in its field", lambda s: "0.2 --steps 10000" in s, timeout=20)
 
@@ -324,7 +325,7 @@ def test_a_torchrun_script_from_the_launch_form(tmux: Tmux, tmp_path: Path) -> N
     script = REPO / "tests" / "ranks" / "torchrun_plain.py"
     tmux.start([str(EZPZ_TUI)])
     tmux.wait_for("the prefilled plan and the doctor's result", _form_ready, 60)
-    replace_field(tmux, ["J", *["Tab"] * 9], f"{python} {script}")
+    replace_field(tmux, ["J", *["Tab"] * TABS_TO_COMMAND], f"{python} {script}")
     tmux.wait_for(
         "the script and the ranks' torchrun variables in the preview",
         lambda s: _in_panel(s, "ranks/torchrun_plain.py", "Each rank gets torchrun's RANK"),
@@ -441,7 +442,8 @@ def _launch_the_long_demo(tmux: Tmux, tmp_path: Path) -> tuple[Path, int]:
     the TUI's pid (the run's supervisor)."""
     tmux.start([str(EZPZ_TUI)])
     tmux.wait_for("the prefilled plan and the doctor's result", _form_ready, 60)
-    replace_field(tmux, ["J", *["Tab"] * 9], f"{EZPZ_TUI.parent / 'python'} {' '.join(DEMO_ARGS)}")
+    demo = f"{EZPZ_TUI.parent / 'python'} {' '.join(DEMO_ARGS)}"
+    replace_field(tmux, ["J", *["Tab"] * TABS_TO_COMMAND], demo)
     tmux.keys("r")
     stepping = re.compile(r"● running\s+step \d+")
     tmux.wait_for("a running run", lambda s: _summary(s, stepping), timeout=60)

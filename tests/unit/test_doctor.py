@@ -40,6 +40,7 @@ NAMES = [
     "rank python",
     "hostfile",
     "outputs",
+    "staging",
     "rank env",
     "torchrun env",
     "walltime",
@@ -121,6 +122,7 @@ def test_doctor_finds_what_is_wrong(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         "rank python": "ok",  # the venv's torchrun names this Python
         "hostfile": "ok",
         "outputs": "error",
+        "staging": "ok",
         "rank env": "warning",
         "torchrun env": "warning",
         "walltime": "warning",

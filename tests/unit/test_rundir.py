@@ -35,10 +35,11 @@ def test_every_path_of_a_run_directory(tmp_path: Path) -> None:
         r / "state.json",
         r / "launcher.log",
     )
-    assert (run.summary_json, run.metrics_nc, run.hostfile) == (
+    assert (run.summary_json, run.metrics_nc, run.hostfile, run.stage_json) == (
         r / "summary.json",
         r / "metrics.nc",
         r / "hostfile",
+        r / "stage.json",
     )
     assert run.log(3) == r / "logs" / "rank-00003.log"
     assert run.status(12) == r / "status" / "rank-00012.json"

@@ -24,6 +24,7 @@ from ezpz_tui.core.checking import (
     hosts,
     interpreter,
     mpi,
+    staging,
     torch_probe,
 )
 from ezpz_tui.core.checking.check import Check, Context, Declared, timed_out
@@ -41,6 +42,7 @@ CHECKS: tuple[Declared, ...] = (
     interpreter.rank_python,
     hosts.hostfile,
     filesystem.output_dir,
+    staging.staging,
     environment.rank_env,
     environment.torchrun_contract,
     environment.walltime,

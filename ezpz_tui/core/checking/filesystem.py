@@ -25,7 +25,7 @@ def _existing_ancestor(path: Path) -> Path:
     return path
 
 
-def _fs_type(path: Path) -> str | None:
+def fs_type(path: Path) -> str | None:
     """Filesystem type of ``path`` from /proc/mounts (longest mount point prefix); Linux only."""
     try:
         mounts = Path("/proc/mounts").read_text(errors="replace").splitlines()
@@ -68,7 +68,7 @@ def output_dir(ctx: Context) -> Verdict:
             f"Only {gib:.1f} GiB free under {base}; logs and checkpoints may fill it.",
             "Free space or choose an output directory on a larger filesystem.",
         )
-    fstype = _fs_type(base)
+    fstype = fs_type(base)
     others = len(ctx.alloc.hosts) - 1
     if others and fstype in _NODE_LOCAL_FS:
         who = "the other host" if others == 1 else f"the other {others} hosts"

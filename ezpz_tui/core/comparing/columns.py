@@ -44,6 +44,7 @@ class Column:
 
 
 FIGURES: tuple[Column, ...] = (  # widths hold the figure and its best mark
+    Column("STG s", 6, "stage s", "stage_s", three),
     Column("1ST s", 6, "first step s", "first_step_s", three),
     Column("STEP ms", 8, "step ms", "step_time_s", milli),
     Column("SMP/s", 6, "samples/s", "samples_per_s", short_number),
@@ -78,7 +79,7 @@ def figure_columns(comparison: Comparison, narrow: bool = False) -> list[Column]
         columns.append(c)
     if narrow:
         mfu = any(c.key == "mfu" for c in columns)
-        drop = {"tflops"} | ({"first_step_s"} if mfu else set())
+        drop = {"tflops"} | ({"first_step_s", "stage_s"} if mfu else set())
         columns = [c for c in columns if c.key not in drop]
     return columns
 

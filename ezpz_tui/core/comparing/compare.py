@@ -114,11 +114,13 @@ def _common_step(runs: Sequence[RunFacts]) -> int | None:
     return max(steps) if steps else None
 
 
-ONLY_WHEN_RECORDED = frozenset({"restore_s"})
-"""Rows left out when no run compared has the figure: a checkpoint's restore (resumed runs)."""
+ONLY_WHEN_RECORDED = frozenset({"restore_s", "stage_s"})
+"""Rows left out when no run compared has the figure: a checkpoint's restore (resumed runs),
+the environment's staging (``--stage``)."""
 
 # key, label, better, the figure of one run
 _FIGURES: tuple[tuple[str, str, str, Callable[[RunFacts], float | None]], ...] = (
+    ("stage_s", "stage s", "lower", lambda f: f.stage_s),
     ("first_step_s", "first step s", "lower", lambda f: f.first_step_s),
     ("restore_s", "restore s", "lower", lambda f: f.numbers.restore_s),
     ("step_time_s", "step s", "lower", lambda f: f.numbers.step_time_s),

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ezpz_tui.core.launching.staging import stage_seconds
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.record import positive_int, read_record
 from ezpz_tui.core.watching.efficiency import (
@@ -91,6 +92,7 @@ class RunFacts:
     created: float | None
     numbers: RunNumbers
     first_step_s: float | None  # from the run's start to its first metric record
+    stage_s: float | None  # staging its environment, before the run's start (``--stage``)
     notes: tuple[str, ...]
     record: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     record_problem: str | None = None  # why its run.toml cannot be read: no record to compare
@@ -159,6 +161,7 @@ def read_facts(run_dir: str | os.PathLike[str], peaks: PeakSettings | None = Non
         created=created,
         numbers=numbers,
         first_step_s=first - start if first is not None and start is not None else None,
+        stage_s=stage_seconds(path),
         notes=_notes(state, numbers, error),
         record=record,
         record_problem=error,

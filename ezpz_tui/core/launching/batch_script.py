@@ -110,6 +110,10 @@ def launch_line(
     argv += [f"--tp={plan.tp}", f"--pp={plan.pp}", f"--cp={plan.cp}", f"--ppn={ppn}"]
     argv.append(f"--launcher={plan.launcher}")
     argv += [f"--launcher-arg={flag}" for flag in plan.launcher_args]
+    if plan.stage != "off":  # the job's nodes stage the environment as the run's did
+        argv.append(f"--stage={plan.stage}")
+    if plan.stage_dir:
+        argv.append(f"--stage-dir={plan.stage_dir}")
     argv += [f"--env={key}={value}" for key, value in plan.env]
     return (*argv, "--", *plan.command)
 

@@ -11,7 +11,7 @@ writes the dataset in other formats.
 of its records, and the spread of the ranks' last values; the step time and throughput medians
 past warm-up (:mod:`ezpz_tui.core.watching.numbers`); the model TFLOPS per device and MFU at
 those medians, with the peak they divide by (:mod:`ezpz_tui.core.watching.efficiency`); the
-state, exit and cause; the plan.
+state, exit and cause; the plan; with ``--stage``, the staging's seconds and bytes.
 Non-finite numbers are written as the JSONL spells them (``"NaN"``), so strict readers parse it.
 """
 
@@ -147,7 +147,16 @@ def build_summary(run_dir: Path, ds: Any) -> dict[str, Any]:
         "metrics": metric_summary(ds),
         "plan": meta.get("plan", {}),
         "launch": {k: v for k, v in meta.items() if k != "plan"},
+        "stage": _stage_summary(run_dir),
     }
+
+
+def _stage_summary(run_dir: Path) -> dict[str, Any] | None:
+    """The staging's figures (``stage.json`` without each node's answer); None: not staged."""
+    from ezpz_tui.core.launching.staging import read_stage
+
+    record = read_stage(run_dir)
+    return None if record is None else {k: v for k, v in record.items() if k != "nodes"}
 
 
 def netcdf_ready(ds: Any) -> Any:

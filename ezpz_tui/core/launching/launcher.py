@@ -30,16 +30,19 @@ another launcher or a bare name that fails when started.
 The MPI families (PALS, Hydra, Open MPI) ask for the same things in different words, so one
 builder serves them all from a table of their spellings (:data:`_MPI_STYLES`); srun has its own.
 Building a launch starts nothing and writes nothing: a :class:`Launch` is a value, which the run
-store records (writing the hostfile it names) and the supervisor starts.
+store records (writing the hostfile it names) and the supervisor starts. A plan that stages its
+environment (``stage``) gets a :class:`~.staging.Staging` too: the copy and the removal, each in
+the same launcher's words with one process a node, and the ranks' interpreter is the copy's.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,6 +67,7 @@ from ezpz_tui.core.launching.rendezvous import (
     resolves,
     same_name,
 )
+from ezpz_tui.core.launching.staging import Staging, environment_of, node_commands, stage_dest
 from runtime.env import SIZE_VARS
 from runtime.rundir import RunDir
 
@@ -78,7 +82,8 @@ SRUN_INLINE_NODELIST_MAX = 256
 class LaunchConfig:
     """What building a launch takes from this machine: the Python the ranks run, how launchers
     are found, this host's name, whether a port is free here, the binding ``CPU_BIND`` asks
-    for (tests pass their own)."""
+    for, the environment (its ``$TMPDIR`` is where staging copies to by default; tests pass
+    their own)."""
 
     python: str = sys.executable
     which: Which = shutil.which
@@ -87,6 +92,7 @@ class LaunchConfig:
     address: Callable[[str], str] = same_name  # how a host is reached (Slurm's NodeAddr)
     resolves: Resolves = resolves  # whether a name (a host's HSN name) resolves here
     cpu_bind: str | None = field(default_factory=cpu_bind_asked)
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))  # $TMPDIR
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,7 @@ class Launch:
     rendezvous: Rendezvous | None = None  # None: torchrun --standalone picks its own
     world_size: int | None = None  # ranks the launcher starts: each should write a status
     walltime_end: float | None = None  # when the job's walltime ends (epoch s), when known
+    stage: Staging | None = None  # the environment staged on every node before the ranks
 
 
 def _local_binary(name: str, python: str, which: Which) -> str | None:
@@ -253,6 +260,7 @@ class _Step:
     hostfile: Path | None = None
     hostfile_hosts: tuple[str, ...] = ()
     rendezvous: Rendezvous | None = None
+    stage: Staging | None = None
 
     @property
     def world(self) -> int:
@@ -285,6 +293,7 @@ class _Step:
             notes=tuple(self.notes),
             rendezvous=self.rendezvous,
             world_size=self.world,
+            stage=self.stage,
         )
 
 
@@ -446,7 +455,12 @@ def build_launch(checked: CheckedPlan, run_dir: Path, config: LaunchConfig | Non
     env = _rank_env(plan)
     user = plan.launcher_args
     notes: list[str] = []
-    capture = ["-m", "runtime.capture", "--run-dir", str(run_dir), "--", *plan.command]
+    staging = _staging(checked, starter, run_dir, config)
+    command = staging.swap(plan.command) if staging else list(plan.command)
+    python = staging.swap([python])[0] if staging else python
+    if staging:
+        notes.append(f"The ranks run from {staging.dest}, a copy of {staging.source} on each node.")
+    capture = ["-m", "runtime.capture", "--run-dir", str(run_dir), "--", *command]
 
     if kind == "torchrun":
         program = [python, "-m", "torch.distributed.run"]
@@ -454,14 +468,15 @@ def build_launch(checked: CheckedPlan, run_dir: Path, config: LaunchConfig | Non
         if not binary:
             program += ["--standalone", "--nnodes", "1", "--nproc-per-node", str(ppn), *user]
             notes.append(contract_note(kind, None))
-            return _Step(alloc, hosts, ppn, run_dir, env, [], notes).launch(program + capture, kind)
+            step = _Step(alloc, hosts, ppn, run_dir, env, [], notes, stage=staging)
+            return step.launch(program + capture, kind)
         meet = _rendezvous(checked, hosts, run_dir, config)
         program += ["--nnodes", str(len(hosts)), "--nproc-per-node", str(ppn)]
         program += ["--rdzv-backend", "c10d", "--rdzv-endpoint", meet.endpoint()]
         program += ["--rdzv-id", run_dir.name, *user, *capture]
         notes.append(contract_note(kind, meet))
         # torchrun starts the ranks of one node; a per-node launcher starts one torchrun each.
-        step = _Step(alloc, hosts, 1, run_dir, env, program, notes, rendezvous=meet)
+        step = _Step(alloc, hosts, 1, run_dir, env, program, notes, rendezvous=meet, stage=staging)
         if starter.name == "srun":
             notes.append("srun starts one torchrun per node; torchrun starts that node's ranks.")
             return step.launch(_srun_argv(binary, step), kind)
@@ -471,11 +486,53 @@ def build_launch(checked: CheckedPlan, run_dir: Path, config: LaunchConfig | Non
     meet = _rendezvous(checked, hosts, run_dir, config)
     env.update(meet.env())
     notes.append(contract_note(kind, meet))
-    step = _Step(alloc, hosts, ppn, run_dir, env, [python, *capture], notes, rendezvous=meet)
+    step = _Step(
+        alloc, hosts, ppn, run_dir, env, [python, *capture], notes, rendezvous=meet, stage=staging
+    )
     bind = config.cpu_bind
     if kind == "srun":
         return step.launch(_srun_argv(binary, step, user, bind), kind)
     return step.launch(_mpi_argv(kind, binary, step, bind=True, user=user, cpu_bind=bind), kind)
+
+
+def _staging(
+    checked: CheckedPlan, starter: Starter, run_dir: Path, config: LaunchConfig
+) -> Staging | None:
+    """The plan's staging: the copy and the removal, each run once per node by the launcher
+    that starts the ranks (or directly, for torchrun on this host alone); None when off.
+    :class:`~.plan.LaunchRefused` when the rank interpreter is in no environment to copy."""
+    plan, alloc, python = checked.plan, checked.alloc, config.python
+    if plan.stage == "off":
+        return None
+    source = environment_of(python)
+    if isinstance(source, Problem):
+        raise LaunchRefused([source])
+    dest = stage_dest(plan, source, run_dir.name, config.environ)
+    keep = plan.stage == "keep"
+    copy, remove = node_commands(python, source, dest, keep)
+    hosts = plan.hosts_used(alloc)
+    return Staging(
+        str(source),
+        dest,
+        keep,
+        tuple(_per_node(starter, alloc, hosts, run_dir, copy)),
+        tuple(_per_node(starter, alloc, hosts, run_dir, remove)),
+        hosts,
+    )
+
+
+def _per_node(
+    starter: Starter, alloc: Allocation, hosts: tuple[str, ...], run_dir: Path, program: list[str]
+) -> list[str]:
+    """``program`` run once on each of ``hosts`` by the launcher (no binding, none of the
+    plan's launcher flags: they are the ranks')."""
+    if not starter.binary:
+        return program
+    step = _Step(alloc, hosts, 1, run_dir, {}, program, [])
+    name = starter.name
+    if name == "srun":
+        return _srun_argv(starter.binary, step)
+    return _mpi_argv(name, starter.binary, step, bind=False)
 
 
 def _rendezvous(

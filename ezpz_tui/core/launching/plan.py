@@ -25,6 +25,8 @@ from runtime.env import RANK_VARS, RENDEZVOUS_VARS, RUN_DIR_VAR, SIZE_VARS
 from runtime.layout import Layout
 
 LAUNCHERS = ("auto", "mpiexec", "srun", "mpirun", "torchrun")
+# Staging the environment on each node's own disk: not at all, for this run, or kept for the next.
+STAGE_MODES = ("off", "on", "keep")
 DEMO_MODULE = "runtime.examples.train"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # The user may choose the rendezvous (MASTER_ADDR/MASTER_PORT); the rest is each rank's own.
@@ -76,6 +78,10 @@ class LaunchPlan:
     launcher_args: tuple[str, ...] = ()
     # Usable hosts kept out of the run, for a retry after a node fault to swap in.
     spares: int = 0
+    # Copy the environment to each node first (:mod:`runtime.stage`): off, on or keep; into
+    # ``stage_dir`` on every node ("": the launching node's $TMPDIR, else /tmp).
+    stage: str = "off"
+    stage_dir: str = ""
 
     def __post_init__(self) -> None:
         # Accept lists and dicts from callers and TOML, store tuples so the plan stays hashable.
@@ -133,6 +139,10 @@ class LaunchPlan:
             out["launcher_args"] = list(self.launcher_args)
         if self.spares:
             out["spares"] = self.spares
+        if self.stage != "off":
+            out["stage"] = self.stage
+        if self.stage_dir:
+            out["stage_dir"] = self.stage_dir
         out["command"] = list(self.command)
         if self.env:
             out["env"] = dict(self.env)
@@ -160,6 +170,11 @@ class LaunchPlan:
             if not isinstance(data["launcher"], str):
                 raise ValueError(f"'launcher' must be one of {', '.join(LAUNCHERS)}.")
             kw["launcher"] = data["launcher"]
+        for name in ("stage", "stage_dir"):
+            if name in data:
+                if not isinstance(data[name], str):
+                    raise ValueError(f"'{name}' must be a string, not {data[name]!r}.")
+                kw[name] = data[name]
         if "env" in data:
             kw["env"] = _env_table(data["env"])
         return cls(**kw)
@@ -268,6 +283,10 @@ def validate(plan: LaunchPlan, alloc: Allocation) -> list[Problem]:
         error("launcher", f"srun needs a Slurm allocation, but {where}.")
     if any(not flag.strip() for flag in plan.launcher_args):
         error("launcher_args", "A launcher flag is empty: remove it or give the flag.")
+    if plan.stage not in STAGE_MODES:
+        error("stage", f"Staging {plan.stage!r} is not one of {', '.join(STAGE_MODES)}.")
+    elif plan.stage_dir and not plan.stage_dir.startswith("/"):
+        error("stage_dir", f"The staging directory {plan.stage_dir!r} must be an absolute path.")
 
     if not plan.command:
         error("command", "The command is empty: give the program to run, e.g. python train.py.")

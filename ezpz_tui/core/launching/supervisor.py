@@ -19,6 +19,11 @@ account stops the rest of the job (MPICH's Hydra would let its peers run on into
 that never completes). When the launcher has exited, the watcher gives every rank its true end
 (:mod:`~ezpz_tui.core.runs.ending`) before the run's, and for a failed run the host its node
 fault names to ``bad_hosts.txt`` (:func:`~ezpz_tui.core.launching.failover.record_end_fault`).
+
+A launch that stages its environment (:mod:`~ezpz_tui.core.launching.staging`) has it copied to
+every node before the launcher starts, in the thread that starts it (the run is ``pending`` for
+that long); a node that cannot copy fails the launch before any rank starts. The watcher removes
+the copies when the run ends, whatever ended it, unless the plan keeps them.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from ezpz_tui.core.launching.processes import (
     supervised_here,
 )
 from ezpz_tui.core.launching.reserve import NO_SPACE, nearly_full, no_space, release_reserve
+from ezpz_tui.core.launching.staging import stage, unstage
 from ezpz_tui.core.launching.tether import Tether, start_tether
 from ezpz_tui.core.runs.ending import cause_in, finalise, first_failure, status_dir_stamp
 from ezpz_tui.core.runs.pids import start_ticks
@@ -72,6 +78,7 @@ from runtime.telemetry.record import DEFAULT_INTERVAL_S, INTERVAL_VAR
 log = logging.getLogger(__name__)
 
 START_FAILED_CODE = 127  # the shell's "command not found", as runtime.capture uses it
+STOPPED_STAGING = "stopped while staging the environment; no rank was started"
 FAIL_FAST_POLL_S = 0.5  # how often the watcher looks at the status folder: one stat
 FAIL_FAST_GRACE_S = (2.0, 3.0)  # the failed job's other ranks: after SIGINT, after SIGTERM
 
@@ -99,6 +106,14 @@ def _launch_env(overrides: Mapping[str, str], run_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in RANK_VARS}
     env.update(overrides)
     env[RUN_DIR_VAR] = str(run_dir)
+    return env
+
+
+def _stage_env(overrides: Mapping[str, str], run_dir: Path) -> dict[str, str]:
+    """The launch's environment without the run directory's name, so that the staging
+    processes are none of the run's (a stop or a leftover search never finds them)."""
+    env = _launch_env(overrides, run_dir)
+    env.pop(RUN_DIR_VAR)
     return env
 
 
@@ -176,7 +191,11 @@ class RunHandle:
             self._state = replace(new, updated=time.time())
         return self._state
 
-    def _fail_to_start(self, reason: str) -> None:
+    def _fail_to_start(self, reason: str, staged: bool = False, stopped: bool = False) -> None:
+        """Record a launch that never started the ranks: failed, or ``stopped`` by the user;
+        ``staged``: its copies were made, and are removed first unless kept."""
+        if staged:
+            self._unstage()
         release_reserve(self.run_dir)
         with (
             contextlib.suppress(OSError),
@@ -186,9 +205,12 @@ class RunHandle:
         now = time.time()
         with self._lock:
             self._returncode = START_FAILED_CODE
-            state = self._write(
-                State.FAILED, start=now, end=now, exit_code=START_FAILED_CODE, reason=reason
-            )
+            if stopped:
+                state = self._write(State.STOPPED, start=now, end=now, stopped_by_user=True)
+            else:
+                state = self._write(
+                    State.FAILED, start=now, end=now, exit_code=START_FAILED_CODE, reason=reason
+                )
             self._done.set()
         self.supervisor._notify(self, state)
 
@@ -342,10 +364,17 @@ class RunHandle:
             if name == State.FAILED:  # once, by whoever records the end; never by a reader
                 self.bad_hosts_added = record_end_fault(self.run_dir)
             start_finalize(self.run_dir)  # its own process, started before anyone may exit
+            self._unstage()  # before the end is known: the copy is gone once a wait returns
             self._done.set()
         self.supervisor._notify(self, state)
         if self._tether is not None:
             self._tether.release()
+
+    def _unstage(self) -> None:
+        """Remove the run's staged copies from every node, unless the plan keeps them."""
+        staging = self.launch.stage
+        if staging is not None and not staging.keep:
+            unstage(staging, _stage_env(self.launch.env, self.run_dir), self.run_dir)
 
     # --- leaving ------------------------------------------------------------------------
 
@@ -497,14 +526,24 @@ class Supervisor:
             handle._fail_to_start(f"cannot start the launcher: bad command {list(argv)!r}")
             return handle
         run = RunDir(handle.run_dir)
+        staged = launch.stage is not None
         try:
             run.make_folders()  # once, before the ranks start: none of them makes or lists one
+            if launch.stage is not None:
+                try:
+                    failed = stage(launch.stage, _stage_env(launch.env, run.path), run.path)
+                except KeyboardInterrupt:  # Ctrl-C while staging: the user's stop
+                    handle._fail_to_start(STOPPED_STAGING, staged=True, stopped=True)
+                    raise
+                if failed is not None:
+                    handle._fail_to_start(failed)
+                    return handle
             env = _launch_env(launch.env, run.path)
             env.setdefault(INTERVAL_VAR, f"{self.telemetry_s:g}")
             env.setdefault(flight.ENABLE_VAR, "1" if self.flight_recorder else "0")
             proc = start_session(argv, env, launch.cwd, run.launcher_log)
         except (OSError, ValueError, TypeError) as exc:
-            handle._fail_to_start(_start_error(argv, launch.cwd, exc))
+            handle._fail_to_start(_start_error(argv, launch.cwd, exc), staged)
             return handle
         handle._launched(proc)
         return handle

@@ -15,7 +15,9 @@ A user who quits the TUI may leave a run running instead (an SSH session about t
 supervisor then writes ``keep`` and the tether becomes the run's supervisor
 (:mod:`~ezpz_tui.core.launching.tethered`): it names itself in the run's state, keeps the
 heartbeat, records the run's end from its ranks' once the launcher is gone, and takes SIGTERM as
-the user's stop, which is how a later ``ezpz-tui`` stops a run it did not start. Until its
+the user's stop, which is how a later ``ezpz-tui`` stops a run it did not start. Either way, a
+run whose environment was staged on its nodes has the copies removed after its end is recorded,
+unless kept (``stage.json`` holds the removal's command). Until its
 supervisor says a word the tether has imported only the standard library: every run has one.
 
 A pipe rather than ``PR_SET_PDEATHSIG`` on the launcher: that signal fires when the *thread*
@@ -131,6 +133,11 @@ def main(argv: list[str] | None = None) -> int:
             take_down(run, pid, ticks, f"{who} exited; the run was stopped with it")
     except OSError:
         return 1  # the disk refuses: readers will call the run lost, which it then is
+    from ezpz_tui.core.launching.staging import unstage_recorded
+    from runtime.env import RUN_DIR_VAR
+
+    # A staged run's copies go too, unless kept, as the supervisor would have removed them.
+    unstage_recorded(run, {k: v for k, v in os.environ.items() if k != RUN_DIR_VAR})
     from ezpz_tui.core.launching.finalize import start_finalize
 
     start_finalize(run)  # summary.json, metrics.nc, as the supervisor would have

@@ -28,7 +28,7 @@ from textual.widgets import Input, Label, Select, Static
 
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.launcher import format_argv
-from ezpz_tui.core.launching.plan import LAUNCHERS, LaunchPlan, Problem, validate
+from ezpz_tui.core.launching.plan import LAUNCHERS, STAGE_MODES, LaunchPlan, Problem, validate
 from ezpz_tui.core.launching.sizes import STEPPED, step_size
 from ezpz_tui.ui.palette import bindings_for
 from runtime.trackers import KNOWN as KNOWN_TRACKERS
@@ -41,7 +41,8 @@ SIZE_FIELDS = ("tp", "pp", "cp")
 
 
 class LaunchForm(VerticalScroll, can_focus=True):
-    """Nodes, excluded hosts, ranks per node, TP/PP/CP, launcher and its flags, command, env."""
+    """Nodes, excluded hosts, ranks per node, TP/PP/CP, launcher, staging, the launcher's flags,
+    command, env."""
 
     BINDINGS: ClassVar[list[Binding]] = [
         *bindings_for("form"),
@@ -84,6 +85,12 @@ class LaunchForm(VerticalScroll, can_focus=True):
         with Horizontal(classes="row"):
             yield Label("flags", classes="label")
             yield Input(id="launcher_args", placeholder="e.g. --cpu-bind=none")
+        with Horizontal(classes="row"):
+            # Copy the venv to each node's own disk first (off, on, keep), into this folder.
+            yield Label("stage", classes="label")
+            modes = [(x, x) for x in STAGE_MODES]
+            yield Select(modes, value="off", allow_blank=False, id="stage", classes="small")
+            yield Input(id="stage_dir", placeholder="in $TMPDIR or /tmp")
         with Horizontal(classes="row"):
             yield Label("command", classes="label")
             yield Input(id="command")
@@ -132,6 +139,7 @@ class LaunchForm(VerticalScroll, can_focus=True):
             "command": format_argv(plan.command),
             "env": " ".join(f"{k}={v}" for k, v in plan.env if k != TRACKERS_VAR),
             "trackers": dict(plan.env).get(TRACKERS_VAR, ""),
+            "stage_dir": plan.stage_dir,
         }
         # One recompute for the whole plan, not one per field: each would validate, redraw the
         # grid and ask for a preview of a half-filled plan.
@@ -139,6 +147,8 @@ class LaunchForm(VerticalScroll, can_focus=True):
             for name, value in values.items():
                 self.query_one(f"#{name}", Input).value = value
             self.query_one("#launcher", Select).value = plan.launcher
+            if plan.stage in STAGE_MODES:
+                self.query_one("#stage", Select).value = plan.stage
         self.query_one("#ppn", Input).placeholder = f"{alloc.accelerators_per_host} (1/accel)"
         self.query_one("#nodes", Input).placeholder = f"all {len(alloc.hosts)}"
         self._recompute()
@@ -187,6 +197,8 @@ class LaunchForm(VerticalScroll, can_focus=True):
             command=command,
             env=tuple(env),
             launcher_args=launcher_args,
+            stage=str(self.query_one("#stage", Select).value),
+            stage_dir=self.query_one("#stage_dir", Input).value.strip(),
             **sizes,
         )
         if self.alloc is not None:

@@ -160,6 +160,8 @@ class RunPanel(Vertical):
             header.append(f"\n{details.state.reason}", "yellow")
         if details.trackers:
             header.append(f"\n{details.trackers}", "dim")
+        if details.stage:
+            header.append(f"\n{details.stage}", "dim")
         efficiency = self._efficiency_line()
         if efficiency:
             header.append(f"\n{efficiency}", "dim")

@@ -1,0 +1,252 @@
+"""``ezpz-tui launch --stage``: the ranks run from a copy of their environment, made before them
+and removed after them, through real mpiexec with 2 ranks on this host.
+
+The environment staged is a real venv made for these tests: the same interpreter as this one,
+without packages of its own (a ``.pth`` file adds this venv's site-packages), so that a copy
+takes a moment instead of the 2 GB of torch this venv holds (``bench/stage_bench.py`` copies
+that one). ezpz-tui runs from it, as a user runs it from theirs: its interpreter is the ranks'.
+A failed copy is a real full or read-only 2 MB tmpfs as the staging directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ezpz_tui.core.comparing.facts import read_facts
+from ezpz_tui.core.launching.staging import stage_line
+from runtime.rundir import RunDir, read_state, read_statuses
+from runtime.stage import bytes_text
+from tests.fixtures.cli import REPO, base_env, cli
+from tests.fixtures.mounts import fill, make_read_only, tmpfs
+
+# The rank: where its interpreter is, then three steps of the demo in that interpreter.
+RANK = (
+    "import runpy, sys; print('EXE', sys.executable, 'PREFIX', sys.prefix, flush=True); "
+    "sys.argv = ['train', '--steps', '3']; "
+    "runpy.run_module('runtime.examples.train', run_name='__main__')"
+)
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small real venv of this interpreter that sees this venv's packages."""
+    where = tmp_path_factory.mktemp("venv") / "env"
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(where)], check=True)
+    purelib = Path(sysconfig.get_path("purelib", vars={"base": str(where)}))
+    here = sysconfig.get_path("purelib")
+    (purelib / "ezpz-test-parent.pth").write_text(f"import site; site.addsitedir({here!r})\n")
+    return where
+
+
+@pytest.fixture
+def stage_dir(tmp_path: Path) -> Iterator[Path]:
+    where = tmp_path / "node-local"
+    where.mkdir()
+    yield where
+    shutil.rmtree(where, ignore_errors=True)  # a kept copy, or a failing test's
+
+
+def _launch(venv: Path, outputs: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """``ezpz-tui launch`` run from ``venv``; mpiexec is this venv's (the mpich wheel)."""
+    env = base_env(outputs)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    python = str(venv / "bin" / "python")
+    argv = [python, "-m", "ezpz_tui", "launch", "--quiet", "--ppn", "2", *flags]
+    return subprocess.run(
+        [*argv, "--", python, "-c", RANK],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _only_run(outputs: Path, before: set[Path] = frozenset()) -> Path:  # type: ignore[assignment]
+    runs = [p for p in outputs.iterdir() if p.is_dir() and p not in before]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def _interpreters(run: Path) -> list[tuple[str, str]]:
+    """Each rank's ``sys.executable`` and ``sys.prefix``, from its log."""
+    found = []
+    for rank in range(2):
+        words = next(
+            line.split() for line in RunDir(run).log(rank).read_text().splitlines() if "EXE" in line
+        )
+        found.append((words[1], words[3]))
+    return found
+
+
+def test_a_staged_run_runs_from_the_copy_and_leaves_nothing(
+    venv: Path, outputs: Path, stage_dir: Path
+) -> None:
+    proc = _launch(venv, outputs, "--stage", "--stage-dir", str(stage_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = _only_run(outputs)
+    record = json.loads(RunDir(run).stage_json.read_text())
+    copy = Path(record["dest"])
+    assert copy.parent == stage_dir and record["source"] == str(venv)
+    for executable, prefix in _interpreters(run):
+        assert executable == str(copy / "bin" / "python")
+        assert prefix == str(copy)
+    assert len(list(RunDir(run).metrics(0).read_text().splitlines())) == 3  # the demo ran
+    assert record["reused"] is False and record["bytes"] > 0 and record["seconds"] > 0
+    assert record["removed"] == {"seconds": record["removed"]["seconds"], "failure": None}
+    assert list(stage_dir.iterdir()) == []  # the copy, its temp name and its lock: all gone
+    assert read_facts(run).stage_s == record["seconds"]  # compare's "stage s"
+    size, took = bytes_text(record["bytes"]), f"{record['seconds']:.1f}"
+    assert stage_line(run) == f"staged {size} to {copy} on 1 node in {took} s, removed after"
+
+
+def test_a_kept_copy_stays_and_the_next_run_reuses_it(
+    venv: Path, outputs: Path, stage_dir: Path
+) -> None:
+    flags = ("--stage=keep", "--stage-dir", str(stage_dir))
+    first = _launch(venv, outputs, *flags)
+    assert first.returncode == 0, first.stdout + first.stderr
+    run1 = _only_run(outputs)
+    copy = Path(json.loads(RunDir(run1).stage_json.read_text())["dest"])
+    made = (copy / "pyvenv.cfg").stat().st_ino
+
+    second = _launch(venv, outputs, *flags)
+    assert second.returncode == 0, second.stdout + second.stderr
+    run2 = _only_run(outputs, {run1})
+    record = json.loads(RunDir(run2).stage_json.read_text())
+    assert record["dest"] == str(copy) and record["reused"] is True
+    assert "removed" not in record
+    assert (copy / "pyvenv.cfg").stat().st_ino == made  # the same copy, not a new one
+    assert {exe for exe, _ in _interpreters(run2)} == {str(copy / "bin" / "python")}
+    assert sorted(p.name for p in stage_dir.iterdir()) == [copy.name, f"{copy.name}.lock"]
+    assert stage_line(run2) == (
+        f"staged: reused the kept copy {copy} on 1 node in {record['seconds']:.1f} s, kept"
+    )
+
+
+@pytest.mark.parametrize("fault", ["full", "read-only"])
+def test_a_failed_copy_fails_the_launch_naming_the_node_and_starts_no_rank(
+    venv: Path, outputs: Path, tmp_path: Path, fault: str
+) -> None:
+    with tmpfs(tmp_path / "node-local") as where:
+        if fault == "full":
+            fill(where)
+            cause = "free, the environment needs"
+        else:
+            make_read_only(where)
+            cause = "Read-only file system"
+        proc = _launch(venv, outputs, "--stage", "--stage-dir", str(where))
+        left = sorted(p.name for p in where.iterdir())
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in said
+    run = _only_run(outputs)
+    state = read_state(run)
+    assert str(state.state) == "failed" and state.launcher_pid is None
+    assert state.reason is not None
+    assert f"staging the environment failed on {socket.gethostname()}: " in state.reason
+    assert cause in state.reason and "no rank was started" in state.reason
+    assert state.reason in said  # the CLI says it too
+    assert read_statuses(run) == [] and list(RunDir(run).logs_dir.iterdir()) == []
+    assert left == (["filler"] if fault == "full" else [])
+    assert (stage_line(run) or "").startswith(f"staging to {where}/ezpz-stage-{run.name} on 1 node")
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "ezpz-tui stop"])
+def test_a_stop_while_staging_stops_the_launch_and_removes_the_copy(
+    tmp_path: Path, outputs: Path, stage_dir: Path, how: str
+) -> None:
+    """Ctrl-C, or ``ezpz-tui stop RUN`` from another terminal (SIGTERM to the launch), while the
+    copy is under way: a venv with 1 GiB more to copy (a sparse file, written whole by the
+    copy) gives it the time."""
+    big = tmp_path / "big-venv"
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(big)], check=True)
+    with (big / "ballast.bin").open("wb") as fh:
+        fh.truncate(2**30)
+    env = base_env(outputs)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    argv = [str(big / "bin" / "python"), "-m", "ezpz_tui", "launch", "--quiet", "--ppn", "2"]
+    argv += ["--stage", "--stage-dir", str(stage_dir), "--", "true"]
+    env["PYTHONPATH"] = sysconfig.get_path("purelib")  # ezpz_tui, for the big venv's Python
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        cwd=REPO,
+        start_new_session=True,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list(stage_dir.glob("*.tmp-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list(stage_dir.glob("*.tmp-*")), "the copy never started"
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)  # the terminal signals the whole group
+        else:
+            stopped = cli(["stop", _only_run(outputs).name], base_env(outputs))
+            assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+            assert "run stopped" in stopped.stderr
+        said, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130 and "Traceback" not in said, said
+    run = _only_run(outputs)
+    state = read_state(run)
+    assert str(state.state) == "stopped" and state.stopped_by_user and state.launcher_pid is None
+    assert read_statuses(run) == [] and list(stage_dir.iterdir()) == []
+    assert "stopped while staging the environment" in RunDir(run).launcher_log.read_text()
+
+
+def test_a_run_left_to_its_tether_has_its_copy_removed_at_its_end(
+    venv: Path, outputs: Path, stage_dir: Path
+) -> None:
+    """The TUI quit with "leave running": the tether records the end, then removes the copy."""
+    from ezpz_tui.core.launching.allocation import detect_allocation
+    from ezpz_tui.core.launching.plan import LaunchPlan
+    from ezpz_tui.core.session import Session
+
+    python = str(venv / "bin" / "python")
+    here = str(Path(sys.executable).parent)  # mpiexec: the mpich wheel's
+    session = Session(
+        detect_allocation(), outputs, python=python, which=lambda n: shutil.which(n, path=here)
+    )
+    up = "import time; print('up', flush=True); time.sleep(3)"
+    plan = LaunchPlan(ppn=2, command=(python, "-c", up), stage="on", stage_dir=str(stage_dir))
+    session.launch(plan)
+    handle = session.current
+    assert handle is not None and str(handle.poll()) == "running", handle and handle.state
+    run = handle.run_dir
+    copy = Path(json.loads(RunDir(run).stage_json.read_text())["dest"])
+    assert copy.is_dir()
+    deadline = time.monotonic() + 60
+    while not all("up" in _text(RunDir(run).log(r)) for r in (0, 1)):
+        assert time.monotonic() < deadline, "the ranks never started"
+        time.sleep(0.1)
+    assert handle.detach()
+    while read_state(run).live or list(stage_dir.iterdir()):
+        assert time.monotonic() < deadline + 60, (read_state(run), list(stage_dir.iterdir()))
+        time.sleep(0.1)
+    state = read_state(run)
+    assert str(state.state) == "succeeded" and state.supervisor_pid != os.getpid()
+    assert json.loads(RunDir(run).stage_json.read_text())["removed"]["failure"] is None
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
