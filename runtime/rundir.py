@@ -28,11 +28,12 @@ taken as not recorded.
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from pathlib import Path
@@ -188,7 +189,7 @@ def metric_files(run_dir: str | os.PathLike[str]) -> list[tuple[Path, int]]:
     root = Path(run_dir)
     found: list[tuple[Path, int]] = []
     ours = sorted((root / METRICS).glob("*.jsonl"))
-    theirs = sorted(p for p in root.glob("**/*.jsonl") if _EZPZ_NAMES.fullmatch(p.name))
+    theirs = sorted(_ezpz_files(root))
     for path in ours + theirs:
         for pattern in (JSONL_FILE, EZPZ_METRICS_FILE):
             match = pattern.search(path.name)
@@ -200,6 +201,16 @@ def metric_files(run_dir: str | os.PathLike[str]) -> list[tuple[Path, int]]:
                 found.append((path, 0))
     unique = dict(found)
     return sorted(unique.items(), key=lambda item: (item[1], str(item[0])))
+
+
+def _ezpz_files(root: Path) -> Iterator[Path]:
+    """ezpz's metric files anywhere below ``root``, but not in the rank folders: those hold one
+    file a rank, ours (``metrics/`` is listed by name), and walking them cost a 16,384-rank run
+    over half a second each time its numbers were read."""
+    for folder, dirs, files in os.walk(root):
+        if folder == str(root):
+            dirs[:] = [d for d in dirs if d not in RANK_FOLDERS]
+        yield from (Path(folder, name) for name in files if _EZPZ_NAMES.fullmatch(name))
 
 
 def sweep_record(outputs: str | os.PathLike[str], sweep_id: str) -> Path:
@@ -325,12 +336,17 @@ _READ_AS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+@functools.cache
+def _readers(cls: type) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
+    """Each field of ``cls`` with how it is read: looked up once, not per record (a 16,384-rank
+    run's statuses are read at once when it is opened)."""
+    return tuple((f.name, _READ_AS[str(f.type)]) for f in fields(cls) if str(f.type) in _READ_AS)
+
+
 def _read_fields(cls: type, data: Mapping[str, Any], skip: set[str]) -> dict[str, Any]:
     """The fields of ``cls`` that ``data`` holds, each read as its declared type."""
     return {
-        f.name: _READ_AS[str(f.type)](data[f.name])
-        for f in fields(cls)
-        if f.name in data and f.name not in skip
+        name: read(data[name]) for name, read in _readers(cls) if name in data and name not in skip
     }
 
 

@@ -84,6 +84,8 @@ def test_metric_files_ours_and_ezpz(tmp_path: Path) -> None:
     (tmp_path / "history" / "20261122-101010" / "20261122-101010.jsonl").write_text("")
     run.telemetry(0).write_text("")  # samples, not metrics
     (tmp_path / "notes.jsonl").write_text("")
+    (run.logs_dir / "metrics.jsonl").write_text("")  # the rank folders hold ours alone
+    (run.telemetry_dir / "metrics-5.jsonl").write_text("")
     assert [(p.relative_to(tmp_path).as_posix(), r) for p, r in metric_files(tmp_path)] == [
         ("history/20261122-101010/20261122-101010.jsonl", 0),
         ("metrics/rank-00000.jsonl", 0),

@@ -145,11 +145,13 @@ class RunFollower:
         self._files: dict[Path, _Followed] = {}
         self._by_rank: dict[int, list[Path]] = {}
         self._unread: dict[Path, None] = {}
-        self._unread_order: list[tuple[int, int, str]] = []  # a heap: telemetry last, by rank
+        # a heap: telemetry last, by rank (Paths order by their parts, parsed once)
+        self._unread_order: list[tuple[bool, int, Path]] = []
         self._draining: set[Path] = set()
         self._ended: set[int] = set()
         self._failed: set[int] = set()  # failed ranks whose files are read next, first
         self._status_sig: dict[Path, tuple[int, tuple[int, int, int] | None]] = {}
+        self._status_of: dict[int, Path] = {}  # each rank's status file, once listed
         self._state_sig: tuple[int, int, int] | None = None
         self._focus_of = focus
         self._focus: frozenset[int] = frozenset()
@@ -185,7 +187,7 @@ class RunFollower:
         self._files[path] = _Followed(kind, rank, tail, backlog)
         self._by_rank.setdefault(rank, []).append(path)
         self._unread[path] = None
-        heapq.heappush(self._unread_order, (kind == TELEMETRY, rank, str(path)))
+        heapq.heappush(self._unread_order, (kind == TELEMETRY, rank, path))
 
     def _read_state(self) -> None:
         if self.run_ended:
@@ -201,13 +203,15 @@ class RunFollower:
         self._state_sig = sig
         if RunState.from_json(data).state in FINAL:
             self.run_ended = True
-            for rank in {*self._by_rank, *(rank for rank, _ in self._status_sig.values())}:
+            for rank in {*self._by_rank, *self._status_of}:
                 self._end_rank(rank)
 
     def _end_rank(self, rank: int) -> None:
         """``rank`` will write no more: read its files to their end, then never again."""
         self._ended.add(rank)
-        self.schedule.remove(RunDir(self.run_dir).status(rank))
+        status = self._status_of.get(rank)
+        if status is not None:
+            self.schedule.remove(status)
         for path in self._by_rank.get(rank, ()):
             if path in self.schedule:
                 self.schedule.remove(path)
@@ -280,7 +284,7 @@ class RunFollower:
             taken.update((p, None) for p in self._by_rank.get(rank, ()) if p in self._unread)
         order = self._unread_order
         while order and len(taken) < limit:
-            path = Path(heapq.heappop(order)[2])
+            path = heapq.heappop(order)[2]
             if path in self._unread:
                 taken[path] = None
         for path in taken:
@@ -347,6 +351,7 @@ class RunFollower:
         changed = self.listing.changed_statuses()
         for path, rank in sorted(changed, key=lambda item: item[1]):
             self._status_sig.setdefault(path, (rank, None))
+            self._status_of[rank] = path
             self._read_status(path, batch, now)
 
     def _check_status(self, path: Path, batch: Batch, now: float) -> bool:

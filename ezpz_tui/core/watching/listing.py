@@ -112,16 +112,17 @@ class RunListing:
         for entry in entries:
             match = pattern.fullmatch(entry.name)
             if match:
-                found.append(Found(Path(entry.path), kind, int(match.group(1))))
+                found.append(Found(folder / entry.name, kind, int(match.group(1))))
             elif kind == METRICS:
                 rank = ezpz_metrics_rank(entry.name)
                 if rank is not None:
-                    found.append(Found(Path(entry.path), kind, rank))
+                    found.append(Found(folder / entry.name, kind, rank))
         return found
 
     def changed_statuses(self, force: bool = False) -> list[tuple[Path, int]]:
         """Status files that are new or were rewritten (a new inode) since the last call."""
-        entries = self._entries(self.run.status_dir, force)
+        folder = self.run.status_dir
+        entries = self._entries(folder, force)
         if entries is None:
             return []
         changed = []
@@ -129,7 +130,7 @@ class RunListing:
             match = STATUS_FILE.fullmatch(entry.name)
             if not match:
                 continue
-            path, inode = Path(entry.path), entry.inode()
+            path, inode = folder / entry.name, entry.inode()
             if self._status_ino.get(path) != inode:
                 self._status_ino[path] = inode
                 changed.append((path, int(match.group(1))))
