@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the list is on the first frame; the run store loads with th
     from ezpz_tui.core.launching.runstore import RunStore, RunSummary
     from runtime.rundir import RunState
 
+COLUMNS = ("run", "state", "age")
 STATE_STYLE = {
     "running": "bold green",
     "pending": "cyan",
@@ -117,9 +118,10 @@ class RunsPanel(Vertical):
 
     def on_mount(self) -> None:
         table = self.query_one(VimTable)
-        table.add_column("run", key="run")
-        table.add_column("state", key="state")
-        table.add_column("age", key="age")
+        # Widths set from the rows (set_runs), not measured by the table when it is next idle:
+        # a measure can be missed (the columns then stay as wide as their labels, "112 stopp",
+        # until the rows change).
+        self._columns = [table.add_column(label, width=len(label)) for label in COLUMNS]
         table.is_heading = lambda row: self.runs[row].state in ("failed", "lost")
         self.runs: list[RunSummary] = []
         self.mine: set[Path] = set()
@@ -140,6 +142,9 @@ class RunsPanel(Vertical):
             return
         self._shown = shown
         table.clear()
+        for at, key in enumerate(self._columns):
+            cells = [Text(row[at]) if isinstance(row[at], str) else row[at] for row in rows]
+            table.columns[key].width = max([len(COLUMNS[at]), *(c.cell_len for c in cells)])
         for row in rows:
             table.add_row(*row)
         self.query_one("#runs-title", Static).update(self._title())
