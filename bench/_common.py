@@ -1,5 +1,6 @@
 """What the benches that start real runs share: this checkout first on ``sys.path``, the mpiexec
-they compare against, commands run from the repository, scratch directories.
+they compare against, ``ezpz-tui`` as a person runs it in a clean environment, commands run from
+the repository, scratch directories.
 
 Imported as a sibling (``from _common import ...``): a script's own directory is first on
 ``sys.path`` when it is run as ``python bench/NAME.py``. Importing it puts this checkout's
@@ -56,6 +57,26 @@ def with_repo_path(env: dict[str, str]) -> dict[str, str]:
     """``env`` with this checkout first on ``PYTHONPATH``, so ranks import it too."""
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     return env
+
+
+def ezpz_tui() -> list[str]:
+    """The console script as a person types it, else the module."""
+    script = Path(PY).parent / "ezpz-tui"
+    return [str(script)] if script.exists() else [PY, "-m", "ezpz_tui"]
+
+
+def clean_env(outputs: Path) -> dict[str, str]:
+    """No job, no stray rank variables, outputs in the scratch directory."""
+    from runtime.env import RANK_VARS, RUN_DIR_VAR, SIZE_VARS
+
+    drop = (*RANK_VARS, *SIZE_VARS.values(), RUN_DIR_VAR)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in drop and not k.startswith(("PBS_", "SLURM_"))
+    }
+    env["EZPZ_OUTPUTS"] = str(outputs)
+    return with_repo_path(env)
 
 
 def run_in_repo(

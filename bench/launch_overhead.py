@@ -40,36 +40,19 @@ from pathlib import Path
 from _common import (
     PY,
     bench_parser,
+    clean_env,
+    ezpz_tui,
     mpiexec,
     print_rerun,
     run_in_repo,
     scratch,
-    with_repo_path,
 )
 
-from runtime.env import RANK_VARS, RUN_DIR_VAR, SIZE_VARS
+from runtime.env import RUN_DIR_VAR
 from runtime.rundir import RunDir
 
 RANKS = 2
 TIMEOUT_S = 300.0
-
-
-def ezpz_tui() -> list[str]:
-    """The console script as a person types it, else the module."""
-    script = Path(PY).parent / "ezpz-tui"
-    return [str(script)] if script.exists() else [PY, "-m", "ezpz_tui"]
-
-
-def clean_env(outputs: Path) -> dict[str, str]:
-    """No job, no stray rank variables, outputs in a scratch directory."""
-    drop = (*RANK_VARS, *SIZE_VARS.values(), RUN_DIR_VAR)
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in drop and not k.startswith(("PBS_", "SLURM_"))
-    }
-    env["EZPZ_OUTPUTS"] = str(outputs)
-    return with_repo_path(env)
 
 
 def run(argv: list[str], env: dict[str, str]) -> float:

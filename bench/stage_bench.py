@@ -28,31 +28,13 @@ import sys
 import time
 from pathlib import Path
 
-from _common import PY, bench_parser, print_rerun, run_in_repo, scratch, with_repo_path
+from _common import PY, bench_parser, clean_env, ezpz_tui, print_rerun, run_in_repo, scratch
 
-from runtime.env import RANK_VARS, RUN_DIR_VAR, SIZE_VARS
 from runtime.rundir import RunDir
 
 PARTS = ("first-step", "per-gb", "reuse")
 TIMEOUT_S = 600.0
 GIB = 2**30
-
-
-def ezpz_tui() -> list[str]:
-    script = Path(PY).parent / "ezpz-tui"
-    return [str(script)] if script.exists() else [PY, "-m", "ezpz_tui"]
-
-
-def clean_env(outputs: Path) -> dict[str, str]:
-    """No job, no stray rank variables, outputs in the scratch directory."""
-    drop = (*RANK_VARS, *SIZE_VARS.values(), RUN_DIR_VAR)
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in drop and not k.startswith(("PBS_", "SLURM_"))
-    }
-    env["EZPZ_OUTPUTS"] = str(outputs)
-    return with_repo_path(env)
 
 
 def launch(outputs: Path, steps: int, *flags: str) -> tuple[Path, float]:
