@@ -189,7 +189,7 @@ def metric_files(run_dir: str | os.PathLike[str]) -> list[tuple[Path, int]]:
     root = Path(run_dir)
     found: list[tuple[Path, int]] = []
     ours = sorted((root / METRICS).glob("*.jsonl"))
-    theirs = sorted(_ezpz_files(root))
+    theirs = sorted(_ezpz_files(root, rank_folders=not ours))
     for path in ours + theirs:
         for pattern in (JSONL_FILE, EZPZ_METRICS_FILE):
             match = pattern.search(path.name)
@@ -203,12 +203,13 @@ def metric_files(run_dir: str | os.PathLike[str]) -> list[tuple[Path, int]]:
     return sorted(unique.items(), key=lambda item: (item[1], str(item[0])))
 
 
-def _ezpz_files(root: Path) -> Iterator[Path]:
-    """ezpz's metric files anywhere below ``root``, but not in the rank folders: those hold one
-    file a rank, ours (``metrics/`` is listed by name), and walking them cost a 16,384-rank run
-    over half a second each time its numbers were read."""
+def _ezpz_files(root: Path, rank_folders: bool) -> Iterator[Path]:
+    """ezpz's metric files anywhere below ``root``; in the rank folders only when asked. In a
+    run directory of ours they hold one file a rank, ours (``metrics/`` is listed by name), and
+    walking them cost a 16,384-rank run over half a second each time its numbers were read; a
+    directory ezpz wrote keeps its ``metrics.jsonl`` in ``logs/``."""
     for folder, dirs, files in os.walk(root):
-        if folder == str(root):
+        if folder == str(root) and not rank_folders:
             dirs[:] = [d for d in dirs if d not in RANK_FOLDERS]
         yield from (Path(folder, name) for name in files if _EZPZ_NAMES.fullmatch(name))
 

@@ -124,11 +124,18 @@ def test_a_tracker_whose_import_raises_leaves_the_run_succeeding(
 def test_a_failed_run_still_gets_summary_and_metrics_nc(outputs: Path) -> None:
     import xarray as xr
 
+    # No close: the records are flushed at exit. Rank 1 fails once rank 0 has exited with its
+    # records flushed; before that, the fail-fast could stop rank 0 first (a loaded machine).
     code = (
-        "import os, sys; from runtime.history import History\n"
+        "import os, sys, time; from pathlib import Path; from runtime.history import History\n"
         "h = History()\n"
         "for i in range(5): h.record(i, {'loss': 10.0 * h.rank + i})\n"
-        "sys.exit(3 if h.rank == 1 else 0)\n"  # no close: the records are flushed at exit
+        "peer = Path(os.environ['EZPZ_RUN_DIR'], 'metrics', 'rank-00000.jsonl')\n"
+        "end = time.monotonic() + 60\n"
+        "while h.rank == 1 and time.monotonic() < end and (\n"
+        "    not peer.exists() or peer.read_text().count(chr(10)) < 5\n"
+        "): time.sleep(0.05)\n"
+        "sys.exit(3 if h.rank == 1 else 0)\n"
     )
     run_dir = _launch(outputs, base_env(outputs), [sys.executable, "-c", code])
     summary = _ended_products(run_dir)
