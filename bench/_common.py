@@ -1,6 +1,6 @@
 """What the benches that start real runs share: this checkout first on ``sys.path``, the mpiexec
 they compare against, ``ezpz-tui`` as a person runs it in a clean environment, commands run from
-the repository, scratch directories.
+the repository, scratch directories, a figure printed beside its baseline.
 
 Imported as a sibling (``from _common import ...``): a script's own directory is first on
 ``sys.path`` when it is run as ``python bench/NAME.py``. Importing it puts this checkout's
@@ -45,6 +45,13 @@ def print_rerun(script: str, args: argparse.Namespace) -> None:
         elif value not in (None, False):
             words += [flag, str(value)]
     print("rerun: " + shlex.join(words))
+
+
+def versus(value: float, base: float, form: str) -> str:
+    """``value`` beside the baseline measured in the same run, ``form`` (e.g. ``"{:.2f} s"``)
+    for both, and their ratio; none where the baseline is zero (an idle figure can be)."""
+    ratio = f"{value / base:.2f}x" if base > 0 else "no ratio"
+    return f"{form.format(value)} vs {form.format(base)}, {ratio}"
 
 
 def mpiexec() -> str:

@@ -1,7 +1,7 @@
 """Attaching to a finished 4,096- or 16,384-rank run copied from a real demo run (issue 27).
 
-``python bench/attach_bench.py [--ranks 4096,16384] [--reps 3] [--idle-s 5] [--from RUN]
-[--profile]``
+``python bench/attach_bench.py [--ranks 4096,16384] [--baseline-ranks 64] [--reps 3] [--idle-s 5]
+[--from RUN] [--profile]``
 
 The run is the issue's: a real 300-step 2-rank demo (``ezpz-tui launch --quiet --ppn 2 --
 python -m runtime.examples.train --steps 300``, or ``--from`` an existing one) whose rank 0 and
@@ -17,11 +17,15 @@ has none). Then, each time in a fresh process running the real app headless (Tex
 - read: until the follower has read every file once (it is then finished: the run ended);
 - idle: ``--idle-s`` seconds more: the CPU % of a core, and the RSS at their end.
 
-Each figure is the median of ``--reps`` processes, beside the issue's targets (4,096 ranks:
-1.5 s, 400 MB; 16,384 ranks: 4 s, 600 MB). ``--profile`` adds one more process per size that
-prints where the attach's time goes (cProfile, top functions by cumulative time) and one that
-prints what holds the memory once everything is read (tracemalloc, top lines and top tracebacks
-by size); both slow the app, so their processes are not timed.
+The baseline is the same run grown the same way to ``--baseline-ranks`` (64), attached by a
+process of its own before each of a size's, so the two alternate under the same load (after
+one unmeasured attach: the first process of a command pays for cold caches). Each
+figure is the median of ``--reps`` processes, printed beside the baseline's median with their
+ratio (what the size costs over a small run of the same files), and beside the issue's targets
+(4,096 ranks: 1.5 s, 400 MB; 16,384 ranks: 4 s, 600 MB). ``--profile`` adds one more process
+per size that prints where the attach's time goes (cProfile, top functions by cumulative time)
+and one that prints what holds the memory once everything is read (tracemalloc, top lines and
+top tracebacks by size); both slow the app, so their processes are not timed.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import PY, REPO, print_rerun, scratch, with_repo_path
+from _common import PY, REPO, print_rerun, scratch, versus, with_repo_path
 
 RANKS_PER_HOST = 12
 TARGETS = {4096: (1.5, 400), 16384: (4.0, 600)}  # attach s, RSS MB (issue 27)
@@ -188,9 +192,28 @@ def child(run: Path, ranks: int, args: argparse.Namespace, profile: str | None =
     raise SystemExit(f"{ranks}: no result\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
 
 
+def row(size: int, found: list[dict], base: list[dict]) -> str:
+    """A size's medians, each beside the baseline's and their ratio, and the targets."""
+    med = {k: statistics.median(f[k] for f in found) for k in found[0]}
+    low = {k: statistics.median(f[k] for f in base) for k in base[0]}
+    secs, mb = target(size)
+    cells = [
+        f"{size:,}",
+        f"{versus(med['attach_s'], low['attach_s'], '{:.2f} s')} (target ≤ {secs:g} s)",
+        versus(med["attach_rss_mb"], low["attach_rss_mb"], "{:.0f} MB"),
+        versus(med["read_s"], low["read_s"], "{:.2f} s"),
+        f"{versus(med['idle_rss_mb'], low['idle_rss_mb'], '{:.0f} MB')} (target ≤ {mb} MB)",
+        versus(med["idle_cpu_pct"], low["idle_cpu_pct"], "{:.1f}%"),
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", default="4096,16384", help="comma-separated sizes")
+    parser.add_argument(
+        "--baseline-ranks", type=int, default=64, help="the small copy each size is set against"
+    )
     parser.add_argument("--reps", type=int, default=3, help="attaching processes per size")
     parser.add_argument("--idle-s", type=float, default=5.0)
     parser.add_argument("--from", dest="source", help="a finished 2-rank demo run to copy")
@@ -205,6 +228,7 @@ def main() -> int:
         )
         print(json.dumps(found))
         return 0
+    print_rerun("attach_bench.py", args)
     sizes = [int(s) for s in args.ranks.split(",")]
     rows: list[str] = []
     with scratch("attach-bench-", args.keep) as root:
@@ -216,6 +240,11 @@ def main() -> int:
             print(
                 f"demo run ({STEPS} steps, 2 ranks): {time.monotonic() - began:.0f} s", flush=True
             )
+        small = args.baseline_ranks
+        (root / "baseline" / "config").mkdir(parents=True)
+        baseline = root / "baseline" / f"{source.name}-x{small}"
+        copy_run(source, baseline, small)
+        child(baseline, small, args)  # unmeasured: the first process pays for cold caches
         for size in sizes:
             outputs = root / str(size)
             (outputs / "config").mkdir(parents=True)
@@ -223,28 +252,26 @@ def main() -> int:
             began = time.monotonic()
             copy_run(source, run, size)
             print(f"{size:,} ranks: copied in {time.monotonic() - began:.1f} s", flush=True)
-            found = []
-            for _ in range(args.reps):
+            found, base = [], []
+            for _ in range(args.reps):  # the baseline and the size alternate
+                base.append(child(baseline, small, args))
+                print(f"  {small:,}: {json.dumps(base[-1])}", flush=True)
                 found.append(child(run, size, args))
-                print(f"  {json.dumps(found[-1])}", flush=True)
+                print(f"  {size:,}: {json.dumps(found[-1])}", flush=True)
             if args.profile:
                 child(run, size, args, "time")
                 child(run, size, args, "memory")
-            med = {k: statistics.median(f[k] for f in found) for k in found[0]}
-            secs, mb = target(size)
-            rows.append(
-                f"| {size:,} | {med['attach_s']:.2f} s (target ≤ {secs:g} s) "
-                f"| {med['attach_rss_mb']:.0f} MB | {med['read_s']:.2f} s "
-                f"| {med['idle_rss_mb']:.0f} MB (target ≤ {mb} MB) | {med['idle_cpu_pct']:.1f}% |"
-            )
+            rows.append(row(size, found, base))
             shutil.rmtree(run, ignore_errors=True)  # 16,384 ranks hold ~1.7 GB
-    print(f"\nfinished run copied from a real {STEPS}-step demo, medians of {args.reps}")
+    print(
+        f"\nfinished run copied from a real {STEPS}-step demo, medians of {args.reps}, each "
+        f"beside the same run copied to {args.baseline_ranks:,} ranks (size/baseline)"
+    )
     print(
         "| ranks | attach: every row + summary | RSS then | all files read | RSS idle | idle CPU |"
     )
     print("| --- | --- | --- | --- | --- | --- |")
     print("\n".join(rows))
-    print_rerun("attach_bench.py", args)
     return 0
 
 

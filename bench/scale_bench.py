@@ -1,6 +1,7 @@
 """How ezpz-tui holds up on Aurora-sized runs: 1,024, 4,096 and 16,384 ranks (issue 14).
 
-``python bench/scale_bench.py [--ranks 1024,4096,16384] [--idle-s 5] [--live-s 15] [--presses 40]``
+``python bench/scale_bench.py [--ranks 1024,4096,16384] [--baseline-ranks 64] [--idle-s 5]
+[--live-s 15] [--presses 40]``
 
 For each size a run directory in the layout of docs/run-directory.md is generated (run.toml with
 the world size, state.json, and per rank a status, a 40-line ezpz-like log with ANSI colour, 30
@@ -20,9 +21,14 @@ process running the real app headless (Textual's ``run_test``, attached to the r
   list: the time Pilot takes to deliver the key and let the app settle, which includes the
   repaint of the rows and the log it selects), and the RSS at the end.
 
-Figures are medians of the samples taken (the box is shared with other work); the p95 of the
-key presses is their 95th percentile. The RSS target is "after 10 minutes live": the RSS
-printed is after the live window (``--live-s 600`` measures the real thing).
+The baseline is the same measurement on a run of ``--baseline-ranks`` (64) generated the same
+way, each variant of it in a process of its own just before the size's (the box is shared with
+other work: the two then run under the same load), after one unmeasured process (the first
+pays for cold caches). Every figure is printed beside the baseline's with their ratio (what the
+size costs over a small run) and beside its target.
+Figures are medians of the samples taken; the p95 of the key presses is their 95th percentile.
+The RSS target is "after 10 minutes live": the RSS printed is after the live window
+(``--live-s 600`` measures the real thing).
 """
 
 from __future__ import annotations
@@ -37,9 +43,11 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from _common import PY, REPO, print_rerun, scratch
+from _common import PY, REPO, print_rerun, scratch, versus
 
 RANKS_PER_HOST = 12
 LOG_LINES, RECORDS, SAMPLES = 40, 30, 10
@@ -282,55 +290,78 @@ def target(size: int) -> tuple[float, int, int]:
     return next((TARGETS[s] for s in sorted(TARGETS) if size <= s), TARGETS[max(TARGETS)])
 
 
-def table(results: dict[int, dict[str, dict[str, object]]]) -> str:
-    sizes = sorted(results)
+def metadata_per_s(figures: dict[str, Any]) -> float:
+    """Metadata calls a second: strace's count where it ran, else the in-process counter's."""
+    return float(figures.get("strace_per_s", figures["fscalls_per_s"]))
 
-    def cell(size: int, text: str, target: str) -> str:
-        return f"{text} (target {target})"
 
-    rows = []
-    head = "| figure | " + " | ".join(f"{s:,}" for s in sizes) + " |"
-    rows.append(head)
-    rows.append("| --- |" + " --- |" * len(sizes))
-
-    def line(name: str, fn) -> None:  # type: ignore[no-untyped-def]
-        rows.append(f"| {name} | " + " | ".join(fn(s, results[s]) for s in sizes) + " |")
-
-    line(
+# name, variant, the figure, its form, its target at a size
+FIGURES: list[tuple[str, str, Callable[[dict], float], str, Callable[[int], str]]] = [
+    (
         "attach: first frame with every rank's row",
-        lambda s, r: cell(s, f"{r['finished']['first_frame_s']:.2f} s", f"≤ {target(s)[0]:g} s"),
-    )
-
-    def idle(s: int, r: dict[str, dict[str, object]]) -> str:
-        f = r["finished"]
-        calls = f.get("strace_per_s", f["fscalls_per_s"])
-        return cell(s, f"{f['cpu_pct']:.1f}%, {calls:.1f}/s", "≤ 2%, ≤ 20/s")
-
-    line("finished run, idle: CPU, metadata calls/s", idle)
-
-    def live(s: int, r: dict[str, dict[str, object]]) -> str:
-        f = r["live"]
-        return cell(s, f"{f.get('strace_per_s', f['fscalls_per_s']):,.0f}/s", "≤ 1,000")
-
-    line("live run: metadata calls/s", live)
-    line(
+        "finished",
+        lambda f: f["first_frame_s"],
+        "{:.2f} s",
+        lambda s: f"≤ {target(s)[0]:g} s",
+    ),
+    ("finished run, idle: CPU", "finished", lambda f: f["cpu_pct"], "{:.1f}%", lambda s: "≤ 2%"),
+    (
+        "finished run, idle: metadata calls/s",
+        "finished",
+        metadata_per_s,
+        "{:.1f}/s",
+        lambda s: "≤ 20/s",
+    ),
+    ("live run: metadata calls/s", "live", metadata_per_s, "{:,.0f}/s", lambda s: "≤ 1,000"),
+    (
         "live run: newest line of the rank on screen shown after",
-        lambda s, r: cell(s, f"{r['live'].get('lag_s', float('nan')):.2f} s", "≤ 0.5 s"),
-    )
-    line(
+        "live",
+        lambda f: f.get("lag_s", float("nan")),
+        "{:.2f} s",
+        lambda s: "≤ 0.5 s",
+    ),
+    (
         "RSS after the live window",
-        lambda s, r: cell(s, f"{r['live']['rss_mb']:.0f} MB", f"≤ {target(s)[1]} MB"),
-    )
-    line(
+        "live",
+        lambda f: f["rss_mb"],
+        "{:.0f} MB",
+        lambda s: f"≤ {target(s)[1]} MB",
+    ),
+    (
         "key press to repaint, p95 (live)",
-        lambda s, r: cell(s, f"{r['live']['key_p95_ms']:.0f} ms", f"≤ {target(s)[2]} ms"),
-    )
+        "live",
+        lambda f: f["key_p95_ms"],
+        "{:.0f} ms",
+        lambda s: f"≤ {target(s)[2]} ms",
+    ),
+]
+
+
+def table(
+    results: dict[int, dict[str, dict]], baselines: dict[int, dict[str, dict]], small: int
+) -> str:
+    """A row a figure, a column a size: each size's figure beside its baseline's, the ratio."""
+    sizes = sorted(results)
+    rows = [
+        "| figure | " + " | ".join(f"{s:,} ranks vs {small:,}" for s in sizes) + " |",
+        "| --- |" + " --- |" * len(sizes),
+    ]
+    for name, variant, figure, form, aim in FIGURES:
+        cells = [
+            f"{versus(figure(results[s][variant]), figure(baselines[s][variant]), form)} "
+            f"(target {aim(s)})"
+            for s in sizes
+        ]
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", default="1024,4096,16384", help="comma-separated sizes")
+    parser.add_argument(
+        "--baseline-ranks", type=int, default=64, help="the small run each size is set against"
+    )
     parser.add_argument("--idle-s", type=float, default=5.0)
     parser.add_argument("--live-s", type=float, default=15.0)
     parser.add_argument("--presses", type=int, default=40)
@@ -346,25 +377,36 @@ def main() -> int:
     if args.child:
         print(json.dumps(asyncio.run(measure(args))))
         return 0
-    sizes = [int(s) for s in args.ranks.split(",")]
-    results: dict[int, dict[str, dict[str, object]]] = {}
+    print_rerun("scale_bench.py", args)
+    sizes, small = [int(s) for s in args.ranks.split(",")], args.baseline_ranks
+    results: dict[int, dict[str, dict]] = {}
+    baselines: dict[int, dict[str, dict]] = {}
     with scratch("scale-bench-", args.keep) as root:
         for size in sizes:
-            outputs = root / str(size)
-            (outputs / "config").mkdir(parents=True)
-            run = outputs / f"20261126-120000-000-tp1pp1cp1-{size}"
-            began = time.monotonic()
-            generate(run, size, time.time() - 600)
-            print(f"{size} ranks: generated in {time.monotonic() - began:.1f} s", flush=True)
-            results[size] = {"finished": child("finished", run, size, args)}
-            print(f"  finished: {json.dumps(results[size]['finished'])}", flush=True)
-            make_live(run, size, time.time() - 60)
-            results[size]["live"] = child("live", run, size, args)
-            print(f"  live: {json.dumps(results[size]['live'])}", flush=True)
+            results[size], baselines[size] = {}, {}
+            pairs = []  # the baseline first: it runs just before the size, in each variant
+            for ranks, into, folder in (
+                (small, baselines[size], f"{size}-baseline"),
+                (size, results[size], str(size)),
+            ):
+                (root / folder / "config").mkdir(parents=True)
+                run = root / folder / f"20261126-120000-000-tp1pp1cp1-{ranks}"
+                began = time.monotonic()
+                generate(run, ranks, time.time() - 600)
+                print(f"{ranks} ranks: generated in {time.monotonic() - began:.1f} s", flush=True)
+                pairs.append((ranks, into, run))
+            if size == sizes[0]:  # unmeasured: the first process pays for cold caches
+                child("finished", pairs[0][2], small, args)
+            for variant in ("finished", "live"):
+                for ranks, into, run in pairs:
+                    if variant == "live":
+                        make_live(run, ranks, time.time() - 60)
+                    into[variant] = child(variant, run, ranks, args)
+                    print(f"  {ranks} {variant}: {json.dumps(into[variant])}", flush=True)
     tracer = results[sizes[0]]["finished"]["tracer"]
     print(f"\nmetadata calls counted by {tracer} (stat family, open, getdents64)")
-    print(table(results))
-    print_rerun("scale_bench.py", args)
+    print(f"each size beside a run of {small:,} ranks measured just before it (size/baseline)")
+    print(table(results, baselines, small))
     return 0
 
 

@@ -1,11 +1,13 @@
 """A run checkpointed at step 10 and resumed in another layout trains on as if never stopped.
 
-Real mpiexec launches of the demo on 2 gloo ranks. Each source run trains 20 steps straight and
-saves every 5 (keeping 3); a resumed run loads step 10 in another layout and trains steps 10-19,
-whose loss and gradient norm must equal the straight run's to 1e-5 relative (the layouts sum in
-other orders: float32 rounding, measured ~1e-7, is the only expected difference, as in
-test_parallel_equivalence.py). A resume that lost the optimizer state, the data position or the
-step is off by 1e-2 or more from the first resumed step.
+Real mpiexec launches of the demo on 2 gloo ranks (4 for PP 2 x TP 2). Each source run trains 20
+steps straight and saves every 5 (keeping 3); a resumed run loads step 10 in another layout (TP,
+PP, CP, and PP x TP, from DP and from FSDP) and trains steps 10-19, whose loss and gradient norm
+must equal the straight run's to 1e-5 relative (the layouts sum in other orders: float32
+rounding, measured ~1e-7, is the only expected difference, as in test_parallel_equivalence.py).
+A resume that lost the optimizer state, the data position or the step is off by 1e-2 or more
+from the first resumed step. A save is written beside the steps after it: storage that holds
+the write back shows the next step done before the write is.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures.cli import REPO
 from tests.fixtures.mounts import fill, tmpfs
 
 pytestmark = pytest.mark.mpi
@@ -33,6 +38,7 @@ TINY = [
     *("--dim", "32", "--heads", "4", "--vocab", "32", "--dtype", "float32"),
 ]
 SAVING = ["--checkpoint-every", "5", "--checkpoint-keep", "3"]
+SLOW_WRITE = str(REPO / "tests" / "ranks" / "slow_checkpoint_write.py")
 
 
 def _env(run_dir: Path) -> dict[str, str]:
@@ -56,8 +62,10 @@ def records(run_dir: Path, rank: int = 0) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def curve(run_dir: Path) -> dict[int, tuple[float, float]]:
-    return {r["step"]: (r["metrics"]["loss"], r["metrics"]["grad_norm"]) for r in records(run_dir)}
+def curve(run_dir: Path, rank: int = 0) -> dict[int, tuple[float, float]]:
+    return {
+        r["step"]: (r["metrics"]["loss"], r["metrics"]["grad_norm"]) for r in records(run_dir, rank)
+    }
 
 
 def source(mpiexec: str, root: Path, strategy: str) -> Path:
@@ -77,8 +85,8 @@ def fsdp_run(mpiexec: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return source(mpiexec, tmp_path_factory.mktemp("ckpt"), "fsdp")
 
 
-def assert_continues(straight: Path, resumed: Path, first: int) -> None:
-    want, got = curve(straight), curve(resumed)
+def assert_continues(straight: Path, resumed: Path, first: int, rank: int = 0) -> None:
+    want, got = curve(straight), curve(resumed, rank)
     assert sorted(got) == list(range(first, STEPS)), "the resumed run records its own steps"
     for step in range(first, STEPS):
         (loss, norm), (ref_loss, ref_norm) = got[step], want[step]
@@ -94,6 +102,65 @@ def test_saves_keep_the_newest_and_record_their_cost(ddp_run: Path) -> None:
     saves = [r["metrics"] for r in records(ddp_run) if "ckpt_save_s" in r["metrics"]]
     assert [int(m["ckpt_step"]) for m in saves] == [5, 10, 15]  # step 20's ends after the last
     assert all(m["ckpt_mb"] > 0.1 and m["ckpt_write_s"] >= m["ckpt_save_s"] for m in saves)
+
+
+def recorded_steps(run_dir: Path) -> set[int]:
+    """The steps rank 0 has written so far (a line still being written is left for later)."""
+    path = run_dir / "metrics" / "rank-00000.jsonl"
+    lines = path.read_text().splitlines(keepends=True) if path.is_file() else []
+    return {json.loads(line)["step"] for line in lines if line.endswith("\n")}
+
+
+def wait_until(done: Callable[[], bool], proc: subprocess.Popen, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not done():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.timeout(150)
+def test_the_step_after_an_async_save_ends_before_its_write(mpiexec: str, tmp_path: Path) -> None:
+    """Storage holds back each rank's first checkpoint file (tests/ranks/slow_checkpoint_write.py)
+    until rank 0 has recorded step 5, the one after the save of step 5 (the demo's steps count
+    from 0, its saves from 1), or for 20 s. Written beside the steps, the save lets step 5 run,
+    start to end, before either rank's file is written; a synchronous save holds step 5 back
+    until the writes end: then its record comes 20 s late, after them."""
+    gate, run = tmp_path / "gate", tmp_path / "run"
+    gate.mkdir()
+    args = [*TINY[2:], "--steps", "8", "--checkpoint-every", "5"]
+    with (tmp_path / "output.log").open("w+") as log:
+        proc = subprocess.Popen(
+            [mpiexec, "-n", "2", sys.executable, SLOW_WRITE, *args],
+            env={**_env(run), "WRITE_GATE": str(gate)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            held = lambda: all((gate / f"started-{r}").exists() for r in range(2))  # noqa: E731
+            if wait_until(held, proc, 90):
+                wait_until(lambda: 5 in recorded_steps(run), proc, 20)
+        finally:
+            (gate / "release").touch()
+            try:
+                rc = proc.wait(timeout=60)
+            finally:
+                proc.kill()  # as subprocess.run does past its timeout; a no-op once it ended
+        log.seek(0)
+        output = log.read()
+    assert rc == 0, output[-3000:]
+    assert json.loads((run / "checkpoints" / "step-5" / "COMPLETE").read_text())["step"] == 5
+    marks = sorted(p.name for p in gate.iterdir())
+    assert marks == ["release", "started-0", "started-1", "written-0", "written-1"], marks
+    started = min(float((gate / f"started-{r}").read_text()) for r in range(2))
+    written = min(float((gate / f"written-{r}").read_text()) for r in range(2))
+    step = next(r for r in records(run) if r["step"] == 5)
+    begun, ended = step["timestamp"] - step["metrics"]["dt"], step["timestamp"]
+    assert ended < written, (
+        f"step 5 ran from {begun - started:+.2f} s to {ended - started:+.2f} s after the save's "
+        f"write was held back; the first rank's write ended at {written - started:+.2f} s"
+    )
 
 
 @pytest.mark.timeout(150)
@@ -122,6 +189,29 @@ def test_dp2_to_pp2(ddp_run: Path, mpiexec: str, tmp_path: Path) -> None:
     assert rc == 0, output[-3000:]
     assert "stage 1/2 layers 1-1 +head" in output
     assert_continues(ddp_run, tmp_path / "pp2", SAVED)
+
+
+@pytest.mark.timeout(150)
+def test_dp2_to_cp2(ddp_run: Path, mpiexec: str, tmp_path: Path) -> None:
+    checkpoint = ddp_run / "checkpoints" / "step-10"
+    rc, output = demo(mpiexec, ["--cp", "2", "--resume", str(checkpoint)], tmp_path / "cp2")
+    assert rc == 0, output[-3000:]
+    assert "cp=1/2 dp=0/1 tokens 8-15 of 16" in output
+    for rank in range(2):  # each holds half of every sequence: both record the whole loss
+        assert_continues(ddp_run, tmp_path / "cp2", SAVED, rank)
+
+
+@pytest.mark.timeout(150)
+def test_dp2_to_pp2_by_tp2_on_4_ranks(ddp_run: Path, mpiexec: str, tmp_path: Path) -> None:
+    """Each of the 4 ranks loads a quarter of the model the 2 DP ranks saved whole; ranks 2
+    and 3 find no RNG state of theirs in the checkpoint."""
+    checkpoint = ddp_run / "checkpoints" / "step-10"
+    args = ["--pp", "2", "--tp", "2", "--resume", str(checkpoint)]
+    rc, output = demo(mpiexec, args, tmp_path / "pp2xtp2", ranks=4)
+    assert rc == 0, output[-3000:]
+    assert "stage 1/2 layers 1-1 +head | shard tp=1/2" in output
+    for rank in range(4):
+        assert_continues(ddp_run, tmp_path / "pp2xtp2", SAVED, rank)
 
 
 @pytest.mark.timeout(150)
