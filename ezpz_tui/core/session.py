@@ -33,10 +33,10 @@ from ezpz_tui.core.launching.launcher import (
 from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan, LaunchRefused, Problem, check
 from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S
 from ezpz_tui.core.launching.rendezvous import resolves
-from ezpz_tui.core.launching.runstore import RunStore, record_launch
 from ezpz_tui.core.launching.staging import stage_problems
 from ezpz_tui.core.launching.supervisor import RunHandle, StopResult, Supervisor
 from ezpz_tui.core.runs.record import RunStoreError
+from ezpz_tui.core.runs.store import RunStore, record_launch
 
 OUTPUTS_VAR = "EZPZ_OUTPUTS"
 PLACEHOLDER_RUN_ID = "<run-id>"

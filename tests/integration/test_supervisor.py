@@ -17,10 +17,10 @@ import pytest
 
 from ezpz_tui.core.launching import supervisor as supervisor_module
 from ezpz_tui.core.launching.launcher import Launch
-from ezpz_tui.core.launching.runstore import RunStore, record_launch
 from ezpz_tui.core.launching.supervisor import START_FAILED_CODE, RunHandle, Supervisor
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.record import read_run_toml
+from ezpz_tui.core.runs.store import RunStore, record_launch
 from runtime.procfs import proc_stat
 from runtime.rundir import FINAL, State
 from tests.procs import processes_of
@@ -335,7 +335,7 @@ _ORPHANING_SUPERVISOR = """
 import sys, time
 from pathlib import Path
 from ezpz_tui.core.launching.launcher import Launch
-from ezpz_tui.core.launching.runstore import RunStore
+from ezpz_tui.core.runs.store import RunStore
 from ezpz_tui.core.launching.supervisor import Supervisor
 run = RunStore(Path(sys.argv[1])).create({})
 Supervisor().start(Launch(run, (sys.executable, "-c", "import time; time.sleep(60)")))

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ezpz_tui.core.launching.outputs import OutputsError, check_listable, launch_error
-from ezpz_tui.core.launching.runstore import RunStore
 from ezpz_tui.core.runs.record import RunStoreError
+from ezpz_tui.core.runs.store import RunStore
 from tests.fixtures.mounts import fill, make_read_only, tmpfs
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from ezpz_tui.core.launching.change import change_lines, mask_argv, relaunch_change
 from ezpz_tui.core.launching.launcher import LaunchConfig, build_launch
 from ezpz_tui.core.launching.plan import LaunchPlan, check
-from ezpz_tui.core.launching.runstore import RunStore, record_launch
 from ezpz_tui.core.runs.record import read_run_toml
+from ezpz_tui.core.runs.store import RunStore, record_launch
 from tests.fixtures.allocations import aurora
 
 CONFIG = LaunchConfig(python="/venv/bin/python", which=lambda name: f"/opt/pals/bin/{name}")

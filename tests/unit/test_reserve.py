@@ -21,7 +21,7 @@ from ezpz_tui.core.launching.reserve import (
     release_reserve,
     reserve_path,
 )
-from ezpz_tui.core.launching.runstore import RunStore
+from ezpz_tui.core.runs.store import RunStore
 from runtime.rundir import (
     RankState,
     RankStatus,

@@ -16,10 +16,10 @@ import pytest
 
 from ezpz_tui import __version__
 from ezpz_tui.core.launching.launcher import Launch
-from ezpz_tui.core.launching.runstore import RunStore, record_launch, update_run_meta
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.pids import start_ticks, this_machine
 from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
+from ezpz_tui.core.runs.store import RunStore, record_launch, update_run_meta
 from runtime.rundir import STALE_AFTER_S, State, read_state, write_state
 
 LOST, UNKNOWN = State.LOST, State.UNKNOWN
@@ -85,7 +85,7 @@ def test_same_millisecond_creates_get_suffixes_and_sort_newest_first(store: RunS
 _CREATOR = """
 import sys
 from pathlib import Path
-from ezpz_tui.core.launching.runstore import RunStore
+from ezpz_tui.core.runs.store import RunStore
 store = RunStore(Path(sys.argv[1]))
 for _ in range(int(sys.argv[2])):
     print(store.create({"tp": 1}, {"tp": 1}).name, flush=True)
@@ -295,7 +295,7 @@ def test_an_ended_run_is_read_once_until_its_state_is_written_again(
 ) -> None:
     """The screen lists the outputs every 2 s: an ended run's run.toml and state are read
     once, a live one's every time, and a new state.json is read at once."""
-    from ezpz_tui.core.launching import runstore
+    from ezpz_tui.core.runs import store as runstore
 
     live, ended = store.create({"command": ["a"]}), store.create({"command": ["b"]})
     for run, state in ((live, State.RUNNING), (ended, State.SUCCEEDED)):

@@ -24,7 +24,6 @@ from ezpz_tui.core.launching.queued import (
     parse_squeue,
     queued_runs,
 )
-from ezpz_tui.core.launching.runstore import RunStore
 from ezpz_tui.core.launching.submission import (
     BatchRequest,
     SubmitError,
@@ -36,6 +35,7 @@ from ezpz_tui.core.launching.submission import (
     target_scheduler,
 )
 from ezpz_tui.core.runs.record import read_run_toml
+from ezpz_tui.core.runs.store import RunStore
 from runtime.rundir import State
 from tests.fixtures.allocations import aurora
 from tests.fixtures.runs import make_run

@@ -26,8 +26,8 @@ from typing import Any
 
 from ezpz_tui.core.launching.allocation import run_tool
 from ezpz_tui.core.launching.batch_script import batch_dir
-from ezpz_tui.core.launching.runstore import RunStore, RunSummary
 from ezpz_tui.core.runs.record import positive_int
+from ezpz_tui.core.runs.store import RunStore, RunSummary
 from runtime.rundir import State
 
 ASK_TIMEOUT_S = 5.0

@@ -36,8 +36,8 @@ from ezpz_tui.core.launching.batch_script import (
 )
 from ezpz_tui.core.launching.outputs import cause
 from ezpz_tui.core.launching.plan import LaunchPlan, validate
-from ezpz_tui.core.launching.runstore import RunStore
 from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
+from ezpz_tui.core.runs.store import RunStore
 from runtime.atomic import write_atomic
 from runtime.checkpoint_dirs import RESUME_VAR, CheckpointError, resolve
 from runtime.rundir import State

@@ -9,7 +9,7 @@ plus ``EZPZ_RUN_DIR`` naming the run directory, which is how its processes are f
 
 Only runs this :class:`Supervisor` started can be stopped: a :class:`RunHandle` is the only way
 to reach a run's processes, and there is none for a directory someone else started. Attaching to
-another run is read-only (:func:`ezpz_tui.core.launching.runstore.run_state`).
+another run is read-only (:func:`ezpz_tui.core.runs.store.run_state`).
 
 A watcher thread per run waits on the launcher, refreshes the heartbeat, and writes the final
 state without anyone polling; listeners learn of each state change from that thread. It also

@@ -21,7 +21,7 @@ from ezpz_tui.ui.palette import bindings_for
 from ezpz_tui.ui.widgets.table import VimTable
 
 if TYPE_CHECKING:  # the list is on the first frame; the run store loads with the first listing
-    from ezpz_tui.core.launching.runstore import RunStore, RunSummary
+    from ezpz_tui.core.runs.store import RunStore, RunSummary
     from runtime.rundir import RunState
 
 COLUMNS = ("run", "state", "age")
@@ -100,7 +100,7 @@ class RunsPanel(Vertical):
         """The header facts of ``path``, read again only while its run may still change: an
         ended run's are kept until its state.json is written again (the list refreshes every
         2 s; on a shared filesystem each read is a metadata round trip)."""
-        from ezpz_tui.core.launching.runstore import state_signature
+        from ezpz_tui.core.runs.store import state_signature
         from runtime.rundir import FINAL
 
         sig = state_signature(path)
