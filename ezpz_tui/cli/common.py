@@ -24,7 +24,7 @@ def say(message: str) -> None:
 
 
 def outputs_of(args: argparse.Namespace) -> Path:
-    from ezpz_tui.core.session import default_outputs
+    from ezpz_tui.core.runs.outputs import default_outputs
 
     return args.outputs or default_outputs()
 

@@ -90,7 +90,7 @@ class RunsPanel(Vertical):
 
     @work(thread=True, exclusive=True, group="runs")
     def _list(self, store: RunStore, details_of: Path | None) -> None:
-        from ezpz_tui.core.launching.queued import listed_runs
+        from ezpz_tui.core.runs.queued import listed_runs
 
         runs = listed_runs(store)
         details = self._details(details_of) if details_of else None
@@ -217,9 +217,9 @@ class RunDetails:
 
 def read_run_details(path: Path) -> RunDetails:
     """State and plan of a run, never raising on a half-written or foreign run."""
-    from ezpz_tui.core.launching.staging import stage_line
     from ezpz_tui.core.runs.liveness import run_state
     from ezpz_tui.core.runs.record import read_record
+    from ezpz_tui.core.runs.staged import stage_line
     from ezpz_tui.core.watching.tracked import tracker_line
 
     meta, problem = read_record(path)  # a foreign or broken record still opens
