@@ -83,7 +83,7 @@ def record_launch(launch: Launch) -> None:
     """Record what is about to run in ``launch.run_dir``, and write the hostfile it names.
 
     The launcher argv names the run directory, so it can only be built once
-    :meth:`RunStore.create` has made one; it is recorded before it starts, so a run that cannot
+    :meth:`RunMaker.create` has made one; it is recorded before it starts, so a run that cannot
     start still says what was tried. :class:`RunStoreError` when the disk refuses.
     """
     run = RunDir(launch.run_dir)

@@ -514,7 +514,7 @@ class Supervisor:
         if not run_dir.is_dir() or recorded.state != State.PENDING:
             raise ValueError(
                 f"{run_dir} is not a fresh run directory (state {str(recorded.state)!r}); "
-                "every launch needs a new one from RunStore.create"
+                "every launch needs a new one from RunMaker.create"
             )
         handle = RunHandle(self, replace(launch, run_dir=run_dir), recorded)
         with self._lock:

@@ -7,9 +7,10 @@ their end. So next to every launcher the supervisor starts a tether: ``python -m
 ezpz_tui.core.launching.tether`` in a session of its own (a closed terminal does not reach it),
 reading a pipe whose writing end only the supervisor holds. The kernel closes that end however
 the supervisor dies, so end-of-file without the word ``done`` means the supervisor is gone: the
-tether stops the run as a stop from the user would (:meth:`RunProcesses.stop`), then records
-every rank and the run as ``stopped``, with the reason. When the supervisor records the end
-itself it writes ``done`` and the tether exits at once.
+tether stops the run as a stop from the user would
+(:meth:`~.processes.RunProcesses.stop`), then records every rank and the run as ``stopped``,
+with the reason. When the supervisor records the end itself it writes ``done`` and the tether
+exits at once.
 
 A user who quits the TUI may leave a run running instead (an SSH session about to drop): the
 supervisor then writes ``keep`` and the tether becomes the run's supervisor
