@@ -1,8 +1,8 @@
 """Run directories as a reader finds them: named, listed and read back, whoever made them.
 
-The run store is the read side's: the runs list, ``runs``, ``why``, ``compare``, ``attach``
-and the palette name and list runs through it without importing the code that makes and
-drives them (:mod:`ezpz_tui.core.launching.making` makes run directories).
+The run store is the read side's: the runs list, the palette, ``runs``, ``compare`` and every
+command that takes a RUN name and list runs through it, and need not import the code that makes
+and drives runs for that (:mod:`ezpz_tui.core.launching.making` makes run directories).
 
 * Runs are listed by the creation epoch they record, not by id, so a DST change cannot reorder
   them; ids from the same millisecond sort naturally (``-2`` before ``-10``).
