@@ -24,7 +24,7 @@ def say(message: str) -> None:
 
 
 def outputs_of(args: argparse.Namespace) -> Path:
-    from ezpz_tui.core.session import default_outputs
+    from ezpz_tui.core.runs.outputs import default_outputs
 
     return args.outputs or default_outputs()
 
@@ -32,8 +32,8 @@ def outputs_of(args: argparse.Namespace) -> Path:
 def run_named(args: argparse.Namespace, run: str | None = None) -> Path | str:
     """The run directory ``run`` (default ``args.run``) names (an id, a unique prefix or a
     path), or why none."""
-    from ezpz_tui.core.launching.runstore import RunStore
     from ezpz_tui.core.runs.record import RunStoreError
+    from ezpz_tui.core.runs.store import RunStore
     from runtime.rundir import LOGS, RUN_TOML, RunDir
 
     try:

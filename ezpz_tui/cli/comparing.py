@@ -21,7 +21,7 @@ def _runs_to_compare(args: argparse.Namespace) -> list[Path] | str:
     """The run directories the arguments name, or why not. One RUN brings its relatives."""
     from ezpz_tui.core.comparing.relatives import relatives_of
     from ezpz_tui.core.comparing.sweep_record import read_sweep
-    from ezpz_tui.core.launching.runstore import RunStore
+    from ezpz_tui.core.runs.store import RunStore
     from runtime.rundir import SWEEP_PREFIX
 
     if not args.run:

@@ -10,13 +10,14 @@ from ezpz_tui.cli.common import fail, run_named
 
 
 def cmd_finalize(args: argparse.Namespace) -> int:
+    from ezpz_tui.cli.comparing import peak_settings
     from ezpz_tui.core.launching.finalize import finalize
 
     run_dir = run_named(args)
     if isinstance(run_dir, str):
         return fail(run_dir)
     try:
-        written = finalize(run_dir)
+        written = finalize(run_dir, peak_settings())
     except Exception as exc:  # a foreign or damaged run: one line, never a traceback
         return fail(f"cannot finalize {run_dir.name}: {type(exc).__name__}: {exc}")
     for path in written:

@@ -96,6 +96,7 @@ def session_for(args: argparse.Namespace) -> Any:
     from ezpz_tui.core.launching.batch_script import SUBMISSION_VAR
     from ezpz_tui.core.launching.supervisor import Supervisor
     from ezpz_tui.core.session import Session
+    from ezpz_tui.core.watching.efficiency import PeakSettings
 
     settings, warnings = load_config()
     for warning in warnings:
@@ -106,6 +107,7 @@ def session_for(args: argparse.Namespace) -> Any:
         settings.telemetry_s,
         settings.before_walltime_s,
         settings.flight_recorder,
+        PeakSettings(settings.peak_tflops, settings.peak_dtype),
     )
     return Session(
         detect_allocation(),

@@ -59,9 +59,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from ezpz_tui.core.launching.outputs import OutputsError, check_listable
-    from ezpz_tui.core.launching.queued import listed_runs
-    from ezpz_tui.core.launching.runstore import RunStore
+    from ezpz_tui.core.runs.outputs import OutputsError, check_listable
+    from ezpz_tui.core.runs.queued import listed_runs
+    from ezpz_tui.core.runs.store import RunStore
 
     store = RunStore(outputs_of(args))
     try:

@@ -11,7 +11,6 @@ from ezpz_tui.cli.common import fail, outputs_of, say
 def cmd_submit(args: argparse.Namespace) -> int:
     from ezpz_tui.core.launching.allocation import detect_allocation
     from ezpz_tui.core.launching.batch_script import DEFAULT_WALLTIME_S, render
-    from ezpz_tui.core.launching.runstore import RunStore
     from ezpz_tui.core.launching.submission import (
         BatchRequest,
         SubmitError,
@@ -20,6 +19,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         resumed_run,
         submit,
     )
+    from ezpz_tui.core.runs.store import RunStore
 
     store = RunStore(outputs_of(args))
     walltime = args.walltime or DEFAULT_WALLTIME_S

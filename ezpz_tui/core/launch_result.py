@@ -1,7 +1,7 @@
 """What asking the session for a run came to: it started, or it did not and why, worded once.
 
 A launch is not started for its plan (every error of the plan), for the outputs directory (a
-path that is a file, read-only, full: :func:`~ezpz_tui.core.launching.outputs.launch_error`'s
+path that is a file, read-only, full: :func:`~ezpz_tui.core.runs.outputs.launch_error`'s
 line) or for a value the launcher cannot take (the ``ValueError``'s text). The CLI prints the
 reasons, the TUI shows them and a sweep records them; none of them catches these exceptions
 itself, so all three say the same thing and cannot disagree on which error is which.
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ezpz_tui.core.launching.outputs import launch_error
 from ezpz_tui.core.launching.plan import LaunchRefused
 from ezpz_tui.core.launching.supervisor import RunHandle
+from ezpz_tui.core.runs.outputs import launch_error
 from ezpz_tui.core.runs.record import RunStoreError
 
 Kind = Literal["refused", "outputs", "invalid"]

@@ -13,7 +13,6 @@ told apart and worded here, once, for every caller.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import time
@@ -30,21 +29,16 @@ from ezpz_tui.core.launching.launcher import (
     build_launch,
     launcher_problems,
 )
+from ezpz_tui.core.launching.making import RunMaker, record_launch
 from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan, LaunchRefused, Problem, check
 from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S
 from ezpz_tui.core.launching.rendezvous import resolves
-from ezpz_tui.core.launching.runstore import RunStore, record_launch
 from ezpz_tui.core.launching.staging import stage_problems
 from ezpz_tui.core.launching.supervisor import RunHandle, StopResult, Supervisor
+from ezpz_tui.core.runs.outputs import default_outputs
 from ezpz_tui.core.runs.record import RunStoreError
 
-OUTPUTS_VAR = "EZPZ_OUTPUTS"
 PLACEHOLDER_RUN_ID = "<run-id>"
-
-
-def default_outputs() -> Path:
-    """``$EZPZ_OUTPUTS`` or ``./outputs``: next to the code being run, as ezpz does."""
-    return Path(os.environ.get(OUTPUTS_VAR) or "outputs")
 
 
 @dataclass(frozen=True)
@@ -86,7 +80,7 @@ class Session:
         self.submission = submission
         self.which = which  # how launchers are found on this node
         self.exclude_bad = exclude_bad  # skip the hosts in the outputs' bad_hosts.txt
-        self.store = RunStore(outputs or default_outputs())
+        self.store = RunMaker(outputs or default_outputs())
         self.supervisor = supervisor or Supervisor()
         # The interpreter every rank runs: this one's unless told, read when the session starts
         # (a default bound when the module is imported would be whichever ran first).

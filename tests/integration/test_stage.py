@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from ezpz_tui.core.comparing.facts import read_facts
-from ezpz_tui.core.launching.staging import stage_line
+from ezpz_tui.core.runs.staged import stage_line
 from runtime.rundir import RunDir, read_state, read_statuses
 from runtime.stage import bytes_text
 from tests.fixtures.cli import REPO, base_env, cli
@@ -240,9 +240,11 @@ def test_a_run_left_to_its_tether_has_its_copy_removed_at_its_end(
         assert time.monotonic() < deadline, "the ranks never started"
         time.sleep(0.1)
     assert handle.detach()
-    while read_state(run).live or list(stage_dir.iterdir()):
+    # The copy is gone from the node before the tether records its removal in stage.json.
+    while read_state(run).live or "removed" not in json.loads(RunDir(run).stage_json.read_text()):
         assert time.monotonic() < deadline + 60, (read_state(run), list(stage_dir.iterdir()))
         time.sleep(0.1)
+    assert list(stage_dir.iterdir()) == []
     state = read_state(run)
     assert str(state.state) == "succeeded" and state.supervisor_pid != os.getpid()
     assert json.loads(RunDir(run).stage_json.read_text())["removed"]["failure"] is None

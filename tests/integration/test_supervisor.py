@@ -17,7 +17,7 @@ import pytest
 
 from ezpz_tui.core.launching import supervisor as supervisor_module
 from ezpz_tui.core.launching.launcher import Launch
-from ezpz_tui.core.launching.runstore import RunStore, record_launch
+from ezpz_tui.core.launching.making import RunMaker, record_launch
 from ezpz_tui.core.launching.supervisor import START_FAILED_CODE, RunHandle, Supervisor
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.record import read_run_toml
@@ -100,8 +100,8 @@ def start(
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> RunStore:
-    return RunStore(tmp_path / "outputs")
+def store(tmp_path: Path) -> RunMaker:
+    return RunMaker(tmp_path / "outputs")
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ def tree(tmp_path: Path) -> tuple[Path, Path]:
     return script, rec
 
 
-def start_tree(sup: Supervisor, store: RunStore, script: Path, rec: Path) -> RunHandle:
+def start_tree(sup: Supervisor, store: RunMaker, script: Path, rec: Path) -> RunHandle:
     return start(sup, store.create({"command": ["tree"]}), [PY, str(script), str(rec), "root"])
 
 
@@ -134,7 +134,7 @@ def signals_of(rec: Path, member: str) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
-def test_stop_escalates_and_leaves_nothing(sup: Supervisor, store: RunStore, tree) -> None:
+def test_stop_escalates_and_leaves_nothing(sup: Supervisor, store: RunMaker, tree) -> None:
     script, rec = tree
     handle = start_tree(sup, store, script, rec)
     wait_for(lambda: all((rec / f"{m}.pid").exists() for m in TREE_MEMBERS))
@@ -174,7 +174,7 @@ def test_stop_finds_a_daemon_that_names_the_resolved_run_dir(
     real = tmp_path / "real"
     real.mkdir()
     (tmp_path / "link").symlink_to(real)
-    run = RunStore(tmp_path / "link").create({})
+    run = RunMaker(tmp_path / "link").create({})
     pidfile = tmp_path / "daemon.pid"
     code = textwrap.dedent(
         f"""
@@ -197,7 +197,7 @@ def test_stop_finds_a_daemon_that_names_the_resolved_run_dir(
 
 
 @pytest.mark.mpi
-def test_stop_a_real_mpiexec_run(sup: Supervisor, store: RunStore, mpiexec: str) -> None:
+def test_stop_a_real_mpiexec_run(sup: Supervisor, store: RunMaker, mpiexec: str) -> None:
     loop = "import time\nwhile True:\n    time.sleep(0.1)"
     run = store.create({"command": [PY, "-c", loop]}, {"world_size": 2})
     handle = start(sup, run, [mpiexec, "-n", "2", PY, "-c", loop])
@@ -224,7 +224,7 @@ def test_stop_a_real_mpiexec_run(sup: Supervisor, store: RunStore, mpiexec: str)
     ],
 )
 def test_natural_end_is_recorded_without_polling(
-    sup: Supervisor, store: RunStore, code: str, state: str, exit_code: int | None, sig: str | None
+    sup: Supervisor, store: RunMaker, code: str, state: str, exit_code: int | None, sig: str | None
 ) -> None:
     run = store.create({})
     start(sup, run, [PY, "-c", code])
@@ -236,7 +236,7 @@ def test_natural_end_is_recorded_without_polling(
 
 
 def test_launcher_log_environment_and_stdin(
-    sup: Supervisor, store: RunStore, monkeypatch: pytest.MonkeyPatch
+    sup: Supervisor, store: RunMaker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MASTER_ADDR", "10.9.8.7")
     monkeypatch.setenv("RANK", "5")
@@ -274,7 +274,7 @@ def test_launcher_log_environment_and_stdin(
     ],
 )
 def test_a_launcher_that_cannot_start_fails_readably(
-    sup: Supervisor, store: RunStore, argv: list[str], cwd: Path | None, reason: str
+    sup: Supervisor, store: RunMaker, argv: list[str], cwd: Path | None, reason: str
 ) -> None:
     run = store.create({})
     handle = start(sup, run, argv, cwd=cwd)
@@ -286,7 +286,7 @@ def test_a_launcher_that_cannot_start_fails_readably(
     assert handle.stop(FAST).already_finished
 
 
-def test_a_run_directory_is_used_once(sup: Supervisor, store: RunStore) -> None:
+def test_a_run_directory_is_used_once(sup: Supervisor, store: RunMaker) -> None:
     run = store.create({})
     assert start(sup, run, [PY, "-c", "pass"]).wait(30) == 0
     with pytest.raises(ValueError, match="not a fresh run directory"):
@@ -295,7 +295,7 @@ def test_a_run_directory_is_used_once(sup: Supervisor, store: RunStore) -> None:
         sup.start(Launch(store.outputs / "never-created", (PY, "-c", "pass")))
 
 
-def test_listeners_hear_each_transition_in_order(sup: Supervisor, store: RunStore) -> None:
+def test_listeners_hear_each_transition_in_order(sup: Supervisor, store: RunMaker) -> None:
     heard: list[tuple[str, str]] = []
     unsubscribe = sup.add_listener(lambda h, s: heard.append((h.run_dir.name, s.state)))
     sup.add_listener(lambda h, s: 1 / 0)  # a broken listener must not stop the others
@@ -307,7 +307,7 @@ def test_listeners_hear_each_transition_in_order(sup: Supervisor, store: RunStor
 
 
 def test_stop_racing_a_natural_exit_always_ends_in_a_final_state(
-    sup: Supervisor, store: RunStore
+    sup: Supervisor, store: RunMaker
 ) -> None:
     for _ in range(10):
         handle = start(sup, store.create({}), [PY, "-c", "pass"])
@@ -320,7 +320,7 @@ def test_stop_racing_a_natural_exit_always_ends_in_a_final_state(
 
 
 def test_heartbeat_refreshes_while_running(
-    sup: Supervisor, store: RunStore, monkeypatch: pytest.MonkeyPatch
+    sup: Supervisor, store: RunMaker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(supervisor_module, "HEARTBEAT_S", 0.1)
     run = store.create({})
@@ -335,16 +335,16 @@ _ORPHANING_SUPERVISOR = """
 import sys, time
 from pathlib import Path
 from ezpz_tui.core.launching.launcher import Launch
-from ezpz_tui.core.launching.runstore import RunStore
+from ezpz_tui.core.launching.making import RunMaker
 from ezpz_tui.core.launching.supervisor import Supervisor
-run = RunStore(Path(sys.argv[1])).create({})
+run = RunMaker(Path(sys.argv[1])).create({})
 Supervisor().start(Launch(run, (sys.executable, "-c", "import time; time.sleep(60)")))
 print(run, flush=True)
 time.sleep(60)
 """
 
 
-def test_a_run_whose_supervisor_died_is_lost_once_the_launcher_ends(store: RunStore) -> None:
+def test_a_run_whose_supervisor_died_is_lost_once_the_launcher_ends(store: RunMaker) -> None:
     owner = subprocess.Popen(
         [PY, "-c", _ORPHANING_SUPERVISOR, str(store.outputs)], stdout=subprocess.PIPE, text=True
     )
@@ -366,7 +366,65 @@ def test_a_run_whose_supervisor_died_is_lost_once_the_launcher_ends(store: RunSt
     assert disk_state(run)["state"] == "running"  # a reader never rewrites it
 
 
-def test_stop_all_stops_every_live_run(sup: Supervisor, store: RunStore) -> None:
+# A rank that records 20 steps, the first saying its FLOPs per token, then says so and waits.
+_FLOPS_RANK = """
+import sys, time
+from runtime.history import History
+with History(sys.argv[1], rank=0) as h:
+    for step in range(20):
+        first = {"flops_per_token": 1e9} if step == 0 else {}
+        h.record(step, {"loss": 1.0, "dt": 0.1, **first}, samples=8)
+print("recorded", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+_SUPERVISOR_WITH_PEAKS = """
+import sys, time
+from pathlib import Path
+from ezpz_tui.core.launching.launcher import Launch
+from ezpz_tui.core.launching.making import RunMaker
+from ezpz_tui.core.launching.supervisor import Supervisor
+from ezpz_tui.core.watching.efficiency import PeakSettings
+run = RunMaker(Path(sys.argv[1])).create({})
+rank = (sys.executable, "-c", sys.argv[2], str(run), "60")
+Supervisor(peaks=PeakSettings(250.0, "fp16")).start(Launch(run, rank))
+print(run, flush=True)
+time.sleep(60)
+"""
+
+
+def _summary_peak(run: Path) -> str:
+    summary = run / "summary.json"
+    wait_for(summary.exists, timeout=120)  # the finalizer's own process imports xarray
+    return json.loads(summary.read_text())["speed"]["efficiency"]["peak"]["label"]
+
+
+def test_the_finalizer_of_a_run_gets_its_supervisor_s_peak(store: RunMaker) -> None:
+    """The peak summary.json divides by is the one the supervisor was made with (the config's
+    ``[efficiency]``, read where the supervisor is made), whoever records the end: the
+    supervisor itself, or the tether of a supervisor that died."""
+    from ezpz_tui.core.watching.efficiency import PeakSettings
+
+    sup = Supervisor(peaks=PeakSettings(500.0, "fp16"))
+    run = store.create({})
+    assert start(sup, run, [PY, "-c", _FLOPS_RANK, str(run), "0"]).wait(30) == 0
+    assert _summary_peak(run) == "every device fp16 500 TFLOPS (config)"
+
+    owner = subprocess.Popen(
+        [PY, "-c", _SUPERVISOR_WITH_PEAKS, str(store.outputs), _FLOPS_RANK],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert owner.stdout is not None
+    left = Path(owner.stdout.readline().strip())
+    wait_for(lambda: "recorded" in (left / "launcher.log").read_text())
+    owner.kill()  # the tether stops the run, records its end and starts the finalizer
+    owner.wait()
+    assert _summary_peak(left) == "every device fp16 250 TFLOPS (config)"
+    assert disk_state(left)["state"] == "stopped"
+
+
+def test_stop_all_stops_every_live_run(sup: Supervisor, store: RunMaker) -> None:
     sleeper = [PY, "-c", "import time; time.sleep(60)"]
     handles = [start(sup, store.create({}), sleeper) for _ in range(3)]
     finished = start(sup, store.create({}), [PY, "-c", "pass"])
@@ -378,7 +436,7 @@ def test_stop_all_stops_every_live_run(sup: Supervisor, store: RunStore) -> None
 
 
 def test_relaunch_refuses_a_handle_from_another_supervisor(
-    sup: Supervisor, store: RunStore
+    sup: Supervisor, store: RunMaker
 ) -> None:
     other = Supervisor()
     handle = start(other, store.create({}), [PY, "-c", "pass"])
@@ -388,7 +446,7 @@ def test_relaunch_refuses_a_handle_from_another_supervisor(
 
 @pytest.mark.slow
 def test_twenty_relaunches_leave_only_the_last_run(
-    sup: Supervisor, store: RunStore, tmp_path: Path
+    sup: Supervisor, store: RunMaker, tmp_path: Path
 ) -> None:
     script = tmp_path / "tree.py"
     script.write_text(TREE)
@@ -422,7 +480,7 @@ def test_twenty_relaunches_leave_only_the_last_run(
 
 
 def test_the_supervisor_makes_the_rank_folders_before_the_launcher_starts(
-    sup: Supervisor, store: RunStore
+    sup: Supervisor, store: RunMaker
 ) -> None:
     run = store.create({})
     for name in ("logs", "status", "metrics", "telemetry"):

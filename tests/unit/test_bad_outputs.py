@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ezpz_tui.core.launching.outputs import OutputsError, check_listable, launch_error
-from ezpz_tui.core.launching.runstore import RunStore
+from ezpz_tui.core.launching.making import RunMaker
+from ezpz_tui.core.runs.outputs import OutputsError, check_listable, launch_error
 from ezpz_tui.core.runs.record import RunStoreError
 from tests.fixtures.mounts import fill, make_read_only, tmpfs
 
@@ -21,7 +21,7 @@ from tests.fixtures.mounts import fill, make_read_only, tmpfs
 def test_outputs_that_is_a_file(tmp_path: Path) -> None:
     path = tmp_path / "out"
     path.write_text("a file")
-    store = RunStore(path)
+    store = RunMaker(path)
     with pytest.raises(OutputsError) as caught:
         store.create({})
     assert str(caught.value) == f"cannot create a run in {path}: not a directory"
@@ -38,7 +38,7 @@ def test_outputs_under_a_file_names_the_file(tmp_path: Path) -> None:
     blocker.write_text("x")
     path = blocker / "out"
     with pytest.raises(OutputsError) as caught:
-        RunStore(path).create({})
+        RunMaker(path).create({})
     assert str(caught.value) == (
         f"cannot create a run in {path}: not a directory ({blocker} is a file)"
     )
@@ -48,7 +48,7 @@ def test_outputs_under_a_file_names_the_file(tmp_path: Path) -> None:
 def test_missing_outputs_is_listable_and_created_on_launch(tmp_path: Path) -> None:
     path = tmp_path / "a" / "b"
     check_listable(path)  # no runs yet is not an error
-    run = RunStore(path).create({})
+    run = RunMaker(path).create({})
     assert run.parent == path
 
 
@@ -56,7 +56,7 @@ def test_read_only_outputs(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "ro") as where:
         make_read_only(where)
         with pytest.raises(OutputsError) as caught:
-            RunStore(where).create({})
+            RunMaker(where).create({})
         assert str(caught.value) == f"cannot create a run in {where}: read-only file system"
         check_listable(where)  # can be read: listing it is fine
         assert os.listdir(where) == []
@@ -66,7 +66,7 @@ def test_full_outputs_leaves_no_half_made_run(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "full") as where:
         fill(where)
         with pytest.raises(OutputsError) as caught:
-            RunStore(where).create({"command": ["x"]})
+            RunMaker(where).create({"command": ["x"]})
         assert str(caught.value) == f"cannot create a run in {where}: no space left on device"
         assert os.listdir(where) == ["filler"], "the half-made run directory is removed"
 

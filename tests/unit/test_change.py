@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ezpz_tui.core.launching.change import change_lines, mask_argv, relaunch_change
 from ezpz_tui.core.launching.launcher import LaunchConfig, build_launch
+from ezpz_tui.core.launching.making import RunMaker, record_launch
 from ezpz_tui.core.launching.plan import LaunchPlan, check
-from ezpz_tui.core.launching.runstore import RunStore, record_launch
 from ezpz_tui.core.runs.record import read_run_toml
 from tests.fixtures.allocations import aurora
 
@@ -18,7 +18,7 @@ CONFIG = LaunchConfig(python="/venv/bin/python", which=lambda name: f"/opt/pals/
 def recorded_run(outputs: Path, plan: LaunchPlan) -> Path:
     """A run directory as a launch leaves it: run.toml with the plan and the launcher argv."""
     checked = check(plan, aurora(2))
-    run_dir = RunStore(outputs).create(checked.plan.to_dict(), checked.sizes, meta=checked.meta)
+    run_dir = RunMaker(outputs).create(checked.plan.to_dict(), checked.sizes, meta=checked.meta)
     record_launch(build_launch(checked, run_dir, CONFIG))
     return run_dir
 

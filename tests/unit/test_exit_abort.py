@@ -17,9 +17,9 @@ import pytest
 
 from ezpz_tui.core.comparing.compare import compare
 from ezpz_tui.core.launching.finalize import finalize
-from ezpz_tui.core.launching.runstore import RunStore
 from ezpz_tui.core.runs.ending import cause_in, cause_of
 from ezpz_tui.core.runs.exit_abort import TERMINATE, aborted_at_exit
+from ezpz_tui.core.runs.store import RunStore
 from ezpz_tui.core.watching.failure import explain, format_failure
 from runtime import records
 from runtime.rundir import (

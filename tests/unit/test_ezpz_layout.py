@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 
 from ezpz_tui.core.launching.elsewhere import Refused, stoppable
-from ezpz_tui.core.launching.runstore import RunStore
 from ezpz_tui.core.runs.ezpz_layout import (
     RUNNING_WITHIN_S,
     ezpz_logs,
@@ -22,6 +21,7 @@ from ezpz_tui.core.runs.ezpz_layout import (
     last_step,
 )
 from ezpz_tui.core.runs.liveness import run_state
+from ezpz_tui.core.runs.store import RunStore
 from ezpz_tui.core.watching.followers import RunFollower
 from ezpz_tui.core.watching.metrics.aggregated import folded, statistic_of
 from ezpz_tui.core.watching.metrics.load import load_store

@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 import xarray as xr
 
+from ezpz_tui import config
 from ezpz_tui.cli import main
-from ezpz_tui.core.launching.finalize import finalize
+from ezpz_tui.core.launching.finalize import finalize, peak_args
+from ezpz_tui.core.launching.finalize import main as finalize_main
+from ezpz_tui.core.watching.efficiency import PeakSettings
 from ezpz_tui.core.watching.tracked import tracker_line, tracker_outputs
 from runtime.history import History
 from runtime.rundir import RunDir, RunState, State, write_state
@@ -117,10 +120,39 @@ def test_tracker_line_from_the_log_and_the_folders(tmp_path: Path) -> None:
 
 
 def test_a_finalizer_that_fails_says_why_in_the_launcher_log(tmp_path: Path) -> None:
-    from ezpz_tui.core.launching.finalize import main as finalize_main
-
     run_dir = _run(tmp_path)
     RunDir(run_dir).summary_json.mkdir()  # cannot be replaced by a file
     assert finalize_main([str(run_dir)]) == 1
     lines = RunDir(run_dir).launcher_log.read_text().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ezpz-tui: finalize: IsADirectoryError")
+
+
+def _peak_in_summary(run_dir: Path) -> str | None:
+    peak = json.loads(RunDir(run_dir).summary_json.read_text())["speed"]["efficiency"]["peak"]
+    return peak and peak["label"]
+
+
+def test_the_finalizer_divides_by_the_peak_it_is_given_never_the_config_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """config.toml is read where a person sees its problems (the supervisor's maker, ``ezpz-tui
+    finalize``) and its ``[efficiency]`` passed on: the finalizer's own process (started by the
+    supervisor or the tether) reads no config, so its peak is the one it was given."""
+    settings = tmp_path / "config"
+    settings.mkdir()
+    (settings / "config.toml").write_text("[efficiency]\npeak_tflops = 100.0\n")
+    monkeypatch.setenv(config.ENV_CONFIG_DIR, str(settings))
+    run_dir = tmp_path / "outputs" / "20260101-000000-000-tp1pp1cp1"
+    RunDir(run_dir).make_folders()
+    with History(run_dir, rank=0) as h:
+        for step in range(20):
+            first = {"flops_per_token": 1e9} if step == 0 else {}
+            h.record(step, {"loss": 1.0, "dt": 0.1, **first}, samples=8)
+    write_state(run_dir, RunState(State.SUCCEEDED, start=10.0, end=40.0, exit_code=0))
+
+    assert finalize_main([str(run_dir), *peak_args(PeakSettings(500.0, "fp16"))]) == 0
+    assert _peak_in_summary(run_dir) == "every device fp16 500 TFLOPS (config)"
+    assert finalize_main([str(run_dir)]) == 0  # no settings given: not the config's either
+    assert "(config)" not in (_peak_in_summary(run_dir) or "")
+    assert main(["finalize", run_dir.name, "--outputs", str(run_dir.parent)]) == 0
+    assert _peak_in_summary(run_dir) == "every device bf16 100 TFLOPS (config)"

@@ -27,7 +27,7 @@ def _lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_the_contracts_hold() -> None:
     done = _lint_imports(REPO)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Contracts: 5 kept, 0 broken." in done.stdout
+    assert "Contracts: 6 kept, 0 broken." in done.stdout
 
 
 def _with_import(tmp_path: Path, module: str, imported: str) -> tuple[str, int]:
@@ -58,6 +58,17 @@ def test_watching_importing_launching_breaks_the_layers(tmp_path: Path) -> None:
     assert "core is layered, ui above it and runs at its bottom BROKEN" in said
     assert "ezpz_tui.core.watching is not allowed to import ezpz_tui.core.launching" in said
     assert f"ezpz_tui.core.watching.monitor -> ezpz_tui.core.launching.plan (l.{line})" in said
+
+
+def test_the_runs_list_importing_launching_breaks_the_read_side(tmp_path: Path) -> None:
+    """The runs list, the palette, compare and naming a run only read runs (core/runs): the
+    moment one reaches for the code that makes and drives them, a contract says so."""
+    said, line = _with_import(
+        tmp_path, "ezpz_tui/ui/widgets/runs.py", "ezpz_tui.core.launching.supervisor"
+    )
+    assert "what only reads runs never imports the code that makes and drives them" in said
+    assert "ezpz_tui.ui.widgets.runs is not allowed to import ezpz_tui.core.launching" in said
+    assert f"ezpz_tui.ui.widgets.runs -> ezpz_tui.core.launching.supervisor (l.{line})" in said
 
 
 def test_a_widget_importing_a_screen_breaks_a_contract(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ezpz_tui.core.launching.making import RunMaker
 from ezpz_tui.core.launching.reserve import (
     NO_SPACE,
     RESERVE_BYTES,
@@ -21,7 +22,6 @@ from ezpz_tui.core.launching.reserve import (
     release_reserve,
     reserve_path,
 )
-from ezpz_tui.core.launching.runstore import RunStore
 from runtime.rundir import (
     RankState,
     RankStatus,
@@ -49,7 +49,7 @@ def test_reserve_holds_real_blocks_and_is_released_once(tmp_path: Path) -> None:
 
 
 def test_every_new_run_has_a_reserve_and_lists_normally(tmp_path: Path) -> None:
-    store = RunStore(tmp_path)
+    store = RunMaker(tmp_path)
     run = store.create({"command": ["x"]})
     assert reserve_path(run).stat().st_size == RESERVE_BYTES
     assert [r.path for r in store.list_runs()] == [run]
@@ -83,7 +83,7 @@ def _end(run: Path) -> None:
 
 def test_a_run_whose_disk_fills_can_still_record_its_end(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "fs") as where:
-        run = RunStore(where).create({"command": ["train"]})
+        run = RunMaker(where).create({"command": ["train"]})
         write_status(run, RankStatus(0, host="h", pid=os.getpid()))
         fill(run / "logs", "rank-00000.log")  # the job's own output takes the last byte
         with pytest.raises(OSError) as caught:
@@ -106,7 +106,7 @@ def test_on_a_full_disk_a_status_is_written_over_the_old_one_in_its_room(tmp_pat
     the old one (padded, so nothing of the old is left), and the folder's time moves so that
     readers looking at it learn of the change; a rank with no status yet gets ENOSPC."""
     with tmpfs(tmp_path / "fs") as where:
-        run = RunStore(where).create({"command": ["train"]})
+        run = RunMaker(where).create({"command": ["train"]})
         write_status(run, RankStatus(0, host="h", pid=os.getpid(), command=("python", "x.py")))
         folder = RunDir(run).status_dir
         before = folder.stat().st_mtime_ns

@@ -16,7 +16,7 @@ import pytest
 
 from ezpz_tui import __version__
 from ezpz_tui.core.launching.launcher import Launch
-from ezpz_tui.core.launching.runstore import RunStore, record_launch, update_run_meta
+from ezpz_tui.core.launching.making import RunMaker, record_launch, update_run_meta
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.pids import start_ticks, this_machine
 from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
@@ -28,11 +28,11 @@ RUN_ID = re.compile(r"^\d{8}-\d{6}-\d{3}-tp\d+pp\d+cp\d+(-\d+)?$")
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> RunStore:
-    return RunStore(tmp_path / "outputs")
+def store(tmp_path: Path) -> RunMaker:
+    return RunMaker(tmp_path / "outputs")
 
 
-def test_create_lays_out_a_pending_run(store: RunStore) -> None:
+def test_create_lays_out_a_pending_run(store: RunMaker) -> None:
     plan = {"command": ["python", "train.py"], "tp": 2, "nodes": ["x1"], "excluded": None}
     run = store.create(
         plan,
@@ -59,7 +59,7 @@ def test_create_lays_out_a_pending_run(store: RunStore) -> None:
     assert state.run_id == run.name
 
 
-def test_create_refuses_reserved_meta_and_values_toml_cannot_hold(store: RunStore) -> None:
+def test_create_refuses_reserved_meta_and_values_toml_cannot_hold(store: RunMaker) -> None:
     with pytest.raises(ValueError, match="run_id"):
         store.create({}, meta={"run_id": "mine"})
     with pytest.raises(ValueError, match=r"plan\.bad"):
@@ -71,10 +71,10 @@ def test_create_in_unusable_outputs_says_why(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     with pytest.raises(RunStoreError, match=r"cannot create a run in .*: not a directory"):
-        RunStore(blocker / "outputs").create({})
+        RunMaker(blocker / "outputs").create({})
 
 
-def test_same_millisecond_creates_get_suffixes_and_sort_newest_first(store: RunStore) -> None:
+def test_same_millisecond_creates_get_suffixes_and_sort_newest_first(store: RunMaker) -> None:
     runs = [store.create({"command": ["x", str(i)]}) for i in range(5)]
     assert len({r.name for r in runs}) == 5
     listed = store.list_runs()
@@ -85,14 +85,14 @@ def test_same_millisecond_creates_get_suffixes_and_sort_newest_first(store: RunS
 _CREATOR = """
 import sys
 from pathlib import Path
-from ezpz_tui.core.launching.runstore import RunStore
-store = RunStore(Path(sys.argv[1]))
+from ezpz_tui.core.launching.making import RunMaker
+store = RunMaker(Path(sys.argv[1]))
 for _ in range(int(sys.argv[2])):
     print(store.create({"tp": 1}, {"tp": 1}).name, flush=True)
 """
 
 
-def test_concurrent_creators_in_threads_and_processes_never_share_a_run(store: RunStore) -> None:
+def test_concurrent_creators_in_threads_and_processes_never_share_a_run(store: RunMaker) -> None:
     per_worker, threads, processes = 30, 4, 3
     procs = [
         subprocess.Popen(
@@ -132,7 +132,7 @@ def test_state_of_a_missing_directory_is_unknown(tmp_path: Path) -> None:
     assert run_state(tmp_path / "nowhere").state == UNKNOWN
 
 
-def test_listing_tolerates_garbage(store: RunStore) -> None:
+def test_listing_tolerates_garbage(store: RunMaker) -> None:
     good = store.create({"command": ["python", "t.py"]}, {"tp": 2, "world_size": 4})
     out = store.outputs
     (out / "notes.txt").write_text("a file, not a run")
@@ -163,10 +163,10 @@ def test_listing_tolerates_garbage(store: RunStore) -> None:
 
 
 def test_listing_a_missing_outputs_directory_is_empty(tmp_path: Path) -> None:
-    assert RunStore(tmp_path / "never-made").list_runs() == []
+    assert RunMaker(tmp_path / "never-made").list_runs() == []
 
 
-def test_read_plan_by_id_prefix_and_path(store: RunStore, tmp_path: Path) -> None:
+def test_read_plan_by_id_prefix_and_path(store: RunMaker, tmp_path: Path) -> None:
     plan = {"command": ["python", "-m", "runtime.examples.train"], "tp": 2, "env": {"A": "1"}}
     run = store.create(plan)
     assert store.read_plan(run.name) == plan
@@ -189,7 +189,7 @@ def test_read_plan_by_id_prefix_and_path(store: RunStore, tmp_path: Path) -> Non
         store.read_plan("bare")
 
 
-def test_update_run_meta_adds_but_never_rewrites_identity(store: RunStore) -> None:
+def test_update_run_meta_adds_but_never_rewrites_identity(store: RunMaker) -> None:
     run = store.create({"tp": 1})
     update_run_meta(run, {"launch": {"argv": ["mpiexec", "-n", "2"], "env": {"X": "1"}}})
     record = read_run_toml(run)
@@ -199,7 +199,7 @@ def test_update_run_meta_adds_but_never_rewrites_identity(store: RunStore) -> No
         update_run_meta(run, {"plan": {}})
 
 
-def test_record_launch_adds_the_command_and_writes_its_hostfile(store: RunStore) -> None:
+def test_record_launch_adds_the_command_and_writes_its_hostfile(store: RunMaker) -> None:
     run = store.create({"tp": 1})
     argv = ("mpiexec", "-f", str(run / "hostfile"), "python")
     record_launch(
@@ -229,7 +229,7 @@ def _dead_pid() -> int:
 
 
 def test_running_with_supervisor_and_launcher_gone_is_lost(tmp_path: Path) -> None:
-    run = RunStore(tmp_path).create({})
+    run = RunMaker(tmp_path).create({})
     set_state(run, "running", launcher_pid=_dead_pid(), supervisor_pid=_dead_pid())
     state = run_state(run)
     assert state.state == LOST and state.recorded_state == "running"
@@ -238,7 +238,7 @@ def test_running_with_supervisor_and_launcher_gone_is_lost(tmp_path: Path) -> No
 
 
 def test_a_reused_pid_does_not_count_as_alive(tmp_path: Path) -> None:
-    run = RunStore(tmp_path).create({})
+    run = RunMaker(tmp_path).create({})
     me = start_ticks(os.getpid())
     assert me is not None
     # Our own pid, but a different start time: a stranger that got the number.
@@ -254,20 +254,20 @@ def test_a_reused_pid_does_not_count_as_alive(tmp_path: Path) -> None:
 
 
 def test_live_supervisor_keeps_a_run_running(tmp_path: Path) -> None:
-    run = RunStore(tmp_path).create({})
+    run = RunMaker(tmp_path).create({})
     set_state(run, "running", launcher_pid=_dead_pid())  # owner fields are this process
     assert run_state(run).state == "running"  # the supervisor is about to record the end
 
 
 def test_pending_run_whose_creator_died_is_lost(tmp_path: Path) -> None:
-    run = RunStore(tmp_path).create({})
+    run = RunMaker(tmp_path).create({})
     set_state(run, "pending", supervisor_pid=_dead_pid())
     state = run_state(run)
     assert state.state == LOST and "before starting it" in (state.reason or "")
 
 
 def test_run_on_another_host_is_judged_by_its_heartbeat(tmp_path: Path) -> None:
-    run = RunStore(tmp_path).create({})
+    run = RunMaker(tmp_path).create({})
     set_state(run, "running", host="compute-node-17", launcher_pid=_dead_pid())
     assert run_state(run).state == "running"
     later = time.time() + STALE_AFTER_S + 60
@@ -276,7 +276,7 @@ def test_run_on_another_host_is_judged_by_its_heartbeat(tmp_path: Path) -> None:
 
 
 def test_reboot_means_lost(tmp_path: Path) -> None:
-    run = RunStore(tmp_path).create({})
+    run = RunMaker(tmp_path).create({})
     set_state(run, "running", boot_id="00000000-0000-0000-0000-000000000000")
     if this_machine().boot_id is None:
         pytest.skip("no boot id on this system")
@@ -284,18 +284,18 @@ def test_reboot_means_lost(tmp_path: Path) -> None:
 
 
 def test_final_states_are_reported_as_written(tmp_path: Path) -> None:
-    run = RunStore(tmp_path).create({})
+    run = RunMaker(tmp_path).create({})
     set_state(run, "failed", exit_code=3, supervisor_pid=_dead_pid())
     assert run_state(run).state == "failed"
-    assert RunStore(tmp_path).list_runs()[0].exit_code == 3
+    assert RunMaker(tmp_path).list_runs()[0].exit_code == 3
 
 
 def test_an_ended_run_is_read_once_until_its_state_is_written_again(
-    store: RunStore, monkeypatch: pytest.MonkeyPatch
+    store: RunMaker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The screen lists the outputs every 2 s: an ended run's run.toml and state are read
     once, a live one's every time, and a new state.json is read at once."""
-    from ezpz_tui.core.launching import runstore
+    from ezpz_tui.core.runs import store as runstore
 
     live, ended = store.create({"command": ["a"]}), store.create({"command": ["b"]})
     for run, state in ((live, State.RUNNING), (ended, State.SUCCEEDED)):

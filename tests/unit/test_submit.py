@@ -18,13 +18,7 @@ from ezpz_tui.core.launching.batch_script import (
     parse_walltime,
     render,
 )
-from ezpz_tui.core.launching.queued import (
-    listed_runs,
-    parse_qstat_jobs,
-    parse_squeue,
-    queued_runs,
-)
-from ezpz_tui.core.launching.runstore import RunStore
+from ezpz_tui.core.launching.making import RunMaker
 from ezpz_tui.core.launching.submission import (
     BatchRequest,
     SubmitError,
@@ -35,7 +29,14 @@ from ezpz_tui.core.launching.submission import (
     submit,
     target_scheduler,
 )
+from ezpz_tui.core.runs.queued import (
+    listed_runs,
+    parse_qstat_jobs,
+    parse_squeue,
+    queued_runs,
+)
 from ezpz_tui.core.runs.record import read_run_toml
+from ezpz_tui.core.runs.store import RunStore
 from runtime.rundir import State
 from tests.fixtures.allocations import aurora
 from tests.fixtures.runs import make_run
@@ -263,7 +264,7 @@ def _queue_one(outputs: Path, job_id: str = "77", scheduler: str = "SLURM") -> s
 def test_a_job_is_listed_as_the_scheduler_has_it_until_its_run_appears(tmp_path: Path) -> None:
     outputs = tmp_path / "out"
     source_run(outputs)
-    store = RunStore(outputs)
+    store = RunMaker(outputs)  # a reader's store, and the launch that makes the job's run
     submission = _queue_one(outputs)
     asked: list[tuple[str, list[str]]] = []
 
@@ -334,7 +335,7 @@ def test_the_scheduler_is_asked_at_most_every_few_seconds(
 ) -> None:
     """The TUI lists runs every 2 s; squeue (a stand-in here, counting its calls) is asked
     again only after ASK_EVERY_S, or for other jobs."""
-    from ezpz_tui.core.launching import queued
+    from ezpz_tui.core.runs import queued
 
     calls = tmp_path / "calls"
     squeue = tmp_path / "squeue"

@@ -2,8 +2,8 @@
 
 UI-free, for ``ezpz-tui compare``/``sweep`` and the TUI's Compare tab alike:
 
-* :mod:`.numbers`: one run's figures from its metric files (speed medians past warm-up, peak
-  memory, losses);
+* :mod:`ezpz_tui.core.watching.numbers`: one run's figures from its metric files (speed
+  medians past warm-up, peak memory, losses), shared with the finalizer;
 * :mod:`.facts`: one run as a comparison shows it (layout, state, figures, notes);
 * :mod:`.compare`: runs ranked by tokens/s, one row per figure with the best run named, and
   what differs in their record;

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ezpz_tui.core.launching.staging import stage_seconds
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.record import positive_int, read_record
+from ezpz_tui.core.runs.staged import stage_seconds
 from ezpz_tui.core.watching.efficiency import (
     Efficiency,
     PeakSettings,

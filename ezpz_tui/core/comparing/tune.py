@@ -182,7 +182,7 @@ def run_tune(
     poll_s: float = 0.2,
     clock: Callable[[], float] = time.monotonic,
 ) -> TuneOutcome:
-    """Race ``plan``'s layouts (see the module docstring); blocks, as :func:`run_sweep`."""
+    """Race ``plan``'s layouts (see the module docstring); blocks, as :func:`~.sweep.run_sweep`."""
     start = clock()
     entries = {e.label: e for e in plan.entries}
     racing = [e.label for e in plan.racing]

@@ -22,13 +22,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from ezpz_tui.core.runs.tools import run_tool
 from runtime.env import _expand_counts, hostname, job_hosts, job_id, scheduler
 
 # Two ranks per CPU-only host: enough that the demo really exercises collectives on a laptop or
@@ -255,24 +254,6 @@ def accelerators_from_env(env: Mapping[str, str], machine: str) -> tuple[str, in
 
 
 # --- probing --------------------------------------------------------------------------------
-
-
-def run_tool(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[str] | None:
-    """A scheduler's or vendor's tool run to its end, or None when it is missing or runs past
-    ``timeout_s``: a login node's qstat can hang, and nothing here may wait on it for long."""
-    if shutil.which(argv[0]) is None:
-        return None
-    try:
-        return subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout_s,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def _run(argv: list[str], timeout_s: float) -> str | None:

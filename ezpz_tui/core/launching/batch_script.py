@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ezpz_tui.core.launching.plan import LaunchPlan
+from ezpz_tui.core.runs.outputs import batch_dir
 
 SUBMISSION_VAR = "EZPZ_SUBMISSION"
 SCHEDULERS = ("PBS", "SLURM")
@@ -91,11 +92,6 @@ class BatchJob:
     def output(self) -> Path:
         """Where the job's own stdout and stderr go (the run's logs go to its run directory)."""
         return batch_dir(self.outputs) / f"{self.submission}.out"
-
-
-def batch_dir(outputs: Path) -> Path:
-    """Scripts, job records and job outputs: hidden, so the runs listing passes it by."""
-    return outputs / ".batch"
 
 
 def launch_line(

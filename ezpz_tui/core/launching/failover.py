@@ -85,7 +85,7 @@ def why_report(run_dir: Path, as_json: bool) -> str:
 
 
 def without_host(plan: LaunchPlan, alloc: Allocation, host: str) -> LaunchPlan:
-    """``plan`` with ``host`` excluded, checked on ``alloc``: :class:`LaunchRefused` with the
+    """``plan`` with ``host`` excluded, checked on ``alloc``: :class:`~.plan.LaunchRefused` with the
     plan's reason when what is left cannot hold it."""
     if any(short_host(h) == short_host(host) for h in alloc.hosts) and not is_listed(
         host, plan.exclude

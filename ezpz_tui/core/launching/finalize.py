@@ -12,6 +12,11 @@ of its records, and the spread of the ranks' last values; the step time and thro
 past warm-up (:mod:`ezpz_tui.core.watching.numbers`); the model TFLOPS per device and MFU at
 those medians, with the peak they divide by (:mod:`ezpz_tui.core.watching.efficiency`); the
 state, exit and cause; the plan; with ``--stage``, the staging's seconds and bytes.
+
+The peak's settings (the user's ``[efficiency]``) come from whoever starts the work, which read
+``config.toml`` where a person sees its problems: the supervisor (and through it the tether),
+``ezpz-tui finalize``. This module reads no configuration of its own, so the same run gives the
+same summary whoever finalizes it with the same settings.
 Non-finite numbers are written as the JSONL spells them (``"NaN"``), so strict readers parse it.
 """
 
@@ -26,22 +31,31 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.atomic import write_atomic
 from runtime.env import RUN_DIR_VAR
 from runtime.rundir import METRICS_CSV, METRICS_NC, METRICS_PARQUET, RunDir, read_state
 
+if TYPE_CHECKING:
+    from ezpz_tui.core.watching.efficiency import PeakSettings
+
 EXPORTS = {"nc": METRICS_NC, "csv": METRICS_CSV, "parquet": METRICS_PARQUET}
 """What ``ezpz-tui export`` writes, by format, in the run directory unless told otherwise."""
 
 
-def start_finalize(run_dir: Path) -> None:
+def peak_args(peaks: PeakSettings) -> list[str]:
+    """``peaks`` as this module's command-line options, for a process that finalizes later."""
+    given = [] if peaks.peak_tflops is None else ["--peak-tflops", repr(peaks.peak_tflops)]
+    return [*given, "--peak-dtype", peaks.dtype]
+
+
+def start_finalize(run_dir: Path, peaks: PeakSettings) -> None:
     """Write the run's end products in a process of its own; never raises, never waits."""
     env = {k: v for k, v in os.environ.items() if k != RUN_DIR_VAR}  # not one of the run's
     with contextlib.suppress(OSError, ValueError):
         subprocess.Popen(
-            [sys.executable, "-m", __name__, str(run_dir)],
+            [sys.executable, "-m", __name__, str(run_dir), *peak_args(peaks)],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -93,19 +107,19 @@ def metric_summary(ds: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def speed_summary(run_dir: Path, meta: Mapping[str, Any]) -> dict[str, Any]:
+def speed_summary(
+    run_dir: Path, meta: Mapping[str, Any], peaks: PeakSettings | None = None
+) -> dict[str, Any]:
     """Step time and throughput medians past warm-up, and the efficiency at them, as
-    ``ezpz-tui compare`` reports them."""
-    from ezpz_tui.config import load_config
+    ``ezpz-tui compare`` reports them; ``peaks`` None: the device table's peak."""
     from ezpz_tui.core.runs.record import positive_int
     from ezpz_tui.core.watching.efficiency import PeakSettings, run_efficiency
     from ezpz_tui.core.watching.numbers import read_numbers
 
     n = read_numbers(run_dir)
-    settings, _ = load_config()  # its problems are said where a person reads them, not here
     sizes = meta.get("sizes")
     world = positive_int(sizes.get("world_size")) if isinstance(sizes, Mapping) else None
-    peaks = PeakSettings(settings.peak_tflops, settings.peak_dtype)
+    peaks = peaks or PeakSettings()
     efficiency = run_efficiency(
         run_dir, meta, n.flops_per_token, world, peaks, n.hardware_flops_per_token
     )
@@ -121,7 +135,7 @@ def speed_summary(run_dir: Path, meta: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def build_summary(run_dir: Path, ds: Any) -> dict[str, Any]:
+def build_summary(run_dir: Path, ds: Any, peaks: PeakSettings | None = None) -> dict[str, Any]:
     """The whole ``summary.json`` object."""
     from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 
@@ -143,7 +157,7 @@ def build_summary(run_dir: Path, ds: Any) -> dict[str, Any]:
         "ranks": int(ds.sizes.get("rank", 0)),
         "steps": int(ds.sizes.get("step", 0)),
         "garbage_lines": int(ds.attrs.get("garbage_lines", 0)),
-        "speed": speed_summary(run_dir, meta),
+        "speed": speed_summary(run_dir, meta, peaks),
         "metrics": metric_summary(ds),
         "plan": meta.get("plan", {}),
         "launch": {k: v for k, v in meta.items() if k != "plan"},
@@ -153,7 +167,7 @@ def build_summary(run_dir: Path, ds: Any) -> dict[str, Any]:
 
 def _stage_summary(run_dir: Path) -> dict[str, Any] | None:
     """The staging's figures (``stage.json`` without each node's answer); None: not staged."""
-    from ezpz_tui.core.launching.staging import read_stage
+    from ezpz_tui.core.runs.staged import read_stage
 
     record = read_stage(run_dir)
     return None if record is None else {k: v for k, v in record.items() if k != "nodes"}
@@ -214,14 +228,14 @@ def _cell(value: float | str) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def finalize(run_dir: Path) -> list[Path]:
+def finalize(run_dir: Path, peaks: PeakSettings | None = None) -> list[Path]:
     """Write ``summary.json``, ``metrics.nc`` and ``report.md``; returns their paths. Raises
     what reading or writing raises (the command says it in one line)."""
     from runtime.history import load_run_metrics
 
     run = RunDir(run_dir)
     ds = load_run_metrics(run_dir)
-    summary = build_summary(run_dir, ds)
+    summary = build_summary(run_dir, ds, peaks)
     write_atomic(run.summary_json, (json.dumps(summary, indent=1) + "\n").encode())
     write_dataset(ds, run.metrics_nc, "nc")
     write_atomic(run.report_md, report(summary).encode())
@@ -246,9 +260,13 @@ def export(run_dir: Path, fmt: str, out: Path | None = None) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m {__name__}")
     parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--peak-tflops", type=float, default=None)
+    parser.add_argument("--peak-dtype", default="bf16")
     args = parser.parse_args(argv)
+    from ezpz_tui.core.watching.efficiency import PeakSettings
+
     try:
-        finalize(args.run_dir)
+        finalize(args.run_dir, PeakSettings(args.peak_tflops, args.peak_dtype))
     except Exception as exc:  # nobody waits on this process: say it where the run's story is
         with (
             contextlib.suppress(OSError),

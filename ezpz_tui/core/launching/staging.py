@@ -8,7 +8,8 @@ argv. After the run, whatever ended it, the launcher runs the module once per no
 remove the copy, unless the plan keeps it (``keep``), to be reused by the next run as long as
 the source has not changed.
 
-What each node answered is the run's ``stage.json`` (:func:`stage_record`): the seconds the
+What each node answered is the run's ``stage.json`` (:func:`stage_record`; its figures read back
+by :mod:`ezpz_tui.core.runs.staged`): the seconds the
 staging took, the bytes copied, whether a kept copy was reused. A node that failed (a full or
 read-only disk, a copy that does not match its source) fails the launch before any rank starts,
 named in the reason.
@@ -29,9 +30,10 @@ from typing import Any
 
 from ezpz_tui.core.launching.plan import LaunchPlan, Problem
 from ezpz_tui.core.runs.hosts import short_host
+from ezpz_tui.core.runs.staged import read_stage
 from runtime.atomic import write_atomic
 from runtime.rundir import RunDir
-from runtime.stage import MARK, bytes_text
+from runtime.stage import MARK
 
 STAGE_TIMEOUT_S = 1800.0  # a copy of several GB to every node of a busy filesystem
 _PREFIX_MARKS = ("pyvenv.cfg", "conda-meta")  # what makes a folder an environment to copy
@@ -178,15 +180,6 @@ def stage_record(staging: Staging, copied: NodesAnswer) -> dict[str, Any]:
     }
 
 
-def read_stage(run_dir: Path) -> dict[str, Any] | None:
-    """A run's ``stage.json``, or None (not staged, or unreadable)."""
-    try:
-        data = json.loads(RunDir(run_dir).stage_json.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def stage(staging: Staging, env: Mapping[str, str], run_dir: Path) -> str | None:
     """Stage the environment on every node and record it in ``stage.json``; None when every
     node has its copy, else why not (naming the nodes), after removing the copies made."""
@@ -232,35 +225,3 @@ def _remove_on_nodes(
 def _write(run_dir: Path, record: Mapping[str, Any]) -> None:
     with contextlib.suppress(OSError):  # the figure is lost, never the run
         write_atomic(RunDir(run_dir).stage_json, json.dumps(record, indent=1).encode())
-
-
-def stage_seconds(run_dir: Path) -> float | None:
-    """The seconds a run spent staging its environment before its ranks started, or None."""
-    seconds = (read_stage(run_dir) or {}).get("seconds")
-    return float(seconds) if isinstance(seconds, int | float) else None
-
-
-def stage_line(run_dir: Path) -> str | None:
-    """One line for the run header: ``staged 1.8 GiB to /tmp/ezpz-stage-… on 2 nodes in
-    35.1 s, removed after``; None for a run that was not staged."""
-    record = read_stage(run_dir)
-    if record is None:
-        return None
-    nodes = record.get("nodes") if isinstance(record.get("nodes"), dict) else {}
-    where = f"{record.get('dest')} on {len(nodes)} node{'s' * (len(nodes) != 1)}"
-    seconds = record.get("seconds")
-    took = f" in {seconds:.1f} s" if isinstance(seconds, int | float) else ""
-    if record.get("failure"):
-        return f"staging to {where} failed{took}"
-    if record.get("reused"):
-        line = f"staged: reused the kept copy {where}{took}"
-    else:
-        size = record.get("bytes")
-        line = f"staged {bytes_text(size if isinstance(size, int) else 0)} to {where}{took}"
-    removed = record.get("removed")
-    if isinstance(removed, dict):
-        failure = removed.get("failure")
-        line += f", not removed: {failure}" if failure else ", removed after"
-    elif record.get("keep"):
-        line += ", kept"
-    return line

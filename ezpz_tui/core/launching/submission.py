@@ -5,7 +5,7 @@ queue, account) into a :class:`~ezpz_tui.core.launching.batch_script.BatchJob`, 
 plan that cannot run on the job it asks for. :func:`submit` writes the script under
 ``<outputs>/.batch/``, hands it to ``qsub`` or ``sbatch`` and records the job id there
 (``<submission>.json``, written atomically). What the queue does next is
-:mod:`ezpz_tui.core.launching.queued`'s business.
+:mod:`ezpz_tui.core.runs.queued`'s business.
 """
 
 from __future__ import annotations
@@ -29,15 +29,14 @@ from ezpz_tui.core.launching.batch_script import (
     SCHEDULERS,
     SUBMIT_TOOL,
     BatchJob,
-    batch_dir,
     job_sizes,
     launch_line,
     recorded_facts,
 )
-from ezpz_tui.core.launching.outputs import cause
 from ezpz_tui.core.launching.plan import LaunchPlan, validate
-from ezpz_tui.core.launching.runstore import RunStore
+from ezpz_tui.core.runs.outputs import batch_dir, cause
 from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
+from ezpz_tui.core.runs.store import RunStore
 from runtime.atomic import write_atomic
 from runtime.checkpoint_dirs import RESUME_VAR, CheckpointError, resolve
 from runtime.rundir import State

@@ -9,7 +9,7 @@ plus ``EZPZ_RUN_DIR`` naming the run directory, which is how its processes are f
 
 Only runs this :class:`Supervisor` started can be stopped: a :class:`RunHandle` is the only way
 to reach a run's processes, and there is none for a directory someone else started. Attaching to
-another run is read-only (:func:`ezpz_tui.core.launching.runstore.run_state`).
+another run is read-only (:func:`ezpz_tui.core.runs.liveness.run_state`).
 
 A watcher thread per run waits on the launcher, refreshes the heartbeat, and writes the final
 state without anyone polling; listeners learn of each state change from that thread. It also
@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ezpz_tui.core.launching.failover import record_end_fault
 from ezpz_tui.core.launching.finalize import start_finalize
@@ -74,6 +74,9 @@ from runtime.rundir import (
     write_state,
 )
 from runtime.telemetry.record import DEFAULT_INTERVAL_S, INTERVAL_VAR
+
+if TYPE_CHECKING:
+    from ezpz_tui.core.watching.efficiency import PeakSettings
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +227,7 @@ class RunHandle:
                 State.RUNNING, launcher_pid=proc.pid, launcher_start_ticks=ticks, start=time.time()
             )
         try:
-            self._tether = start_tether(self.run_dir, proc.pid, ticks)
+            self._tether = start_tether(self.run_dir, proc.pid, ticks, self.supervisor.peaks)
         except OSError as exc:
             log.warning("no tether for %s (it dies with this process): %s", self.run_dir, exc)
         self.supervisor._notify(self, state)
@@ -363,7 +366,8 @@ class RunHandle:
             state = self._write(name, **{k: getattr(end, k) for k in _END_FIELDS})
             if name == State.FAILED:  # once, by whoever records the end; never by a reader
                 self.bad_hosts_added = record_end_fault(self.run_dir)
-            start_finalize(self.run_dir)  # its own process, started before anyone may exit
+            # Its own process, started before anyone may exit.
+            start_finalize(self.run_dir, self.supervisor.peaks)
             self._unstage()  # before the end is known: the copy is gone once a wait returns
             self._done.set()
         self.supervisor._notify(self, state)
@@ -449,7 +453,8 @@ class Supervisor:
     ``kill_on_bad_exit`` (the config's ``[launch] kill_on_bad_exit``): stop a run's other ranks
     as soon as one fails, or once one's log has ended in a traceback for ``raised_grace_s``
     seconds (``[launch] raised_grace_s``) with its process alive; off leaves them running, for
-    jobs that tolerate a lost rank.
+    jobs that tolerate a lost rank. ``peaks`` (the config's ``[efficiency]``): the peak each
+    run's ``summary.json`` divides by, passed on to the finalizer and the tether.
     """
 
     def __init__(
@@ -459,8 +464,12 @@ class Supervisor:
         telemetry_s: float = DEFAULT_INTERVAL_S,
         before_walltime_s: float = 300.0,
         flight_recorder: bool = True,
+        peaks: PeakSettings | None = None,
     ) -> None:
+        from ezpz_tui.core.watching.efficiency import PeakSettings
+
         self.kill_on_bad_exit = kill_on_bad_exit
+        self.peaks = peaks or PeakSettings()
         self.raised_grace_s = raised_grace_s
         # ``[checkpoint] before_walltime``: the ranks are asked to checkpoint this long before
         # the launch's ``walltime_end`` (0: never).
@@ -505,7 +514,7 @@ class Supervisor:
         if not run_dir.is_dir() or recorded.state != State.PENDING:
             raise ValueError(
                 f"{run_dir} is not a fresh run directory (state {str(recorded.state)!r}); "
-                "every launch needs a new one from RunStore.create"
+                "every launch needs a new one from RunMaker.create"
             )
         handle = RunHandle(self, replace(launch, run_dir=run_dir), recorded)
         with self._lock:

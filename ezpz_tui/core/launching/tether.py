@@ -7,9 +7,10 @@ their end. So next to every launcher the supervisor starts a tether: ``python -m
 ezpz_tui.core.launching.tether`` in a session of its own (a closed terminal does not reach it),
 reading a pipe whose writing end only the supervisor holds. The kernel closes that end however
 the supervisor dies, so end-of-file without the word ``done`` means the supervisor is gone: the
-tether stops the run as a stop from the user would (:meth:`RunProcesses.stop`), then records
-every rank and the run as ``stopped``, with the reason. When the supervisor records the end
-itself it writes ``done`` and the tether exits at once.
+tether stops the run as a stop from the user would
+(:meth:`~.processes.RunProcesses.stop`), then records every rank and the run as ``stopped``,
+with the reason. When the supervisor records the end itself it writes ``done`` and the tether
+exits at once.
 
 A user who quits the TUI may leave a run running instead (an SSH session about to drop): the
 supervisor then writes ``keep`` and the tether becomes the run's supervisor
@@ -34,6 +35,10 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ezpz_tui.core.watching.efficiency import PeakSettings
 
 DONE = b"done\n"
 KEEP = b"keep\n"
@@ -66,8 +71,13 @@ class Tether:
                 self._proc.wait(timeout=5)
 
 
-def start_tether(run_dir: Path, launcher_pid: int, launcher_ticks: int | None) -> Tether:
-    """Start the tether of the run in ``run_dir`` led by ``launcher_pid``."""
+def start_tether(
+    run_dir: Path, launcher_pid: int, launcher_ticks: int | None, peaks: PeakSettings
+) -> Tether:
+    """Start the tether of the run in ``run_dir`` led by ``launcher_pid``; ``peaks`` are the
+    supervisor's, for the finalizer the tether starts in its place."""
+    from ezpz_tui.core.launching.finalize import peak_args
+
     reader, writer = os.pipe()  # neither end is inherited by anything else this process starts
     argv = [
         sys.executable,
@@ -77,6 +87,7 @@ def start_tether(run_dir: Path, launcher_pid: int, launcher_ticks: int | None) -
         str(launcher_pid),
         str(launcher_ticks or 0),
         str(os.getpid()),
+        *peak_args(peaks),
     ]
     try:
         proc = subprocess.Popen(
@@ -115,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("launcher_pid", type=int)
     parser.add_argument("launcher_ticks", type=int)
     parser.add_argument("supervisor_pid", type=int)
+    parser.add_argument("--peak-tflops", type=float, default=None)
+    parser.add_argument("--peak-dtype", default="bf16")
     args = parser.parse_args(argv)
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
@@ -139,8 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     # A staged run's copies go too, unless kept, as the supervisor would have removed them.
     unstage_recorded(run, {k: v for k, v in os.environ.items() if k != RUN_DIR_VAR})
     from ezpz_tui.core.launching.finalize import start_finalize
+    from ezpz_tui.core.watching.efficiency import PeakSettings
 
-    start_finalize(run)  # summary.json, metrics.nc, as the supervisor would have
+    # summary.json, metrics.nc, as the supervisor would have, with its settings.
+    start_finalize(run, PeakSettings(args.peak_tflops, args.peak_dtype))
     return 0
 
 

@@ -1,6 +1,6 @@
 """Reading what a run records about itself (``run.toml``), as every reader of a run does.
 
-The run store in :mod:`ezpz_tui.core.launching.runstore` writes the record; the watcher, the
+The run maker in :mod:`ezpz_tui.core.launching.making` writes the record; the watcher, the
 failure explanation and the comparison only read it, so reading lives here, below them all,
 and a reader never needs the code that makes runs.
 """

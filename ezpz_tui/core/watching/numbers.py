@@ -93,8 +93,9 @@ NO_NUMBERS = RunNumbers(0, None, None, None, None, None, None, 0, (), None, None
 
 
 def _values(column: Sequence[float] | None, start: int = 0) -> list[float]:
-    """The finite values of ``column`` from index ``start`` (:data:`MISSING` is a NaN, so
-    this leaves out the records without the metric too); one C-level pass."""
+    """The finite values of ``column`` from index ``start``
+    (:data:`~runtime.record_columns.MISSING` is a NaN, so this leaves out the records without
+    the metric too); one C-level pass."""
     return [] if column is None else list(filter(math.isfinite, column[start:]))
 
 

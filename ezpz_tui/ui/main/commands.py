@@ -20,7 +20,7 @@ from ezpz_tui.ui.widgets.runs import RunsPanel
 if TYPE_CHECKING:
     from textual.screen import Screen
 
-    from ezpz_tui.core.launching.runstore import RunSummary
+    from ezpz_tui.core.runs.store import RunSummary
     from ezpz_tui.keymap.table import Keymap
 
 RUNS_OFFERED = 50

@@ -1,10 +1,10 @@
 """When the opened run failed: why (``w``), and one key to exclude the failing host and relaunch.
 
 Everything that reads or writes a file runs in a thread worker and reports back with a message
-(``ezpz_tui.ui.messages``): :func:`explain` reads the run's state, statuses, logs and the
-launcher's log; planning the relaunch reads the run's record and ``bad_hosts.txt``; excluding
-writes ``bad_hosts.txt`` (where the run's end did not already list the host) and launches.
-The UI thread only shows what they found.
+(``ezpz_tui.ui.messages``): :func:`~ezpz_tui.core.watching.failure.explain` reads the run's
+state, statuses, logs and the launcher's log; planning the relaunch reads the run's record and
+``bad_hosts.txt``; excluding writes ``bad_hosts.txt`` (where the run's end did not already list
+the host) and launches. The UI thread only shows what they found.
 
 The failure is read once when the opened run is first seen ``failed`` (and again on ``w``). The
 dialog opens by itself once per run, and only for a run the person was watching: one this

@@ -338,6 +338,7 @@ class MainScreen(Screen[None]):
         from ezpz_tui.core.launching.plan import default_plan
         from ezpz_tui.core.launching.supervisor import Supervisor
         from ezpz_tui.core.session import Session
+        from ezpz_tui.core.watching.efficiency import PeakSettings
 
         launch = self.settings
         supervisor = Supervisor(
@@ -346,6 +347,7 @@ class MainScreen(Screen[None]):
             launch.telemetry_s,
             launch.before_walltime_s,
             launch.flight_recorder,
+            PeakSettings(launch.peak_tflops, launch.peak_dtype),
         )
         session = Session(alloc or detect_allocation(), self.start.outputs, supervisor)
         plan = default_plan(session.alloc)

@@ -1,4 +1,4 @@
-"""The Metrics view's step cursor, zoom and event keys (a mixin of :class:`MetricsView`).
+"""The Metrics view's step cursor, zoom and event keys (a mixin of :class:`~.metrics.MetricsView`).
 
 The cursor is a step (``cursor_step``, None while hidden); its points, readout, zoom window
 and events are computed in :mod:`ezpz_tui.core.watching.metrics.cursor` and

@@ -21,7 +21,7 @@ from ezpz_tui.ui.palette import bindings_for
 from ezpz_tui.ui.widgets.table import VimTable
 
 if TYPE_CHECKING:  # the list is on the first frame; the run store loads with the first listing
-    from ezpz_tui.core.launching.runstore import RunStore, RunSummary
+    from ezpz_tui.core.runs.store import RunStore, RunSummary
     from runtime.rundir import RunState
 
 COLUMNS = ("run", "state", "age")
@@ -90,7 +90,7 @@ class RunsPanel(Vertical):
 
     @work(thread=True, exclusive=True, group="runs")
     def _list(self, store: RunStore, details_of: Path | None) -> None:
-        from ezpz_tui.core.launching.queued import listed_runs
+        from ezpz_tui.core.runs.queued import listed_runs
 
         runs = listed_runs(store)
         details = self._details(details_of) if details_of else None
@@ -100,7 +100,7 @@ class RunsPanel(Vertical):
         """The header facts of ``path``, read again only while its run may still change: an
         ended run's are kept until its state.json is written again (the list refreshes every
         2 s; on a shared filesystem each read is a metadata round trip)."""
-        from ezpz_tui.core.launching.runstore import state_signature
+        from ezpz_tui.core.runs.store import state_signature
         from runtime.rundir import FINAL
 
         sig = state_signature(path)
@@ -217,9 +217,9 @@ class RunDetails:
 
 def read_run_details(path: Path) -> RunDetails:
     """State and plan of a run, never raising on a half-written or foreign run."""
-    from ezpz_tui.core.launching.staging import stage_line
     from ezpz_tui.core.runs.liveness import run_state
     from ezpz_tui.core.runs.record import read_record
+    from ezpz_tui.core.runs.staged import stage_line
     from ezpz_tui.core.watching.tracked import tracker_line
 
     meta, problem = read_record(path)  # a foreign or broken record still opens

@@ -1,4 +1,9 @@
-"""What went wrong with an outputs directory, in one line a person can act on.
+"""The outputs directory: where it is, what lies in it besides runs, and what went wrong with
+it, in one line a person can act on.
+
+Runs go under ``$EZPZ_OUTPUTS``, else ``./outputs`` (:func:`default_outputs`), next to the code
+being run as ezpz does; submitted jobs' scripts and records under its hidden ``.batch/``
+(:func:`batch_dir`).
 
 The outputs directory is wherever the user pointed it: a path that is a file, a path under a
 file, a read-only mount, a full or over-quota filesystem. Every such error from the filesystem
@@ -20,6 +25,18 @@ import os
 from pathlib import Path
 
 from ezpz_tui.core.runs.record import RunStoreError
+
+OUTPUTS_VAR = "EZPZ_OUTPUTS"
+
+
+def default_outputs() -> Path:
+    """``$EZPZ_OUTPUTS`` or ``./outputs``: next to the code being run, as ezpz does."""
+    return Path(os.environ.get(OUTPUTS_VAR) or "outputs")
+
+
+def batch_dir(outputs: Path) -> Path:
+    """Scripts, job records and job outputs: hidden, so the runs listing passes it by."""
+    return outputs / ".batch"
 
 
 class OutputsError(RunStoreError):

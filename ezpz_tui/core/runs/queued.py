@@ -24,10 +24,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ezpz_tui.core.launching.allocation import run_tool
-from ezpz_tui.core.launching.batch_script import batch_dir
-from ezpz_tui.core.launching.runstore import RunStore, RunSummary
+from ezpz_tui.core.runs.outputs import batch_dir
 from ezpz_tui.core.runs.record import positive_int
+from ezpz_tui.core.runs.store import RunStore, RunSummary
+from ezpz_tui.core.runs.tools import run_tool
 from runtime.rundir import State
 
 ASK_TIMEOUT_S = 5.0
