@@ -134,21 +134,27 @@ class Session:
         note = Problem("warning", "exclude", f"Skipping {skipped}: listed in {path}.")
         return replace(checked, warnings=(*checked.warnings, note))
 
-    def preview(self, plan: LaunchPlan) -> Preview:
-        """The launch ``plan`` would make, with every problem it has."""
-        try:
-            checked = self.check(plan)
-        except LaunchRefused as refused:
-            return Preview(refused.found, None, [])
+    def preview(self, plan: LaunchPlan | CheckedPlan) -> Preview:
+        """The launch ``plan`` would make, with every problem it has; a plan :meth:`check`
+        cleared is not checked again."""
+        if isinstance(plan, CheckedPlan):
+            checked = plan
+        else:
+            try:
+                checked = self.check(plan)
+            except LaunchRefused as refused:
+                return Preview(refused.found, None, [])
         shown = self.store.outputs / PLACEHOLDER_RUN_ID
         launch = build_launch(checked, shown, self._config())
         hosts = list(launch.hostfile_hosts) or _listed_hosts(launch.hostfile)
         return Preview(list(checked.warnings), launch, hosts, checked)
 
-    def _prepare(self, plan: LaunchPlan, parent: str | None) -> Launch:
+    def _prepare(self, plan: LaunchPlan | CheckedPlan, parent: str | None) -> Launch:
         """A recorded launch of ``plan`` in a new run directory; :class:`LaunchRefused` for a
-        plan with errors, before anything is made."""
-        checked = self.check(plan)
+        plan with errors, before anything is made. A plan :meth:`check` cleared (the one a
+        question showed) is launched as it was checked: it is frozen, so nothing edited since
+        can come with it."""
+        checked = plan if isinstance(plan, CheckedPlan) else self.check(plan)
         meta = checked.meta
         if self.submission:
             meta["submission"] = self.submission
@@ -168,13 +174,13 @@ class Session:
             return self.supervisor.start(launch)
         return self.supervisor.relaunch(old, launch, grace_s)
 
-    def launch(self, plan: LaunchPlan, parent: str | None = None) -> LaunchResult:
+    def launch(self, plan: LaunchPlan | CheckedPlan, parent: str | None = None) -> LaunchResult:
         """Start ``plan`` in a new run directory, or say why not."""
         return self._run(plan, parent, None, DEFAULT_GRACE_S, "launch")
 
     def relaunch(
         self,
-        plan: LaunchPlan,
+        plan: LaunchPlan | CheckedPlan,
         grace_s: tuple[float, float] = DEFAULT_GRACE_S,
         parent: str | None = None,
     ) -> LaunchResult:
@@ -188,7 +194,7 @@ class Session:
 
     def _run(
         self,
-        plan: LaunchPlan,
+        plan: LaunchPlan | CheckedPlan,
         parent: str | None,
         old: RunHandle | None,
         grace_s: tuple[float, float],

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ezpz_tui.core.comparing.compare import Comparison
     from ezpz_tui.core.comparing.sweep import SweepEvent
     from ezpz_tui.core.failover import Exclusion
-    from ezpz_tui.core.launching.plan import LaunchPlan
+    from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan
     from ezpz_tui.core.launching.resuming import Resume
     from ezpz_tui.core.launching.supervisor import RunHandle
     from ezpz_tui.core.session import Preview, Session
@@ -68,11 +68,12 @@ class Launched(Message):
 
 @dataclass(eq=False)
 class RelaunchAsked(Message):
-    """What relaunching ``handle``'s live run with ``plan`` changes (``lines``, from
-    :func:`~ezpz_tui.core.launching.change.change_lines`): the question to ask first."""
+    """What relaunching ``handle``'s live run with ``checked`` changes (``lines``, from
+    :func:`~ezpz_tui.core.launching.change.change_lines`): the question to ask first. The plan
+    travels checked, so a yes launches it without checking it again."""
 
     handle: RunHandle
-    plan: LaunchPlan
+    checked: CheckedPlan
     lines: list[str]
     resume: Resume | None = None  # the relaunch's default: from the run's newest checkpoint
 

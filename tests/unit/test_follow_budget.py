@@ -151,3 +151,89 @@ def test_a_file_that_grows_is_looked_at_again_soon(changed: bool, interval: floa
     schedule.add("log", 0.0)
     schedule.checked("log", 0.0, changed)
     assert schedule._entries["log"].due == interval
+
+
+def test_a_quiet_file_is_looked_at_as_often_as_the_budget_affords() -> None:
+    """Issue 38: a rank's log that stayed empty while it was on screen (its rank importing on a
+    loaded node) had backed off to ``slowest`` by the time the screen moved to another rank,
+    and its first lines then waited up to a minute. Ten files and 200 calls a second afford a
+    look at each every ``fastest`` seconds: no quiet file backs off beyond that."""
+    schedule: PollSchedule[int] = PollSchedule(per_second=200, slowest=60)
+    for key in range(10):
+        schedule.add(key, 0.0)
+    schedule.set_hot([0])
+    now = 0.0
+    for _ in range(100):  # 10 s of polls every 0.1 s, nothing changing
+        now += 0.1
+        for key in schedule.due(now):
+            schedule.checked(key, now, changed=False)
+    schedule.set_hot([1])  # the screen moves on: key 0 is quiet and no longer hot
+    seen: set[int] = set()
+    for _ in range(4):  # the next 0.4 s
+        now += 0.1
+        for key in schedule.due(now):
+            schedule.checked(key, now, changed=False)
+            seen.add(key)
+    assert seen == set(range(10))
+
+
+def test_hot_files_that_spend_the_budget_do_not_starve_the_rest() -> None:
+    """The rank on screen is looked at every poll whatever it costs; when that costs more than
+    the budget, every other file is still looked at within twice its ceiling (here 1 s: ten
+    files within half of 20 calls a second), oldest due first."""
+    schedule: PollSchedule[int] = PollSchedule(per_second=20, slowest=60)
+    for key in range(10):
+        schedule.add(key, 0.0)
+    schedule.set_hot([0])
+    last = dict.fromkeys(range(1, 10), 0.0)
+    longest = 0.0
+    now = 0.0
+    for _ in range(100):  # 10 s of polls every 0.1 s; the hot file grows: 5 calls a poll
+        now += 0.1
+        for key in schedule.due(now):
+            if key in last:
+                longest = max(longest, now - last[key])
+                last[key] = now
+            schedule.checked(key, now, changed=key == 0)
+        schedule.spend(4)
+    longest = max(longest, *(now - seen for seen in last.values()))
+    assert longest <= 2.0 + 0.1 + 1e-9, f"a file waited {longest:.1f} s"
+
+
+def test_every_ranks_new_lines_arrive_within_a_few_polls_beside_a_chatty_rank(
+    tmp_path: Path,
+) -> None:
+    """Issue 38 on real files: four ranks' logs and statuses, a small budget (50 calls a second),
+    rank 0 on screen while every log is empty, then rank 1 on screen writing thousands of lines
+    a poll (more than one read takes). Ranks 0, 2 and 3 each write one line: it is delivered
+    within 10 polls (on a7cb9d5, rank 0's waited for ``slowest``)."""
+    run = RunDir(tmp_path / "run")
+    run.make_folders()
+    write_state(run.path, RunState(State.RUNNING, start=1.0))
+    for rank in range(4):
+        status = RankStatus(rank, host="h", state=RankState.RUNNING)
+        run.status(rank).write_text(json.dumps(status.to_json()))
+        run.log(rank).touch()
+    shown = [0]
+    follower = RunFollower(
+        run.path, read_bytes=16 << 10, stats_per_second=50, first_reads=512, focus=lambda: shown
+    )
+    for _ in range(30):  # 3 s of polls while every rank is quiet
+        assert not follower.poll().logs
+        time.sleep(0.1)
+    shown[:] = [1]
+    chatty = "".join(f"rank 1 line {i} of a chatty rank\n" for i in range(2000))
+    waited: dict[int, int] = {}
+    for poll in range(30):
+        with open(run.log(1), "a") as fh:
+            fh.write(chatty)
+        if poll == 5:
+            for rank in (0, 2, 3):
+                with open(run.log(rank), "a") as fh:
+                    fh.write(f"rank {rank} says hello\n")
+        for rank, _seq, lines in follower.poll().logs:
+            if f"rank {rank} says hello" in lines.texts:
+                waited[rank] = poll - 5
+        time.sleep(0.1)
+    assert waited.keys() == {0, 2, 3}, f"delivered: {waited}"
+    assert max(waited.values()) <= 10, f"polls waited, by rank: {waited}"

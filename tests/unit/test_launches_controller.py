@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 
 from ezpz_tui.core.launching.allocation import detect_allocation
-from ezpz_tui.core.launching.plan import LaunchPlan
+from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan
+from ezpz_tui.core.runs.record import read_run_toml
 from ezpz_tui.core.session import Session
 from ezpz_tui.ui.main.launches import Launches
 from ezpz_tui.ui.messages import Launched, RelaunchAsked, RunsStopped
+from runtime.checkpoint_dirs import RESUME_VAR, newest
 from tests.fixtures.host import FakeHost
 from tests.fixtures.runs import wait_for
 
@@ -95,6 +97,67 @@ def test_relaunch_of_a_live_run_asks_with_what_changes(host: FakeHost) -> None:
     assert isinstance(second, Launched) and second.handle is not first
     assert first.wait(0) is not None  # stopped before the new one started
     assert second.handle.state.state in ("pending", "running")
+
+
+def counted_checks(session: Session, monkeypatch: pytest.MonkeyPatch) -> list[LaunchPlan]:
+    """The plans ``session`` checks from now on, in order; each check is the real one."""
+    plans: list[LaunchPlan] = []
+    check = session.check
+
+    def counting(plan: LaunchPlan) -> CheckedPlan:
+        plans.append(plan)
+        return check(plan)
+
+    monkeypatch.setattr(session, "check", counting)
+    return plans
+
+
+def test_one_relaunch_checks_its_plan_once(host: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38: the question, its preview and the relaunch each checked the plan (three checks
+    of the launcher and the staging for one ``R``). The plan is checked once and travels checked
+    to the launch; the form edited while the question is up launches nothing unchecked: the
+    plan asked about is the one that starts."""
+    launches = Launches(host)
+    launches.launch()
+    first = host.posted[-1].handle
+    wait_for(lambda: first.poll() == "running", 30, "the first run to start")
+    checks = counted_checks(host.session, monkeypatch)
+    asked_about = host.plan = host.plan.with_changes(tp=2)
+    launches.relaunch()
+    asked = host.posted[-1]
+    assert isinstance(asked, RelaunchAsked)
+    launches.relaunch_asked(asked)
+    host.plan = host.plan.with_changes(tp=3)  # edited while the question is up: TP 3 of 2 ranks
+    host.dialogs.asked[-1].yes()
+    second = host.posted[-1]
+    assert isinstance(second, Launched), host.dialogs.errors or host.notes
+    assert checks == [asked_about], "one check per R"
+    assert asked.checked.plan == asked_about
+    assert read_run_toml(second.handle.run_dir)["plan"]["tp"] == 2
+
+
+def test_a_relaunch_that_resumes_checks_its_plan_once(
+    host: FakeHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The relaunch that continues from the run's checkpoint (the question's default) launches
+    the checked plan with the resume added, and checks it no more than a fresh one."""
+    host.plan = host.plan.with_changes(command=(*LONG_DEMO, "--checkpoint-every", "2"))
+    launches = Launches(host)
+    launches.launch()
+    first = host.posted[-1].handle
+    wait_for(lambda: newest(first.run_dir) is not None, 120, "the first run's checkpoint")
+    checks = counted_checks(host.session, monkeypatch)
+    launches.relaunch()
+    asked = host.posted[-1]
+    assert isinstance(asked, RelaunchAsked) and asked.resume is not None
+    launches.relaunch_asked(asked)
+    [question] = host.dialogs.relaunches
+    question.yes(resuming=True)
+    second = host.posted[-1]
+    assert isinstance(second, Launched), host.dialogs.errors or host.notes
+    assert len(checks) == 1, "one check per R"
+    env = read_run_toml(second.handle.run_dir)["plan"]["env"]
+    assert env[RESUME_VAR] == str(first.run_dir), "a live parent is named itself"
 
 
 def test_stop_then_exit_quits() -> None:

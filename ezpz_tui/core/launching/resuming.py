@@ -11,10 +11,10 @@ script that uses :mod:`runtime.checkpoint`'s helper read it; the checkpoints are
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ezpz_tui.core.launching.plan import DEMO_MODULE, LaunchPlan
+from ezpz_tui.core.launching.plan import DEMO_MODULE, CheckedPlan, LaunchPlan
 from runtime.checkpoint_dirs import RESUME_VAR, Checkpoint, newest, resolve
 
 
@@ -53,6 +53,13 @@ def with_resume(plan: LaunchPlan, resume: Resume | None) -> LaunchPlan:
     if resume is not None:
         env.append((RESUME_VAR, str(resume.given)))
     return plan.with_changes(env=tuple(env))
+
+
+def checked_with_resume(checked: CheckedPlan, resume: Resume | None) -> CheckedPlan:
+    """:func:`with_resume` of a plan already checked, without a second check: only
+    ``EZPZ_RESUME_FROM`` changes, a name the check never refuses (no size's, not one the
+    launcher sets), with a value made here."""
+    return replace(checked, plan=with_resume(checked.plan, resume))
 
 
 DEMO_BATCH = 8  # the demo's --batch-size default: sequences per replica

@@ -3,14 +3,21 @@
 Following a 4,096-rank run by stat'ing every file four times a second made ~9,800 metadata
 calls a second on a run that had already ended (docs/pitfalls.md): on Lustre that load falls
 on every user of the machine. Here each file has its own interval instead: looked at every poll
-while it grows, twice as seldom each time it has not changed, up to ``slowest`` seconds. The
-files due are taken oldest-due first while the budget lasts (a token bucket refilled at
-``per_second``); the caller charges what a look really cost (a grown file costs an open and a
-read besides the stat). ``hot`` files (the rank on screen) are looked at every poll, first.
+while it grows, twice as seldom each time it has not changed, up to its ceiling: what half the
+budget affords for looking at every file (``files / (per_second / 2)`` seconds, so a 2-rank run
+looks at each file every ``fastest`` seconds and a 16,384-rank one backs off to ``slowest``). A
+quiet file must not back off further than the budget needs: a rank whose log stays empty while
+its node is loaded, then writes, would wait up to ``slowest`` while its peers' lines are shown
+(issue 38). The files due are taken oldest-due first while the budget lasts (a token bucket
+refilled at ``per_second``); the caller charges what a look really cost (a grown file costs an
+open and a read besides the stat). ``hot`` files (the rank on screen) are looked at every poll,
+first, and leave the hot set due within ``fastest``.
 
-The budget yields to one promise: every file is looked at within ``slowest`` seconds (or a
-multiple of it, for files that matter less). When there are more files than that allows, the
-refill rate grows to what the promise needs (``files / slowest``).
+The budget yields to two promises: every file is looked at within ``slowest`` seconds (or a
+multiple of it, for files that matter less), and the oldest due file, once overdue by its
+ceiling, is looked at even when the hot files spent the budget (so none waits behind them for
+more than the longest ceiling). When there are more files than ``slowest``
+allows, the refill rate grows to what the promise needs (``files / slowest``).
 
 UI-free and filesystem-free, so a test drives it with a clock.
 """
@@ -27,6 +34,7 @@ K = TypeVar("K", bound=Hashable)
 
 FASTEST_S = 0.25  # the interval of a file that just grew
 BURST_S = 0.5  # how much unspent budget may be saved up, in seconds of refill
+QUIET_SHARE = 0.5  # the share of the budget that looks at files that did not change may take
 
 
 @dataclass
@@ -34,6 +42,7 @@ class _Entry:
     interval: float
     due: float
     slowest: float
+    slower: float
 
 
 class PollSchedule(Generic[K]):
@@ -74,7 +83,7 @@ class PollSchedule(Generic[K]):
         ``slowest`` (what matters less: telemetry for sparklines, status files whose rewrites
         a folder listing shows anyway)."""
         if key not in self._entries:
-            entry = _Entry(self.fastest, now, self.slowest * slower)
+            entry = _Entry(self.fastest, now, self.slowest * slower, slower)
             self._entries[key] = entry
             self._need += 1 / entry.slowest
             heapq.heappush(self._heap, (now, next(self._seq), key))
@@ -99,11 +108,15 @@ class PollSchedule(Generic[K]):
         taken = [key for key in self.hot if key in self._entries]
         self._tokens -= len(taken)
         heap = self._heap
-        while heap and heap[0][0] <= now and self._tokens >= 1:
-            when, _, key = heapq.heappop(heap)
+        while heap and heap[0][0] <= now:
+            when, _, key = heap[0]
             entry = self._entries.get(key)
             if entry is None or entry.due != when or key in self.hot:
-                continue  # removed, rescheduled since, or already taken as hot
+                heapq.heappop(heap)  # removed, rescheduled since, or already taken as hot
+                continue
+            if self._tokens < 1 and now - when < self._ceiling(entry):
+                break  # the budget is spent, and the oldest due has not waited too long
+            heapq.heappop(heap)
             taken.append(key)
             self._tokens -= 1
         return taken
@@ -118,13 +131,21 @@ class PollSchedule(Generic[K]):
         entry = self._entries.get(key)
         if entry is None:
             return
-        if changed:
+        if changed or key in self.hot:  # a hot key is due soon once it is no longer hot
             entry.interval = self.fastest
         else:
-            entry.interval = min(entry.slowest, entry.interval * 2)
+            entry.interval = min(self._ceiling(entry), entry.interval * 2)
         entry.due = now + entry.interval
         if self.per_second is not None:
             heapq.heappush(self._heap, (entry.due, next(self._seq), key))
+
+    def _ceiling(self, entry: _Entry) -> float:
+        """The longest interval of ``entry``: as often as :data:`QUIET_SHARE` of the budget
+        affords looking at every file (times its ``slower``), never beyond its ``slowest``."""
+        if self.per_second is None:
+            return entry.slowest
+        every = len(self._entries) / (self.rate * QUIET_SHARE)
+        return min(entry.slowest, max(self.fastest, every) * entry.slower)
 
     def set_hot(self, keys: Iterable[K]) -> None:
         self.hot = frozenset(keys)

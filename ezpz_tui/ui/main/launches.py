@@ -15,7 +15,7 @@ from ezpz_tui.ui.messages import Launched, RelaunchAsked, RunsStopped, StopElsew
 
 if TYPE_CHECKING:
     from ezpz_tui.core.launch_result import LaunchResult
-    from ezpz_tui.core.launching.plan import LaunchPlan
+    from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan
     from ezpz_tui.core.launching.supervisor import RunHandle
     from ezpz_tui.ui.main.host import Host
 
@@ -86,11 +86,13 @@ class Launches:
 
     # --- workers --------------------------------------------------------------------------------
 
-    def _start(self, plan: LaunchPlan, relaunch: bool) -> None:
+    def _start(self, plan: LaunchPlan | CheckedPlan, relaunch: bool) -> None:
+        """Launch ``plan`` in a worker; one already checked (the one a question showed) is not
+        checked again."""
         launch = lambda: self._launch_worker(plan, relaunch)  # noqa: E731
         self.host.in_thread(launch, "launch", holds_keys=True)  # the keys act on the run it opens
 
-    def _launch_worker(self, plan: LaunchPlan, relaunch: bool) -> None:
+    def _launch_worker(self, plan: LaunchPlan | CheckedPlan, relaunch: bool) -> None:
         session = self.host.session
         assert session is not None
         self.answer(session.relaunch(plan) if relaunch else session.launch(plan))
@@ -109,7 +111,9 @@ class Launches:
             self.host.notify(result.text, title=result.title, severity="error")
 
     def _ask_relaunch(self, handle: RunHandle, plan: LaunchPlan) -> None:
-        """What the relaunch changes, from the live run's record and the plan's preview."""
+        """What the relaunch changes, from the live run's record and the plan's preview. The
+        plan is checked here, once: the question carries it checked to the launch, which
+        launches that plan (not the form's, edited since) without checking it again."""
         from ezpz_tui.core.launch_result import refusal
         from ezpz_tui.core.launching.change import change_lines, relaunch_change
         from ezpz_tui.core.launching.plan import LaunchRefused
@@ -120,7 +124,7 @@ class Launches:
         assert session is not None
         try:
             checked = session.check(plan)
-            preview = session.preview(plan)
+            preview = session.preview(checked)
             record = read_run_toml(handle.run_dir)
         except LaunchRefused as exc:
             self.answer(refusal(exc, "Not relaunched"))
@@ -131,7 +135,7 @@ class Launches:
             argv = preview.command.argv if preview.command else ()
             lines = change_lines(relaunch_change(record, handle.run_dir, checked, argv))
         resume = parent_resume(handle.run_dir, alive=handle.wait(0) is None)
-        host.post_message(RelaunchAsked(handle, plan, lines, resume))
+        host.post_message(RelaunchAsked(handle, checked, lines, resume))
 
     def _stop_all(self, handles: list[RunHandle], then_exit: bool) -> None:
         for handle in handles:
@@ -165,7 +169,7 @@ class Launches:
     # --- what the workers reported -----------------------------------------------------------
 
     def relaunch_asked(self, message: RelaunchAsked) -> None:
-        from ezpz_tui.core.launching.resuming import with_resume
+        from ezpz_tui.core.launching.resuming import checked_with_resume
 
         name, alive = message.handle.run_dir.name, message.handle.wait(0) is None
         if alive:
@@ -175,16 +179,16 @@ class Launches:
             )
         else:
             question = f"Relaunch? {name} has ended (it stays on disk as the new run's parent):"
-        plan, resume = message.plan, message.resume
+        checked, resume = message.checked, message.resume
         if resume is None:
-            self.host.dialogs.confirm(question, lambda: self._start(plan, True), message.lines)
+            self.host.dialogs.confirm(question, lambda: self._start(checked, True), message.lines)
             return
         resumes = resume.describe()
         if alive:
             resumes += " (or a newer one it completes while stopping)"
 
         def start_it(resuming: bool) -> None:
-            self._start(with_resume(plan, resume if resuming else None), relaunch=True)
+            self._start(checked_with_resume(checked, resume if resuming else None), relaunch=True)
 
         self.host.dialogs.confirm_relaunch(question, resumes, start_it, message.lines)
 
