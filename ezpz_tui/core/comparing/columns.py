@@ -15,6 +15,8 @@ from ezpz_tui.core.comparing.compare import Change, Comparison
 from ezpz_tui.core.words import percent_of, short_number
 
 BEST = "*"
+SUSPECT = "?"
+"""After an MFU the legend calls suspect (above 100% or below 0.5%: a wrong figure, likely)."""
 LEAD = (("#", 2), ("LAYOUT", 15), ("NxP", 4), ("STATE", 9), ("STEPS", 5))
 """The columns that say which run a row is: its place, sizes, placement, state, steps."""
 
@@ -50,7 +52,7 @@ FIGURES: tuple[Column, ...] = (  # widths hold the figure and its best mark
     Column("SMP/s", 6, "samples/s", "samples_per_s", short_number),
     Column("TOK/s", 6, "tokens/s", "tokens_per_s", short_number),
     Column("TFLOPS", 7, "TFLOPS/device", "tflops", three),
-    Column("MFU", 6, "MFU", "mfu", percent_of),
+    Column("MFU", 7, "MFU", "mfu", percent_of),  # and its suspect mark
     Column("GiB", 6, "peak GiB", "peak_mem_gb", three),
     Column("LOSS", 7, "final loss", "final_loss", short_number),
     Column("BEST", 7, "best loss", "best_loss", short_number),
@@ -92,11 +94,20 @@ def lead_cells(comparison: Comparison, index: int) -> list[str]:
 
 
 def figure_cell(comparison: Comparison, column: Column, index: int) -> tuple[str, bool]:
-    """Run ``index``'s figure in ``column`` as text, and whether it is the column's best."""
+    """Run ``index``'s figure in ``column`` as text (an MFU the legend calls suspect marked
+    :data:`SUSPECT`), and whether it is the column's best."""
     row = comparison.row(column.key)
     if row is None:
         return "-", False
-    return column.show(row.values[index]), index in row.best
+    text = column.show(row.values[index])
+    if column.key == "mfu" and _suspect(comparison, index):
+        text += SUSPECT
+    return text, index in row.best
+
+
+def _suspect(comparison: Comparison, index: int) -> str | None:
+    facts = comparison.runs[index]
+    return facts.efficiency.suspect(facts.numbers.tokens_per_s)
 
 
 def legend(comparison: Comparison) -> list[str]:
@@ -118,6 +129,10 @@ def legend(comparison: Comparison) -> list[str]:
             lines.append(f"  peak of every run: {next(iter(peaks.values()))}")
         else:
             lines += [f"  peak of #{i + 1}: {said}" for i, said in peaks.items()]
+    for i in range(len(comparison.runs)):
+        why = _suspect(comparison, i)
+        if why:
+            lines.append(f"  {SUSPECT} MFU of #{i + 1} {why}")
     return lines
 
 
