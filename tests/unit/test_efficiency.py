@@ -344,6 +344,7 @@ def test_an_mfu_above_100_or_below_half_a_percent_is_shown_suspect(tmp_path: Pat
     peak = "NVIDIA A100 (SXM4 or PCIe) bf16 312 TFLOPS (datasheet)"
     legend = lines[lines.index(f"  peak of every run: {peak}") + 1]
     assert legend.startswith("  ? MFU of #1 suspect: below 0.50% of the peak: the run's flops_")
+    assert max(map(len, lines)) <= 100  # the legend's reason wraps
     high = compare([a100], PeakSettings(peak_tflops=0.001))  # 512x the peak
     said = high.runs[0].efficiency.as_dict(high.runs[0].numbers.tokens_per_s)["suspect"]
     assert said.startswith("suspect: above 100% of the peak: the peak is too low for this")

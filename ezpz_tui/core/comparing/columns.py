@@ -8,6 +8,7 @@ same: the same heads, the same rounding, the same mark.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -16,7 +17,9 @@ from ezpz_tui.core.words import percent_of, short_number
 
 BEST = "*"
 SUSPECT = "?"
-"""After an MFU the legend calls suspect (above 100% or below 0.5%: a wrong figure, likely)."""
+"""In the mark's place after an MFU the legend calls suspect (above 100% or below 0.5%: more
+likely a wrong figure than a true one, so never marked best)."""
+LEGEND_WIDTH = 100  # the CLI's lines
 LEAD = (("#", 2), ("LAYOUT", 15), ("NxP", 4), ("STATE", 9), ("STEPS", 5))
 """The columns that say which run a row is: its place, sizes, placement, state, steps."""
 
@@ -52,7 +55,7 @@ FIGURES: tuple[Column, ...] = (  # widths hold the figure and its best mark
     Column("SMP/s", 6, "samples/s", "samples_per_s", short_number),
     Column("TOK/s", 6, "tokens/s", "tokens_per_s", short_number),
     Column("TFLOPS", 7, "TFLOPS/device", "tflops", three),
-    Column("MFU", 7, "MFU", "mfu", percent_of),  # and its suspect mark
+    Column("MFU", 6, "MFU", "mfu", percent_of),
     Column("GiB", 6, "peak GiB", "peak_mem_gb", three),
     Column("LOSS", 7, "final loss", "final_loss", short_number),
     Column("BEST", 7, "best loss", "best_loss", short_number),
@@ -93,16 +96,15 @@ def lead_cells(comparison: Comparison, index: int) -> list[str]:
     return [str(index + 1), layout.label, layout.placement, str(facts.state.state), steps]
 
 
-def figure_cell(comparison: Comparison, column: Column, index: int) -> tuple[str, bool]:
-    """Run ``index``'s figure in ``column`` as text (an MFU the legend calls suspect marked
-    :data:`SUSPECT`), and whether it is the column's best."""
+def figure_cell(comparison: Comparison, column: Column, index: int) -> tuple[str, str]:
+    """Run ``index``'s figure in ``column`` as text, and its mark: :data:`BEST` for the
+    column's best, :data:`SUSPECT` for an MFU the legend calls suspect, else none."""
     row = comparison.row(column.key)
     if row is None:
-        return "-", False
-    text = column.show(row.values[index])
+        return "-", ""
     if column.key == "mfu" and _suspect(comparison, index):
-        text += SUSPECT
-    return text, index in row.best
+        return column.show(row.values[index]), SUSPECT
+    return column.show(row.values[index]), BEST if index in row.best else ""
 
 
 def _suspect(comparison: Comparison, index: int) -> str | None:
@@ -132,7 +134,8 @@ def legend(comparison: Comparison) -> list[str]:
     for i in range(len(comparison.runs)):
         why = _suspect(comparison, i)
         if why:
-            lines.append(f"  {SUSPECT} MFU of #{i + 1} {why}")
+            said = f"  {SUSPECT} MFU of #{i + 1} {why}"
+            lines += textwrap.wrap(said, LEGEND_WIDTH, subsequent_indent="    ")
     return lines
 
 

@@ -147,5 +147,7 @@ def _fact_rows(comparison: Comparison) -> list[tuple[str, list[Text]]]:
     return rows
 
 
-def _figure(text: str, best: bool) -> Text:
-    return Text(text + BEST, "bold green") if best else Text(text)
+def _figure(text: str, mark: str) -> Text:
+    if mark == BEST:
+        return Text(text + mark, "bold green")
+    return Text(text + mark, "yellow") if mark else Text(text)
