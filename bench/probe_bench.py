@@ -35,6 +35,7 @@ def main() -> int:
     args = parser.parse_args()
     print_rerun("probe_bench.py", args)
     kinds = {"all": None, "one": 1}
+    names = {"all": "every core", "one": "one thread"}
     if args.only:
         kinds = {args.only: kinds[args.only]}
     print(f"load average before: {os.getloadavg()}")
@@ -43,14 +44,14 @@ def main() -> int:
         for kind, threads in kinds.items():
             tflops = probe(threads)
             found[kind].append(tflops)
-            print(f"rep {rep + 1} {kind:>3} threads: {tflops * 1e3:8.2f} GFLOPS")
+            print(f"rep {rep + 1} {names[kind]:>10}: {tflops * 1e3:8.2f} GFLOPS")
     print(f"load average after: {os.getloadavg()}")
     for kind, values in found.items():
         pairs = list(itertools.pairwise(values))
         agree = sum(1 for a, b in pairs if abs(a - b) <= AGREE * max(a, b))
         spread = max(values) / min(values)
         print(
-            f"{kind:>3} threads: {min(values) * 1e3:.2f}-{max(values) * 1e3:.2f} GFLOPS, "
+            f"{names[kind]:>10}: {min(values) * 1e3:.2f}-{max(values) * 1e3:.2f} GFLOPS, "
             f"spread x{spread:.2f}; {agree}/{len(pairs)} consecutive pairs within 10%"
         )
     return 0
