@@ -4,8 +4,9 @@ Launches one NCCL rank per visible GPU (``ezpz-tui launch --ppn N``) running a f
 steps of a matmul and an ``all_reduce`` with ``History.record``; while it runs, checks that
 ``flight/rank-00000.json`` holds ``nccl:all_reduce`` entries (their states, the group's ranks
 in ``pg_config``), that ``why --json`` gives no verdict for the healthy run, that ``top --json``
-has each rank's ``arrival_lag_s``, and that ``profile --steps 3 --json`` splits the steps with
-CUDA time counted (``aten::mm`` on the device, ``nccl`` kernels as communication). Prints what
+has each rank's ``arrival_lag_s``, and that ``profile --steps 3 --json`` splits the steps by the
+device's kernels (``split: device``: ``nccl`` kernels as communication, their overlap with the
+compute kernels counted) with ``aten::mm`` among the top operators. Prints what
 it found and exits 1 on the first check that fails. Run from the repository root:
 
     python bench/flight_gpu_check.py
@@ -95,7 +96,9 @@ def main() -> None:
         summary = json.loads(done.stdout)["ranks"]["0"]
         print(json.dumps(summary, indent=1))
         names = [t["name"] for t in summary["top"]]
+        check(summary.get("split") == "device", "profile: split by the device's kernels")
         check(summary["communication_s"] > 0, "profile: communication time counted")
+        check("overlap_s" in summary, "profile: compute/communication overlap counted")
         check(any("mm" in n or "gemm" in n.lower() for n in names), f"profile: top ops {names}")
     finally:
         launch.terminate()

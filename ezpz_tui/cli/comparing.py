@@ -153,9 +153,9 @@ def _change_line(change: Any, runs: Sequence[Any]) -> str:
 
 def table_lines(comparison: Any) -> list[str]:
     """The comparison as lines of at most 100 columns: one row per run, fastest first, the
-    best value of each figure marked ``*``; then the run ids, notes and what changed."""
+    best value of each figure marked ``*`` (a suspect MFU ``?``); then the run ids, notes and
+    what changed."""
     from ezpz_tui.core.comparing.columns import (
-        BEST,
         LEAD,
         figure_cell,
         figure_columns,
@@ -174,8 +174,8 @@ def table_lines(comparison: Any) -> list[str]:
     for i in range(len(runs)):
         cells = lead_cells(comparison, i)
         for column in columns:
-            text, best = figure_cell(comparison, column, i)
-            cells.append(text + (BEST if best else " "))
+            text, mark = figure_cell(comparison, column, i)
+            cells.append(text + (mark or " "))
         lines.append(_line(cells, widths))
     lines.append("")
     lines += legend(comparison)

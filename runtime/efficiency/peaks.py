@@ -1,8 +1,11 @@
 """Peak FLOP/s per device and dtype, from the sourced table ``peaks.json`` or a measurement.
 
 A device is looked up by the name its vendor's tools (NVML, nvidia-smi, rocm-smi, xpu-smi) or
-torch give it; a name the table does not hold gives ``None``, never a guess, and so does a
-dtype the table has no figure for on that device. A measured peak (the CPU matmul probe,
+torch give it: the first entry whose every ``match`` word is in the name (the table's order
+puts the longer names first); a name the table does not hold gives ``None``, never a guess, and
+so does a dtype the table has no figure for on that device. An entry whose vendor publishes no
+per-device figure in that form carries ``derived``, the arithmetic its figures come from, and
+its peak says so (``(derived)``, not ``(datasheet)``). A measured peak (the CPU matmul probe,
 :mod:`runtime.efficiency.probe`) is a :class:`Peak` too, with ``measured`` set, so whatever
 shows an MFU can say which kind of peak it divides by. Standard library only.
 """
@@ -40,12 +43,21 @@ class Peak:
     source: str  # a datasheet URL, "measured: ...", or "config"
     clock: str = ""
     measured: bool = False
+    derived: str = ""  # the arithmetic, for a figure computed rather than read off a sheet
+
+    @property
+    def kind(self) -> str:
+        """Where the figure comes from, in a word: measured, config, derived or datasheet."""
+        if self.measured:
+            return "measured"
+        if self.source == "config":
+            return "config"
+        return "derived" if self.derived else "datasheet"
 
     @property
     def label(self) -> str:
         """``H100 SXM5 bf16 989 TFLOPS (datasheet)``: what an MFU is a fraction of."""
-        kind = "measured" if self.measured else "config" if self.source == "config" else "datasheet"
-        return f"{self.device} {self.dtype} {self.tflops:.4g} TFLOPS ({kind})"
+        return f"{self.device} {self.dtype} {self.tflops:.4g} TFLOPS ({self.kind})"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +67,7 @@ class Peak:
             "source": self.source,
             "clock": self.clock,
             "measured": self.measured,
+            "derived": self.derived,
             "label": self.label,
         }
 
@@ -90,4 +103,5 @@ def resolve(device_name: str | None, dtype: str = "bf16") -> Peak | None:
         device=entry["device"],
         source=entry["source"],
         clock=entry["clock"],
+        derived=entry.get("derived", ""),
     )

@@ -1,5 +1,6 @@
 """The run header names the opened run's MFU and the peak it divides by (a fixture run whose
-telemetry names an A100 and whose first record says its FLOPs per token)."""
+telemetry names an A100 and whose first record says its FLOPs per token), and why an MFU that
+low is suspect."""
 
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ async def test_the_run_header_says_the_mfu_against_its_peak(tmp_path: Path) -> N
             return str(app.query_one("#run-header", Static).content)
 
         await until(pilot, lambda: "MFU" in header(), "the header's MFU line", 30)
-        line = header().splitlines()[-1]
+        line, why = header().splitlines()[-2:]
         # 1e9 FLOPs/token x 2048 tokens/s over 4 ranks: 0.512 TFLOPS a device, 0.16% of 312
         assert line == (
             "MFU 0.16% · 0.512 TFLOPS/device at rank 0's last step · "
             "of NVIDIA A100 (SXM4 or PCIe) bf16 312 TFLOPS (datasheet)"
         )
+        assert why.startswith("suspect: below 0.50% of the peak: the run's flops_per_token")

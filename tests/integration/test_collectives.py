@@ -268,6 +268,7 @@ def test_profile_splits_each_ranks_steps(tmp_path: Path, mpiexec: str) -> None:
             summary = data["ranks"][str(rank)]
             assert summary["steps"] == 3 and summary["wall_s"] > 0
             assert summary["compute_s"] > 0 and summary["communication_s"] > 0
+            assert summary["split"] == "cpu"  # no device kernels: the operators' CPU time
             names = [t["name"] for t in summary["top"]]
             assert "aten::mm" in names, names
             trace = json.loads(RunDir(run).profile_trace(rank).read_text())

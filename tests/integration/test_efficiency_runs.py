@@ -5,19 +5,25 @@ The demo records its model's FLOPs per token once; MFU is that times the run's g
 over (ranks x the CPU probe's measured peak), so every layout's MFU must be its tokens/s times
 one constant, the same for all four (layout-invariant by construction), and every MFU must name
 the measured peak it divides by.
+
+That holds whatever the peak, so it cannot see a peak that is wrong for the layout's ranks per
+host: the same model on one rank and on two ranks of this host, each launched as the launcher
+splits the cores (two threads for the one rank, one each for the two), must show the same MFU,
+measured independently, within 25%.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from runtime.efficiency.flops import demo_flops_per_token
 from runtime.rundir import SWEEPS, RunDir
-from tests.fixtures.cli import base_env, cli, kill_leftovers
+from tests.fixtures.cli import PY, base_env, cli, kill_leftovers
 from tests.fixtures.cli import run_dirs as all_dirs
 
 pytestmark = pytest.mark.mpi
@@ -78,6 +84,37 @@ def test_every_rank_says_the_flops_once_and_the_table_names_the_peak(compared: d
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert "MFU" in lines[0].split() and max(map(len, lines)) <= 100
-    assert "  peak of every run: CPU of " in proc.stdout  # one probe, so one peak for all four
+    # one probe (at a rank's one thread: the 2-core host over its 2 ranks), one peak for all four
+    assert "  peak of every run: 1 thread of the CPU of " in proc.stdout
     peak = next(line for line in lines if line.startswith("  peak of every run: "))
     assert peak.endswith("TFLOPS (measured)")
+
+
+MODEL = ["--dim", "1024", "--heads", "8", "--layers", "1", "--seq-len", "128", "--batch-size", "8"]
+"""Matmuls the size of the probe's (1024 x 1024), so that the one rank's two threads share the
+work as they share the probe's: the demo's default model is so small that a step is mostly the
+interpreter and its many small ops, whose threads wait for each other in every one (the more so
+on a loaded machine), while the probe's do not."""
+
+
+@pytest.mark.timeout(480)
+def test_one_rank_and_two_ranks_of_a_host_show_the_same_mfu(tmp_path: Path, mpiexec: str) -> None:
+    outputs = tmp_path / "outputs"
+    env = base_env(outputs)
+    demo = [PY, "-m", "runtime.examples.train", "--steps", "6", *MODEL]
+    try:
+        for ppn in ("1", "2"):
+            launched = cli(["launch", "--quiet", "--ppn", ppn, "--", *demo], env, timeout=200)
+            assert launched.returncode == 0, launched.stderr
+        proc = cli(["compare", "--json", *map(str, all_dirs(outputs))], env, timeout=200)
+    finally:
+        kill_leftovers(outputs)
+    assert proc.returncode == 0, proc.stderr
+    runs = {r["efficiency"]["world_size"]: r for r in json.loads(proc.stdout)["runs"]}
+    assert sorted(runs) == [1, 2]
+    peaks = {n: r["efficiency"]["peak"] for n, r in runs.items()}
+    threads = {n: int(peak["device"].split()[0]) for n, peak in peaks.items()}
+    assert all(" of the CPU of " in peak["device"] for peak in peaks.values()), peaks
+    assert threads[1] >= 2 * threads[2]  # one rank had every core; each of two, half
+    mfu = {n: r["efficiency"]["mfu"] for n, r in runs.items()}
+    assert mfu[2] == pytest.approx(mfu[1], rel=0.25), (mfu, peaks)

@@ -212,6 +212,10 @@ def test_top_gives_each_rank_its_mfu_and_names_the_peak(tmp_path: Path) -> None:
     assert lines[0].split()[-3:] == ["MFU", "LAG", "AGE"]
     assert all(line.split()[-3] == "0.05%" for line in lines[1:5])
     assert "MFU of NVIDIA H200 SXM bf16 989.4 TFLOPS (datasheet)" in lines
+    assert lines[lines.index("MFU of NVIDIA H200 SXM bf16 989.4 TFLOPS (datasheet)") + 1] == (
+        "MFU of ranks 0-3 suspect: below 0.50% of the peak: the run's flops_per_token too low, "
+        "a peak that is not this hardware's, or steps that mostly wait"
+    )
     assert top.to_json(T0)["ranks"][0]["mfu"] == pytest.approx(want)
 
 
@@ -225,3 +229,126 @@ def test_summary_json_has_the_mfu_and_its_peak(tmp_path: Path, monkeypatch) -> N
     assert eff["mfu"] == pytest.approx(FPT * 2048.0 / (4 * 1307.4e12))
     assert eff["peak"]["label"] == "AMD Instinct MI300X bf16 1307 TFLOPS (datasheet)"
     assert eff["peak"]["source"].startswith("https://www.amd.com/")
+
+
+def test_the_probe_warms_up_then_keeps_the_best_of_its_repetitions() -> None:
+    """The probe's structure on a scripted clock: every call of the work advances it by the
+    next duration, so what each repetition rates is known exactly."""
+    from runtime.efficiency.matmul import best_rate
+
+    fast = [0.03125] * 4
+    durations = iter([0.25, 0.125, 0.0625, 0.0625, *fast, 0.125])  # exact in binary
+    now = [0.0]
+    calls = []
+
+    def work() -> None:
+        calls.append(now[0])
+        now[0] += next(durations)
+
+    rate = best_rate(work, flops=1.0, repeats=3, warmup_s=0.3, min_s=0.125, clock=lambda: now[0])
+    # warm-up: 0.25 + 0.125 s (untimed, however slow); then 2, 4 and 1 calls in 0.125 s each
+    assert rate == 32.0  # the best repetition's, not the first's or the mean
+    assert len(calls) == 9  # every scripted call ran: none skipped, none extra
+
+
+def test_the_probe_uses_every_core_whatever_threads_the_caller_had(monkeypatch) -> None:
+    import os
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    peak = probe.measure(sys.executable, refresh=True)
+    assert not isinstance(peak, str), peak
+    kept = json.loads(probe.cache_path().read_text())[f"{socket.gethostname()} {sys.executable}"]
+    assert kept["threads"] == len(os.sched_getaffinity(0)) and kept["repeats"] == 7
+    assert kept["method"] == probe.METHOD
+    assert f"{kept['threads']} threads, best of 7" in peak.source
+    one = probe.measure(sys.executable, threads=1)  # a rank's threads, whatever the caller's
+    assert not isinstance(one, str)
+    assert one.device == f"1 thread of the CPU of {socket.gethostname()}"
+    kept = json.loads(probe.cache_path().read_text())
+    assert kept[f"{socket.gethostname()} {sys.executable} threads=1"]["threads"] == 1
+
+
+def test_an_answer_kept_by_the_old_probe_is_measured_again() -> None:
+    cache = probe.cache_path()
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    key = f"{socket.gethostname()} {sys.executable}"
+    old = {"tflops": 0.004, "dtype": "fp32", "size": 1024, "threads": 1, "measured_at": 1.0}
+    cache.write_text(json.dumps({key: old}))  # no method: the caller's threads, one warm-up call
+    assert probe.cached_peak(socket.gethostname(), sys.executable) is None
+    again = probe.measure(sys.executable)
+    assert not isinstance(again, str) and again.tflops != 0.004
+    assert json.loads(cache.read_text())[key]["method"] == probe.METHOD
+
+
+def keep_probe(host: str, tflops: float, threads: int | None = None) -> None:
+    """A kept answer of this probe for ``host`` (at ``threads``), as :func:`probe.measure`
+    writes it."""
+    cache = probe.cache_path()
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    kept = json.loads(cache.read_text()) if cache.is_file() else {}
+    answer = {"tflops": tflops, "dtype": "fp32", "size": 1024, "threads": threads or 64}
+    key = f"{host} {sys.executable}" + (f" threads={threads}" if threads else "")
+    kept[key] = {**answer, "repeats": 7, "method": probe.METHOD, "measured_at": T0}
+    cache.write_text(json.dumps(kept))
+
+
+def test_a_cpu_ranks_peak_is_measured_at_the_threads_the_launch_gave_it(tmp_path: Path) -> None:
+    host = "x3005c0s13b0n0"  # rank 0's host in the fixture's statuses
+    keep_probe(host, 0.25, threads=8)
+    keep_probe(host, 2.0)  # the whole host: not what one rank of it had
+    cpu = flops_run(tmp_path / "outputs", "20261126-100200-000-tp1pp1cp1", 1, None)
+    record = {
+        "plan": {"command": [sys.executable]},
+        "ranks_per_node": 2,
+        "launch": {"env": {"OMP_NUM_THREADS": "8"}},  # as the fixture's launcher gave it
+    }
+    peak = run_peak(cpu, record, PeakSettings())
+    assert not isinstance(peak, str), peak
+    assert peak.tflops == 0.25 and peak.measured
+    assert peak.label == f"8 threads of the CPU of {host} fp32 0.25 TFLOPS (measured)"
+    assert "8 threads, best of 7" in peak.source
+    said = run_peak(cpu, {**record, "launch": {"env": {"OMP_NUM_THREADS": "4"}}}, PeakSettings())
+    assert said == f"n/a: the CPU of {host} has not been probed (run ezpz-tui there once)"
+
+
+def test_a_cpu_ranks_peak_is_its_share_of_the_hosts(tmp_path: Path) -> None:
+    """A run that does not record its ranks' threads: two ranks on a host split its cores, so
+    each one's peak is half the host's, and a run's MFU does not fall with the ranks it puts on
+    a host."""
+    host = "x3005c0s13b0n0"  # rank 0's host in the fixture's statuses
+    keep_probe(host, 1.0)
+    cpu = flops_run(tmp_path / "outputs", "20261126-100200-000-tp1pp1cp1", 1, None)
+    record = {"plan": {"command": [sys.executable]}, "ranks_per_node": 2}
+    peak = run_peak(cpu, record, PeakSettings())
+    assert not isinstance(peak, str), peak
+    assert peak.tflops == 0.5 and peak.measured
+    assert peak.label == f"1/2 of the CPU of {host} fp32 0.5 TFLOPS (measured)"
+    assert peak.source.endswith("; divided among the 2 ranks on the host")
+    # no ranks_per_node recorded: the statuses say two ranks ran on rank 0's host
+    by_status = run_peak(cpu, {"plan": {"command": [sys.executable]}}, PeakSettings())
+    assert not isinstance(by_status, str) and by_status.tflops == 0.5
+    alone = run_peak(cpu, {**record, "ranks_per_node": 1}, PeakSettings())
+    assert not isinstance(alone, str) and alone.tflops == 1.0 and alone.device == f"CPU of {host}"
+
+
+def test_an_mfu_above_100_or_below_half_a_percent_is_shown_suspect(tmp_path: Path) -> None:
+    from ezpz_tui.cli.comparing import table_lines
+
+    outputs = tmp_path / "outputs"
+    a100 = flops_run(outputs, "20261126-100000-000-tp1pp1cp1", 1, "NVIDIA A100-SXM4-40GB")
+    low = compare([a100])  # 1e9 x 2048 / (4 x 312e12): 0.16%
+    assert low.runs[0].mfu == pytest.approx(FPT * 2048.0 / (4 * 312e12))
+    lines = table_lines(low)
+    row = lines[1].split()
+    assert row[row.index("20") + 4] == "0.16%?"  # the figure, marked
+    peak = "NVIDIA A100 (SXM4 or PCIe) bf16 312 TFLOPS (datasheet)"
+    legend = lines[lines.index(f"  peak of every run: {peak}") + 1]
+    assert legend.startswith("  ? MFU of #1 suspect: below 0.50% of the peak: the run's flops_")
+    assert max(map(len, lines)) <= 100  # the legend's reason wraps
+    high = compare([a100], PeakSettings(peak_tflops=0.001))  # 512x the peak
+    said = high.runs[0].efficiency.as_dict(high.runs[0].numbers.tokens_per_s)["suspect"]
+    assert said.startswith("suspect: above 100% of the peak: the peak is too low for this")
+    assert "51200%?" in table_lines(high)[1]
+    fair = compare([a100], PeakSettings(peak_tflops=1.0))  # 51%: believable
+    assert fair.runs[0].efficiency.suspect(fair.runs[0].numbers.tokens_per_s) is None
+    assert "?" not in table_lines(fair)[1] and "suspect" not in "\n".join(table_lines(fair))

@@ -4,13 +4,15 @@ a dtype the table has no figure for, resolves to nothing rather than a guess."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
-from runtime.efficiency.peaks import resolve, table
+from runtime.efficiency.peaks import TABLE, Peak, resolve, table
 from runtime.telemetry.amd import RocmSmi
 from runtime.telemetry.devices import pick
 from runtime.telemetry.intel import XpuSmi
@@ -44,11 +46,12 @@ def test_the_stand_ins_device_names_resolve_to_their_datasheet_peaks(
         "nvml": ("NVIDIA H100 SXM5", 989.4),
         "nvidia-smi": ("NVIDIA H100 SXM5", 989.4),
         "rocm-smi": ("AMD Instinct MI250X (one GCD)", 191.5),
-        "xpu-smi": ("Intel Data Center GPU Max 1550 (one tile)", 340.8),
+        "xpu-smi": ("Intel Data Center GPU Max 1550 (one tile)", 419.4),
     }
-    for peak in peaks.values():
+    for source, peak in peaks.items():
         assert peak is not None and peak.source.startswith("https://") and peak.clock
-        assert not peak.measured and peak.label.endswith("(datasheet)")
+        kind = "(derived)" if source == "xpu-smi" else "(datasheet)"
+        assert not peak.measured and peak.label.endswith(kind)
 
 
 @pytest.mark.parametrize(
@@ -79,3 +82,31 @@ def test_every_entry_names_its_source_and_clock_and_only_dense_dtypes() -> None:
         assert entry["source"].startswith("https://") and entry["clock"], entry["device"]
         assert set(entry["tflops"]) <= {"bf16", "fp16", "tf32", "fp32"}, entry["device"]
         assert all(v > 0 for v in entry["tflops"].values())
+
+
+def test_the_tables_text_says_the_matching_and_the_fields_the_code_reads() -> None:
+    """Its 'about' names only fields entries have and the code reads (no rule it does not
+    implement), and its order rule holds: every entry is the one its own match words find,
+    not shadowed by an earlier, shorter one."""
+    about = json.loads(TABLE.read_text())["about"]
+    assert set(re.findall(r"'(\w+)'", about)) == {"match", "derived"}
+    fields = {"device", "match", "tflops", "clock", "source", "derived"}
+    for entry in table():
+        assert set(entry) <= fields, entry["device"]
+        dtype = next(iter(entry["tflops"]))
+        found = resolve(" ".join(entry["match"]), dtype)
+        assert found is not None and found.device == entry["device"]
+    assert resolve("NVIDIA H100 NVL", "bf16").device == "NVIDIA H100 NVL"  # type: ignore[union-attr]
+
+
+def test_a_derived_peak_shows_its_arithmetic_and_says_derived() -> None:
+    (entry,) = [e for e in table() if "derived" in e]
+    # per tile: 64 Xe cores x 8 XMX engines x 512 FLOPs a clock x 1.6 GHz
+    assert entry["tflops"]["bf16"] == pytest.approx(64 * 8 * 512 * 1.6e9 / 1e12, abs=0.05)
+    assert entry["tflops"]["fp32"] == pytest.approx(64 * 256 * 1.6e9 / 1e12, abs=0.05)
+    assert "x 1.6 GHz = 419.4 TFLOPS" in entry["derived"]
+    peak = resolve("Intel(R) Data Center GPU Max 1550", "bf16")
+    assert peak is not None and peak.kind == "derived" and peak.derived == entry["derived"]
+    assert peak.label == "Intel Data Center GPU Max 1550 (one tile) bf16 419.4 TFLOPS (derived)"
+    assert peak.as_dict()["derived"] == entry["derived"]
+    assert Peak(1.0, "bf16", "x", "https://example.org").kind == "datasheet"

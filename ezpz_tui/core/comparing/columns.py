@@ -8,6 +8,7 @@ same: the same heads, the same rounding, the same mark.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -15,6 +16,10 @@ from ezpz_tui.core.comparing.compare import Change, Comparison
 from ezpz_tui.core.words import percent_of, short_number
 
 BEST = "*"
+SUSPECT = "?"
+"""In the mark's place after an MFU the legend calls suspect (above 100% or below 0.5%: more
+likely a wrong figure than a true one, so never marked best)."""
+LEGEND_WIDTH = 100  # the CLI's lines
 LEAD = (("#", 2), ("LAYOUT", 15), ("NxP", 4), ("STATE", 9), ("STEPS", 5))
 """The columns that say which run a row is: its place, sizes, placement, state, steps."""
 
@@ -91,12 +96,20 @@ def lead_cells(comparison: Comparison, index: int) -> list[str]:
     return [str(index + 1), layout.label, layout.placement, str(facts.state.state), steps]
 
 
-def figure_cell(comparison: Comparison, column: Column, index: int) -> tuple[str, bool]:
-    """Run ``index``'s figure in ``column`` as text, and whether it is the column's best."""
+def figure_cell(comparison: Comparison, column: Column, index: int) -> tuple[str, str]:
+    """Run ``index``'s figure in ``column`` as text, and its mark: :data:`BEST` for the
+    column's best, :data:`SUSPECT` for an MFU the legend calls suspect, else none."""
     row = comparison.row(column.key)
     if row is None:
-        return "-", False
-    return column.show(row.values[index]), index in row.best
+        return "-", ""
+    if column.key == "mfu" and _suspect(comparison, index):
+        return column.show(row.values[index]), SUSPECT
+    return column.show(row.values[index]), BEST if index in row.best else ""
+
+
+def _suspect(comparison: Comparison, index: int) -> str | None:
+    facts = comparison.runs[index]
+    return facts.efficiency.suspect(facts.numbers.tokens_per_s)
 
 
 def legend(comparison: Comparison) -> list[str]:
@@ -118,6 +131,11 @@ def legend(comparison: Comparison) -> list[str]:
             lines.append(f"  peak of every run: {next(iter(peaks.values()))}")
         else:
             lines += [f"  peak of #{i + 1}: {said}" for i, said in peaks.items()]
+    for i in range(len(comparison.runs)):
+        why = _suspect(comparison, i)
+        if why:
+            said = f"  {SUSPECT} MFU of #{i + 1} {why}"
+            lines += textwrap.wrap(said, LEGEND_WIDTH, subsequent_indent="    ")
     return lines
 
 

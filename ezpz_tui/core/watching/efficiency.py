@@ -7,11 +7,15 @@ layout: the same model at the same tokens/s has the same MFU under any TP, PP, C
 
 The peak is, first that answers: ``[efficiency] peak_tflops`` from the config; the sourced
 table's (:mod:`runtime.efficiency.peaks`) for the device rank 0's telemetry names, in the
-config's dtype; for a run with no accelerator (none in its telemetry, none on this host), the
-CPU probe's measurement for the run's host and interpreter
-(:mod:`ezpz_tui.core.watching.probe`). A device the table does not hold gives
-no MFU and says so (``n/a``), never a guess; every MFU shown names its peak and whether it was
-measured. Readers never raise.
+config's dtype; for a run with no accelerator (none in its telemetry, none on this host), one
+rank's share of the run's host, measured by the CPU probe with the run's interpreter
+(:mod:`ezpz_tui.core.watching.probe`). The ranks on a host split its cores (the launcher gives
+each ``OMP_NUM_THREADS`` = cores / ranks per host, and run.toml records it), so the probe runs
+at a rank's threads; for a run that does not record them, the whole host's peak divided by its
+ranks per host. Either way a run's MFU does not fall with the ranks it puts on a host. A device
+the table does not hold gives no MFU and says so (``n/a``), never a guess; every MFU shown
+names its peak and whether it was measured, and one above 100% or below :data:`SUSPECT_BELOW`
+is marked suspect, with why. Readers never raise.
 """
 
 from __future__ import annotations
@@ -19,16 +23,40 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ezpz_tui.core.runs.record import positive_int
 from ezpz_tui.core.watching.probe import cached_peak, measure, this_host
+from ezpz_tui.core.words import percent_of
 from runtime.efficiency.peaks import Peak, resolve
-from runtime.rundir import RunDir, read_status
+from runtime.rundir import RunDir, read_status, read_statuses
 from runtime.telemetry.devices import expected
 
 TELEMETRY_BYTES = 1 << 16  # the device name is in the first samples: read no further
+SUSPECT_BELOW = 0.005
+"""An MFU under this (0.5%) is more likely a wrong figure than a run that slow: shown suspect."""
+
+
+def suspect(mfu: float | None, peak: Peak | None) -> str | None:
+    """Why an MFU of ``mfu`` against ``peak`` (named beside it wherever it is shown) is not to
+    be believed as it stands, in words that start ``suspect``: one above 100% or below
+    :data:`SUSPECT_BELOW` is more likely a wrong figure than a true one. None for one between,
+    or none."""
+    if mfu is None or peak is None:
+        return None
+    if mfu > 1.0:
+        return (
+            "suspect: above 100% of the peak: the peak is too low for this hardware, "
+            "or the run's flops_per_token too high"
+        )
+    if mfu < SUSPECT_BELOW:
+        return (
+            f"suspect: below {percent_of(SUSPECT_BELOW)} of the peak: the run's flops_per_token "
+            "too low, a peak that is not this hardware's, or steps that mostly wait"
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -64,6 +92,11 @@ class Efficiency:
             return None
         return achieved / self.peak.tflops
 
+    def suspect(self, tokens_per_s: float | None) -> str | None:
+        """Why the MFU at ``tokens_per_s`` is not to be believed as it stands (see
+        :func:`suspect`); None for a believable one or none."""
+        return suspect(self.mfu(tokens_per_s), self.peak)
+
     def hfu(self, tokens_per_s: float | None) -> float | None:
         """Hardware FLOPs utilisation at ``tokens_per_s``; None where the run did not count
         its hardware FLOPs, or has no peak."""
@@ -80,6 +113,7 @@ class Efficiency:
             "world_size": self.world_size,
             "tflops_per_device": self.tflops(tokens_per_s),
             "mfu": self.mfu(tokens_per_s),
+            "suspect": self.suspect(tokens_per_s),
             "peak": None if self.peak is None else self.peak.as_dict(),
             "why_not": self.why_not,
         }
@@ -128,6 +162,53 @@ def _host(run_dir: Path, record: Mapping[str, Any]) -> str | None:
     return hosts[0] if isinstance(hosts, list) and hosts and isinstance(hosts[0], str) else None
 
 
+def ranks_on_host(run_dir: Path, record: Mapping[str, Any], host: str) -> int | None:
+    """How many of the run's ranks shared ``host``: the plan's ranks per node, else the rank
+    statuses that name the host; None when neither says."""
+    planned = positive_int(record.get("ranks_per_node"))
+    if planned is not None:
+        return planned
+    seen = sum(1 for status in read_statuses(run_dir) if status.host == host)
+    return seen or None
+
+
+def rank_share(peak: Peak, ranks: int) -> Peak:
+    """One rank's part of a host's measured peak, when ``ranks`` ranks split the host's cores."""
+    if ranks == 1:
+        return peak
+    return replace(
+        peak,
+        tflops=peak.tflops / ranks,
+        device=f"1/{ranks} of the {peak.device}",
+        source=f"{peak.source}; divided among the {ranks} ranks on the host",
+    )
+
+
+def rank_threads(record: Mapping[str, Any]) -> int | None:
+    """The threads each rank was given: ``OMP_NUM_THREADS`` in the launch's environment, which
+    the launcher sets (cores over ranks per host) unless the user did."""
+    launch = record.get("launch")
+    env = launch.get("env") if isinstance(launch, Mapping) else None
+    said = env.get("OMP_NUM_THREADS") if isinstance(env, Mapping) else None
+    return positive_int(int(said)) if isinstance(said, str) and said.isdigit() else None
+
+
+def _cpu_peak(
+    host: str, interpreter: str, here: bool, settings: PeakSettings, threads: int | None
+) -> Peak | str:
+    """The host's measured peak at ``threads`` (None: every core), cached or measured now
+    where allowed, or why not."""
+    cached = cached_peak(host, interpreter, threads)
+    if cached is not None:
+        return cached
+    if not here:
+        return f"n/a: the CPU of {host} has not been probed (run ezpz-tui there once)"
+    if not settings.probe:
+        return "n/a: the CPU probe has not run yet (ezpz-tui compare or top runs it once)"
+    found = measure(interpreter, threads=threads)
+    return found if isinstance(found, Peak) else f"n/a: {found}"
+
+
 def run_peak(run_dir: str | Path, record: Mapping[str, Any], settings: PeakSettings) -> Peak | str:
     """The peak one device of the run reaches (see the module docstring), or why there is
     none, in words that start ``n/a``."""
@@ -145,15 +226,14 @@ def run_peak(run_dir: str | Path, record: Mapping[str, Any], settings: PeakSetti
         )
     if interpreter is None or host is None:
         return "n/a: no accelerator named and no Python command to probe the CPU with"
-    cached = cached_peak(host, interpreter)
-    if cached is not None:
-        return cached
-    if not here:
-        return f"n/a: the CPU of {host} has not been probed (run ezpz-tui there once)"
-    if not settings.probe:
-        return "n/a: the CPU probe has not run yet (ezpz-tui compare or top runs it once)"
-    found = measure(interpreter)
-    return found if isinstance(found, Peak) else f"n/a: {found}"
+    threads = rank_threads(record)
+    if threads is not None:
+        return _cpu_peak(host, interpreter, here, settings, threads)
+    ranks = ranks_on_host(Path(run_dir), record, host)
+    if ranks is None:
+        return f"n/a: the run does not say how many of its ranks shared {host}"
+    found = _cpu_peak(host, interpreter, here, settings, None)
+    return found if isinstance(found, str) else rank_share(found, ranks)
 
 
 def run_efficiency(
@@ -197,7 +277,7 @@ class LiveEfficiency:
         known = self._known
         if known is not None and (known.peak is not None or now - self._looked < RETRY_S):
             return known
-        from ezpz_tui.core.runs.record import positive_int, read_record
+        from ezpz_tui.core.runs.record import read_record
 
         record, _ = read_record(self.run_dir)
         sizes = record.get("sizes")

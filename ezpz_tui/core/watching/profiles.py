@@ -107,10 +107,13 @@ def format_profile(report: ProfileReport) -> list[str]:
     for rank, s in sorted(report.summaries.items()):
         wall = float(s.get("wall_s") or 0.0)
         top = ", ".join(f"{t['name']} {t['self_s']:.3f}s" for t in (s.get("top") or [])[:3])
+        overlapped = s.get("overlap_s")
+        both = "" if overlapped is None else f" ({_share(overlapped, wall)} overlapping compute)"
+        on = " on the device" if s.get("split") == "device" else ""
         lines.append(
-            f"rank {rank}: {s.get('steps')} steps in {wall:.2f}s: compute "
+            f"rank {rank}: {s.get('steps')} steps in {wall:.2f}s{on}: compute "
             f"{_share(s.get('compute_s', 0.0), wall)}, communication "
-            f"{_share(s.get('communication_s', 0.0), wall)}, idle "
+            f"{_share(s.get('communication_s', 0.0), wall)}{both}, idle "
             f"{_share(s.get('idle_s', 0.0), wall)}; top: {top}"
         )
     computes = {r: float(s.get("compute_s") or 0.0) for r, s in report.summaries.items()}

@@ -21,11 +21,11 @@ from ezpz_tui.core.runs.ending import derived_state
 from ezpz_tui.core.runs.record import positive_int, read_record
 from ezpz_tui.core.runs.unreadable import named, unreadable, unusable_statuses
 from ezpz_tui.core.watching.collectives import arrival_lags, read_flights
-from ezpz_tui.core.watching.efficiency import Efficiency, PeakSettings, run_efficiency
+from ezpz_tui.core.watching.efficiency import Efficiency, PeakSettings, run_efficiency, suspect
 from ezpz_tui.core.watching.finish import Finish, duration, expected_finish, total_steps
 from ezpz_tui.core.watching.stragglers import SLOW_FACTOR, StepTimes
 from ezpz_tui.core.watching.telemetry import human_bytes, percent, read_last, read_tail
-from ezpz_tui.core.words import percent_of
+from ezpz_tui.core.words import percent_of, rank_ranges
 from runtime.efficiency.flops import FLOPS_PER_TOKEN
 from runtime.record_columns import RecordColumns, is_missing, parse_columns
 from runtime.rundir import (
@@ -286,7 +286,23 @@ def format_top(top: Top, now: float | None = None, walltime_s: float | None = No
     eff = top.efficiency
     if eff is not None:
         lines.append(f"MFU {eff.why_not}" if eff.peak is None else f"MFU of {eff.peak.label}")
+        lines += _suspect_lines(top)
     return lines + list(top.notes)
+
+
+def _suspect_lines(top: Top) -> list[str]:
+    """``MFU of ranks 0-3 suspect: below 0.5% of ...``: the ranks whose MFU is not to be
+    believed as it stands, by reason."""
+    peak = top.efficiency.peak if top.efficiency is not None else None
+    by_reason: dict[str, list[int]] = {}
+    for row in top.rows:
+        why = suspect(row.mfu, peak)
+        if why:
+            by_reason.setdefault(why, []).append(row.rank)
+    return [
+        f"MFU of rank{'s' * (len(ranks) > 1)} {rank_ranges(ranks)} {why}"
+        for why, ranks in by_reason.items()
+    ]
 
 
 def _slow_line(top: Top) -> str:

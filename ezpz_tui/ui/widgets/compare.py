@@ -23,6 +23,7 @@ from textual.widgets import Static
 from ezpz_tui.core.comparing.columns import (
     BEST,
     change_text,
+    figure_cell,
     figure_columns,
     legend,
 )
@@ -105,7 +106,7 @@ class CompareView(Vertical):
             assert row is not None  # figure_columns keeps the columns that have a row
             if all(value is None for value in row.values):
                 continue  # nobody recorded it (memory, say): a row of dashes says nothing
-            cells = [_figure(column.show(v), i in row.best) for i, v in enumerate(row.values)]
+            cells = [_figure(*figure_cell(comparison, column, i)) for i in range(len(runs))]
             table.add_row(Text(column.label, "bold"), *cells, key=column.key)
         if keep is not None and keep < table.row_count:
             table.move_to(keep)
@@ -146,5 +147,7 @@ def _fact_rows(comparison: Comparison) -> list[tuple[str, list[Text]]]:
     return rows
 
 
-def _figure(text: str, best: bool) -> Text:
-    return Text(text + BEST, "bold green") if best else Text(text)
+def _figure(text: str, mark: str) -> Text:
+    if mark == BEST:
+        return Text(text + mark, "bold green")
+    return Text(text + mark, "yellow") if mark else Text(text)

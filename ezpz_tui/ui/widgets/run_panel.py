@@ -169,7 +169,8 @@ class RunPanel(Vertical):
 
     def _efficiency_line(self) -> str | None:
         """``MFU 41.2% · 407 TFLOPS/device at rank 0's last step · of H100 SXM5 bf16 989
-        TFLOPS (datasheet)``; why there is none, for a run that says its FLOPs per token."""
+        TFLOPS (datasheet)``, and on a line of its own why it is suspect where it is; why there
+        is none, for a run that says its FLOPs per token."""
         from ezpz_tui.core.words import percent_of
 
         monitor = self.monitor
@@ -184,10 +185,12 @@ class RunPanel(Vertical):
             return f"MFU {eff.why_not}"
         tflops = eff.tflops(tokens)
         at = "-" if tflops is None else f"{tflops:.3g}"
-        return (
+        line = (
             f"MFU {percent_of(eff.mfu(tokens))} · {at} TFLOPS/device at rank 0's last step · "
             f"of {eff.peak.label}"
         )
+        why = eff.suspect(tokens)
+        return line if why is None else f"{line}\n{why}"
 
     def show_failure(self, failure: Failure | None, keymap: Keymap = DEFAULT_KEYMAP) -> None:
         """The failure's cause in one line under the header, with the keys that say why and
