@@ -157,15 +157,15 @@ class ColumnsResult:
 
 
 def parse_columns(data: bytes, default_rank: int = 0) -> ColumnsResult:
-    """:func:`parse_chunk` as columns: the same records, garbage count and consumed bytes, with
-    ``columns_by_rank(parse_chunk(data).records)`` as the records.
+    """:func:`runtime.records.parse_chunk` as columns: the same records, garbage count and
+    consumed bytes, with ``columns_by_rank(parse_chunk(data).records)`` as the records.
 
     With orjson the lines are taken a block of about ``_BLOCK`` bytes at a time. A block whose
     records all have this writer's shape (``timestamp``, ``rank``, ``step`` and a flat
     ``metrics`` object of numbers or non-finite strings, nothing else, one rank) becomes columns
     by C-level passes over the parsed block (``map``, ``set``, ``list``), no Python code per
     record. Any other block (a garbage, blank, bare-``NaN`` or odd line, several ranks, ezpz's
-    layout) is read record by record exactly as :func:`parse_chunk` reads it.
+    layout) is read record by record exactly as :func:`runtime.records.parse_chunk` reads it.
     """
     result = ColumnsResult()
     end = data.rfind(b"\n")

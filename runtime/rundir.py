@@ -450,7 +450,7 @@ def read_state(run_dir: str | os.PathLike[str]) -> RunState:
     """The state as ``state.json`` records it, or ``unknown`` with the reason; never raises.
 
     Whether a live state is still true (its supervisor may be gone) is for the reader to judge:
-    :func:`ezpz_tui.core.launching.runstore.run_state` does on the machines where it can.
+    :func:`ezpz_tui.core.runs.liveness.run_state` does on the machines where it can.
     """
     path = RunDir(Path(run_dir)).state_json
     try:

@@ -6,7 +6,7 @@ puts the longer names first); a name the table does not hold gives ``None``, nev
 so does a dtype the table has no figure for on that device. An entry whose vendor publishes no
 per-device figure in that form carries ``derived``, the arithmetic its figures come from, and
 its peak says so (``(derived)``, not ``(datasheet)``). A measured peak (the CPU matmul probe,
-:mod:`runtime.efficiency.probe`) is a :class:`Peak` too, with ``measured`` set, so whatever
+:mod:`ezpz_tui.core.watching.probe`) is a :class:`Peak` too, with ``measured`` set, so whatever
 shows an MFU can say which kind of peak it divides by. Standard library only.
 """
 

@@ -129,19 +129,6 @@ SOURCES = ("ezpz_tui", "runtime", "bench")
 DOTTED = re.compile(r"(?<![\w./-])((?:ezpz_tui|runtime)(?:\.[A-Za-z_]\w*)+)(?![\w-])")
 ROLE = re.compile(r":(?:func|class|mod|meth|data|attr|exc|obj):`~?(\.?[\w.]+)(?:\(\))?`")
 DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
-# Docstrings of runtime/ that name what moved, left to the rewrite of runtime/efficiency under way
-# beside the change that added this test (runtime/ was not its to edit). Once they are fixed
-# this set must be emptied: an entry that resolves fails the test as a new stale name does.
-# (hardware_flops_per_token is runtime.efficiency.hardware's, the probe
-# ezpz_tui.core.watching.probe, parse_chunk runtime.records', run_state
-# ezpz_tui.core.runs.liveness'.)
-AWAITING_RUNTIME_REWRITE = {
-    ("runtime/efficiency/__init__.py", "runtime.efficiency.flops.hardware_flops_per_token"),
-    ("runtime/efficiency/matmul.py", "runtime.efficiency.probe"),
-    ("runtime/efficiency/peaks.py", "runtime.efficiency.probe"),
-    ("runtime/record_columns.py", "parse_chunk"),
-    ("runtime/rundir.py", "ezpz_tui.core.launching.runstore.run_state"),
-}
 
 
 def _module_file(parts: tuple[str, ...]) -> Path | None:
@@ -309,9 +296,7 @@ def test_every_dotted_name_in_a_docstring_resolves() -> None:
             where = path.relative_to(ROOT).as_posix()
             for text, scopes in _docstrings(path):
                 found |= {(where, name) for name in _unresolved(text, scopes)}
-    assert found - AWAITING_RUNTIME_REWRITE == set(), "docstrings name what is not there"
-    fixed = AWAITING_RUNTIME_REWRITE - found
-    assert not fixed, f"these resolve now: take them out of AWAITING_RUNTIME_REWRITE: {fixed}"
+    assert not found, f"docstrings name what is not there: {sorted(found)}"
 
 
 @pytest.mark.parametrize("page", [*PAGES, README], ids=lambda p: p.name)
