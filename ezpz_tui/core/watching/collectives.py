@@ -13,8 +13,9 @@ them needs no clock:
   the ops whose sizes must agree), which hangs or corrupts a job in ways its stacks do not show.
 * **arrival lag**: in a data-parallel job every rank's step takes the slowest rank's time, so
   step times cannot tell the straggler apart; the time each rank called the same collective
-  can. A rank that is the last to arrive at most of the recent collectives, by more than
-  :data:`LAG_MIN_S` after their median, is ``slow``. The times are the hosts' wall clocks:
+  can. A rank that is the last to arrive at most of the recent collectives (at least
+  :data:`LAG_MIN_CALLS` of them), by more than :data:`LAG_MIN_S` after their median, is
+  ``slow``. The times are the hosts' wall clocks:
   skew between hosts shows up as lag (docs/pitfalls.md).
 
 torch's own analyzer (``tools/flight_recorder``) does the first two after the fact over full
@@ -42,6 +43,7 @@ from runtime.rundir import RunDir, read_state
 
 DEFAULT_INTERVAL_S = 5.0  # runtime.flight's, for a file that does not say its own
 LAG_MIN_S = 0.010  # under this a rank's lag is noise (scheduling, clocks), not a straggler
+LAG_MIN_CALLS = 8  # fewer collectives in common (a job's set-up, say) are no straggler's sign
 RECENT = 32  # collectives the lag is the median over
 DEFAULT_GROUP = "default_pg"
 # Ops whose members legitimately pass different sizes.
@@ -456,7 +458,8 @@ def together(found: Verdict | None, late: Late | None) -> Verdict | None:
 
 def arrival_lags(dumps: Mapping[int, Dump], world: int | None = None, recent: int = RECENT) -> Lags:
     """Lags from the newest ``recent`` collectives of each group that every member's file
-    holds; slow: last at over half of them and a median lag of :data:`LAG_MIN_S` or more."""
+    holds; slow: last at over half of them (:data:`LAG_MIN_CALLS` or more) and a median lag of
+    :data:`LAG_MIN_S` or more."""
     lags: dict[int, list[float]] = {}
     lasts: Counter[int] = Counter()
     ops: Counter[str] = Counter()
@@ -475,7 +478,11 @@ def arrival_lags(dumps: Mapping[int, Dump], world: int | None = None, recent: in
             ops[dumps[members[0]].calls[(group, seq)].op] += 1
     lag_s = {rank: statistics.median(values) for rank, values in lags.items()}
     share = {rank: lasts[rank] / len(values) for rank, values in lags.items()}
-    slow = frozenset(r for r, lag in lag_s.items() if lag >= LAG_MIN_S and share[r] > 0.5)
+    slow = frozenset(
+        r
+        for r, lag in lag_s.items()
+        if lag >= LAG_MIN_S and share[r] > 0.5 and len(lags[r]) >= LAG_MIN_CALLS
+    )
     return Lags(lag_s, share, ops.most_common(1)[0][0] if ops else None, slow)
 
 
