@@ -132,6 +132,8 @@ async def test_an_ended_run_shows_the_verdicts_its_summary_recorded(tmp_path: Pa
         assert ranks.render_row(ranks.rows.index(3)).plain.startswith("?    3 ")
         bar = app.main.query_one(SummaryBar)
         await until(pilot, lambda: "1 slow" in text_of(bar), "the straggler counted", 10)
+        assert ranks.render_row(ranks.rows.index(2)).plain.split()[2] == "slow"
+        assert "slow" not in ranks.render_row(ranks.rows.index(1)).plain.split()[:4]
         said = [n.message for n in app._notifications]
         assert (
             "Collectives: all_reduce #41 (default group, 4 floats): ranks 0-2 waiting for 30 s; "
