@@ -16,6 +16,9 @@ files and the metadata are written, from the writer's thread; a failed save is r
 next save or at :meth:`Checkpointer.close`, the same step on every rank. When the supervisor
 asks for a checkpoint (the job's walltime is about to end: ``[checkpoint] before_walltime``),
 every rank saves at the same step, within ``poll_every`` steps, and waits until it is written.
+A load that fails names what a person needs: the file (one shorter than the checkpoint's index
+says: a copy or a save cut short), the newest earlier complete checkpoint, and the command that
+resumes from it, in the exception itself, which is what a failure report quotes.
 
 torch is imported when a :class:`Checkpointer` is made, not with this module.
 """
@@ -27,7 +30,9 @@ import json
 import os
 import pickle
 import random
+import shlex
 import shutil
+import sys
 import threading
 import time
 import warnings
@@ -41,6 +46,7 @@ from runtime.checkpoint_dirs import (
     Checkpoint,
     CheckpointError,
     complete,
+    earlier,
     request_path,
     resolve,
     step_dir,
@@ -49,6 +55,7 @@ from runtime.checkpoint_dirs import (
 
 KEEP = 2
 SHOWN = 3  # names of keys listed in a message before "(+N more)"
+METADATA = ".metadata"  # DCP's index of a checkpoint's files: which bytes of which hold what
 
 
 def resume_target(explicit: str | os.PathLike[str] | None = None) -> Checkpoint | None:
@@ -267,7 +274,8 @@ class Checkpointer:
         try:
             meta = dcp.FileSystemReader(str(found.path)).read_metadata()
         except _failures() as exc:
-            raise CheckpointError(f"{found.path}: unreadable checkpoint: {_reason(exc)}") from exc
+            said = f"{found.path / METADATA}: unreadable checkpoint index: {_reason(exc)}"
+            raise CheckpointError(said + earlier_advice(found)) from exc
         saved = meta.state_dict_metadata
         state = self._state(0)
         self._check_fits(found.path, saved, state)
@@ -277,7 +285,15 @@ class Checkpointer:
         try:
             dcp.load(state, checkpoint_id=found.path, no_dist=not self._dist)
         except _failures() as exc:
-            raise CheckpointError(f"{found.path}: checkpoint load failed: {_reason(exc)}") from exc
+            short = short_files(found.path, meta)
+            if short:  # torch's reason names no file: the sizes do, and say it all
+                said = "; ".join(
+                    f"{path} is cut short ({size} of its {wants} bytes)"
+                    for path, size, wants in short
+                )
+            else:
+                said = f"{found.path}: checkpoint load failed: {_reason(exc)}"
+            raise CheckpointError(f"{said}{earlier_advice(found)}") from exc
         set_state_dict(
             self.model,
             self.optimizer,
@@ -331,6 +347,53 @@ class Checkpointer:
             raise CheckpointError(
                 f"{path}: checkpoint is from a different model: {'; '.join(parts)}"
             )
+
+
+def short_files(path: Path, meta: Any) -> list[tuple[Path, int, int]]:
+    """The files of the checkpoint at ``path`` smaller than its index says they are (cut
+    short by a fault, a full disk or a copy), with their size and the bytes the index needs."""
+    wants: dict[str, int] = {}
+    for info in meta.storage_data.values():
+        name = getattr(info, "relative_path", None)
+        if isinstance(name, str):
+            wants[name] = max(wants.get(name, 0), info.offset + info.length)
+    short = []
+    for name, need in sorted(wants.items()):
+        try:
+            size = (path / name).stat().st_size
+        except OSError:
+            size = 0
+        if size < need:
+            short.append((path / name, size, need))
+    return short
+
+
+def earlier_advice(found: Checkpoint) -> str:
+    """What a person can do about ``found``: resume from the newest complete checkpoint before
+    it, with the command that does (this rank's own, launched with ``--resume-from``)."""
+    before = earlier(found)
+    if before is None:
+        return f"; no earlier complete checkpoint in {found.path.parent}"
+    command = [_swapped(arg, found, before.path) for arg in sys.orig_argv]
+    return (
+        f"; the newest earlier complete checkpoint is step {before.step}, {before.path}: "
+        f"resume from it with `ezpz-tui launch --resume-from {before.path} -- "
+        f"{shlex.join(command)}` (with this run's launch flags)"
+    )
+
+
+def _swapped(arg: str, found: Checkpoint, before: Path) -> str:
+    """A word of the command (``PATH``, or ``--flag=PATH``) that named ``found`` (itself, its
+    run or its run's checkpoints, whose newest it is) naming ``before`` instead."""
+    flag, eq, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+    if (flag and not eq) or not value:
+        return arg
+    try:
+        meant = Path(value).expanduser().resolve()
+    except (OSError, RuntimeError, ValueError):
+        return arg
+    named = (found.path, found.path.parent, found.path.parent.parent)
+    return f"{flag}{eq}{before}" if meant in (p.resolve() for p in named) else arg
 
 
 def _check_same_parameters(model: Any, optimizer: Any) -> None:

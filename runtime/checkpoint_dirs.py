@@ -80,6 +80,13 @@ def newest(run_dir: str | os.PathLike[str]) -> Checkpoint | None:
     return found[-1] if found else None
 
 
+def earlier(found: Checkpoint) -> Checkpoint | None:
+    """The newest complete checkpoint of ``found``'s run before it: what a person resumes
+    from when ``found`` cannot be read."""
+    before = [c for c in complete(found.path.parent.parent) if c.step < found.step]
+    return before[-1] if before else None
+
+
 def torn(run_dir: str | os.PathLike[str]) -> list[Path]:
     """Checkpoint folders without their completion mark (a save cut short, or one in flight)."""
     return [path for _, path in _steps(Path(run_dir) / CHECKPOINTS) if not is_complete(path)]

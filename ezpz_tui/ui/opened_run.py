@@ -115,18 +115,19 @@ class OpenedRun:
 
     def _watch_collectives(self) -> None:
         """Read the ranks' Flight Recorder files (:mod:`runtime.flight`) while the run is live,
-        and once after its end: who arrives last is ``slow`` in the rank list, the summary bar
-        and the heatmap, a rank that never entered the collective the others wait in is marked
-        ``?`` and named in a notification. When the run turns ``hung`` every rank is asked to
-        write its entries at once. A 1,024-rank run's files take a second or two to read, so
-        the looks are spaced to keep them under a tenth of the time."""
+        and once after its end (what its summary recorded, where it has one): who arrives last
+        is ``slow`` in the rank list, the summary bar and the heatmap (counted in the summary
+        bar once the run has ended), a rank that never entered the collective the others wait
+        in is marked ``?`` and named in a notification. When the run turns ``hung`` every rank
+        is asked to write its entries at once. A 1,024-rank run's files take a second or two
+        to read, so the looks are spaced to keep them under a tenth of the time."""
         monitor, flight_dir = self.monitor, RunDir(self.path).flight_dir
         said, asked, wait = None, False, COLLECTIVES_EVERY_S
         while not self._stop.wait(wait):
-            if not flight_dir.is_dir():
-                continue
             run, now = monitor.run_state, time.time()
             live = run is None or run.live
+            if live and not flight_dir.is_dir():  # an ended run's summary may hold its verdicts
+                continue
             if live and not asked and monitor.hung(now) is not None:
                 asked = True
                 for fifo in flight_dir.glob("rank-*.fifo"):

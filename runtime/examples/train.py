@@ -230,7 +230,7 @@ def train(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     try:  # before any process group: a bad path ends every rank at once, the same way
         resume = resume_target(args.resume)
     except CheckpointError as exc:
-        _refuse(exc, runtime.get_rank())
+        _refuse(exc, runtime.get_rank(), log)
     info = runtime.setup(args.tp, args.pp, args.cp, seed=args.seed)
     log.info("%s", info.describe())
     for key, reason in info.reasons.items():
@@ -243,17 +243,21 @@ def train(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     try:  # its model, optimizer and tensors die on return
         summary = _train_loop(args, info, log, resume)
     except CheckpointError as exc:
-        _refuse(exc, info.rank)
+        _refuse(exc, info.rank, log)
     if "loss" in summary:
         log.info("loss mean=%.4f last=%.4f", summary["loss"]["mean"], summary["loss"]["last"])
     runtime.cleanup()
     return summary
 
 
-def _refuse(exc: CheckpointError, rank: int) -> NoReturn:
-    """One line on rank 0's stderr (every rank meets the same error) and exit status 2."""
+def _refuse(exc: CheckpointError, rank: int, log: Any) -> NoReturn:
+    """One line on rank 0's stderr (every rank meets the same error), the same in each other
+    rank's log (the first rank to exit is the one whose log ``why`` quotes, and its peers are
+    killed after it, rank 0 maybe before it printed), and exit status 2."""
     if rank == 0:
         print(f"error: {exc}", file=sys.stderr, flush=True)
+    else:
+        log.error("%s", exc)
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():

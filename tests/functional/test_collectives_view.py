@@ -8,6 +8,8 @@ wrapper and Flight Recorder), attached read-only as a user who comes back to a j
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,11 +20,15 @@ from textual.widgets import Static
 
 from ezpz_tui.core.checking.check import Check
 from ezpz_tui.core.watching.rank_rows import heat_values
+from ezpz_tui.core.watching.verdicts import ended_verdicts
 from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.screens.stacks import StacksScreen
+from ezpz_tui.ui.widgets.panels import SummaryBar
 from ezpz_tui.ui.widgets.ranks import RankList
-from runtime.rundir import RunDir
+from runtime.rundir import RunDir, read_state
 from tests.fixtures.cli import PY, REPO, base_env, kill_leftovers, run_dirs
+from tests.fixtures.flights import write_hang_with_straggler
+from tests.fixtures.runs import make_run
 from tests.integration.test_collectives import LATE, SKIPS, STEPS
 from tests.pilots import LOCAL, text_of, until
 
@@ -99,6 +105,40 @@ async def test_late_rank_is_slow_and_on_the_heatmap(launch_script, mpiexec: str)
         _, values, _ = heat_values(monitor)
         lags = values["arrival_lag"]
         assert lags[2] > 0.02 and all(abs(lags[r]) < 0.02 for r in (0, 1, 3))
+
+
+async def test_an_ended_run_shows_the_verdicts_its_summary_recorded(tmp_path: Path) -> None:
+    """A run stopped while hung, with a straggler, whose ranks' files are gone: the summary's
+    verdicts mark its missing rank, name the hang and count the straggler."""
+    run = make_run(
+        tmp_path / "outputs",
+        run_id="20261128-100000-000-tp1pp1cp1",
+        state="stopped",
+        exit_code=None,
+        sizes={},
+        ranks=4,
+        steps=12,
+        created=time.time() - 600,
+        hosts=("node0",),
+    )
+    write_hang_with_straggler(run, read_state(run).end or 0.0, 30.0, 0.040)
+    RunDir(run).summary_json.write_text(json.dumps({"verdicts": ended_verdicts(run)}))
+    shutil.rmtree(RunDir(run).flight_dir)
+    app = app_on(run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.main.opened is not None, "the run opened", 30)
+        ranks = app.main.query_one(RankList)
+        await until(pilot, lambda: ranks._missing == {3}, "rank 3 marked missing", 30)
+        assert ranks.render_row(ranks.rows.index(3)).plain.startswith("?    3 ")
+        bar = app.main.query_one(SummaryBar)
+        await until(pilot, lambda: "1 slow" in text_of(bar), "the straggler counted", 10)
+        assert ranks.render_row(ranks.rows.index(2)).plain.split()[2] == "slow"
+        assert "slow" not in ranks.render_row(ranks.rows.index(1)).plain.split()[:4]
+        said = [n.message for n in app._notifications]
+        assert (
+            "Collectives: all_reduce #41 (default group, 4 floats): ranks 0-2 waiting for 30 s; "
+            "rank 3 never entered it"
+        ) in said, said
 
 
 @pytest.mark.mpi

@@ -252,6 +252,32 @@ def test_a_checkpoint_of_another_model_is_refused(
     assert not (tmp_path / "x" / "metrics").exists() or not records(tmp_path / "x")
 
 
+@pytest.mark.timeout(150)
+def test_a_data_file_cut_in_half_names_it_and_the_checkpoint_before(
+    ddp_run: Path, mpiexec: str, tmp_path: Path
+) -> None:
+    """Step 20 is complete but rank 1's data file lost its second half (a copy cut short):
+    the resume of the run names that file and step 15, the newest complete one before it,
+    with the command that resumes from step 15 (this one, naming it in place of the run)."""
+    copy = tmp_path / "parent"
+    shutil.copytree(ddp_run, copy)
+    data = copy / "checkpoints" / "step-20" / "__1_0.distcp"
+    size = data.stat().st_size
+    with open(data, "r+b") as fh:
+        fh.truncate(size // 2)
+    rc, output = demo(mpiexec, ["--resume", str(copy)], tmp_path / "again")
+    assert rc == 2, output[-3000:]
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    before = copy / "checkpoints" / "step-15"
+    command = " ".join([sys.executable, *TINY, "--resume", str(before)])
+    assert errors == [
+        f"error: {data} is cut short ({size // 2} of its {size} bytes); the newest earlier "
+        f"complete checkpoint is step 15, {before}: resume from it with `ezpz-tui launch "
+        f"--resume-from {before} -- {command}` (with this run's launch flags)"
+    ]
+    assert "Traceback" not in output
+
+
 @pytest.mark.parametrize("case", ["only torn", "torn", "missing"])
 def test_nothing_to_resume_is_refused_before_starting(
     case: str, mpiexec: str, tmp_path: Path

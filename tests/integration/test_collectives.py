@@ -199,6 +199,62 @@ def test_rank_arriving_late_is_slow_by_arrival_lag(tmp_path: Path, mpiexec: str)
         assert "adds `runtime.profiling.step()` at the end of each step" in said
 
 
+# Rank 2 arrives ~40 ms late at each of 60 all_reduces, and every rank then ends.
+LATE_THEN_ENDS = textwrap.dedent(
+    """
+    import time
+    import torch, torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank, t = dist.get_rank(), torch.ones(4)
+    for i in range(60):
+        if rank == 2:
+            time.sleep(0.04)
+        dist.all_reduce(t)
+    dist.destroy_process_group()
+    """
+)
+
+
+@pytest.mark.mpi
+def test_an_ended_run_keeps_its_straggler(tmp_path: Path, mpiexec: str) -> None:
+    """Once the run has ended its straggler is still named: by ``top`` and ``why`` from what
+    the finalizer recorded in ``summary.json``, and by ``top`` from the ranks' files where
+    there is no summary (an older run, or a finalizer that has not run)."""
+    outputs = tmp_path / "outputs"
+    script = tmp_path / "job.py"
+    script.write_text(LATE_THEN_ENDS)
+    env = {**base_env(outputs), "EZPZ_FLIGHT_INTERVAL_S": str(INTERVAL_S)}
+    try:
+        done = cli(["launch", "--quiet", "--ppn", "4", "--", PY, str(script)], env, timeout=240)
+    finally:
+        kill_leftovers(outputs)
+    assert done.returncode == 0, done.stderr
+    [run] = run_dirs(outputs)
+    summary = RunDir(run).summary_json
+    wait_for(summary.is_file, 120)
+    [straggler] = json.loads(summary.read_text())["verdicts"]["stragglers"]
+    assert (straggler["rank"], straggler["by"]) == (2, "arrival")
+    assert straggler["arrival_lag_s"] > 0.02, straggler
+
+    def slow_rows() -> tuple[list[int], dict[int, dict]]:
+        proc = cli(["top", run.name, "--json"], env)
+        assert proc.returncode == 0, proc.stderr
+        data = json.loads(proc.stdout)
+        return data["slow"], {row["rank"]: row for row in data["ranks"]}
+
+    slow, rows = slow_rows()
+    assert slow == [2]
+    assert [rows[r]["state"] for r in range(4)] == ["succeeded"] * 4
+    assert rows[2]["slow_why"].endswith("ms after the median at all_reduce")
+    why = cli(["why", run.name], env).stdout.splitlines()
+    assert any(line.startswith("  rank 2 arrives ") for line in why), why
+    summary.unlink()
+    slow, rows = slow_rows()
+    assert slow == [2] and rows[2]["arrival_lag_s"] > 0.02
+    assert all(abs(rows[r]["arrival_lag_s"]) < 0.02 for r in (0, 1, 3))
+
+
 REPORTS = textwrap.dedent(
     """
     import os, threading

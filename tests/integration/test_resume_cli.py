@@ -43,6 +43,29 @@ def test_resume_from_a_run_by_its_id_in_another_layout(outputs: Path) -> None:
     assert [json.loads(line)["step"] for line in lines] == [10, 11]
 
 
+@pytest.mark.timeout(240)
+def test_a_checkpoint_cut_short_is_named_by_why(outputs: Path) -> None:
+    """Step 10's rank-0 data file lost its second half: the resumed run fails, and ``why``
+    quotes the failing rank's log, which names the file, step 5 and the command."""
+    env = base_env(outputs)
+    first = cli(["launch", "--quiet", "--", sys.executable, *DEMO, "--checkpoint-every", "5"], env)
+    assert first.returncode == 0, first.stderr
+    [parent] = run_dirs(outputs)
+    data = parent / "checkpoints" / "step-10" / "__0_0.distcp"
+    with open(data, "r+b") as fh:
+        fh.truncate(data.stat().st_size // 2)
+    resume = ["launch", "--quiet", "--resume-from", parent.name]
+    second = cli([*resume, "--", sys.executable, *DEMO], env)
+    assert second.returncode != 0, second.stderr
+    [child] = [d for d in run_dirs(outputs) if d != parent]
+    why = cli(["why", child.name], env)
+    before = parent / "checkpoints" / "step-5"
+    said = next(line for line in why.stdout.splitlines() if f"{data} is cut short (" in line)
+    assert f"the newest earlier complete checkpoint is step 5, {before}" in said
+    command = " ".join([sys.executable, *DEMO])
+    assert f"`ezpz-tui launch --resume-from {before} -- {command}`" in said
+
+
 @pytest.mark.parametrize("case", ["no checkpoint", "no such run"])
 def test_nothing_to_resume_from_is_refused(case: str, outputs: Path, tmp_path: Path) -> None:
     run = tmp_path / "empty-run"

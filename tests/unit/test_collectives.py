@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ezpz_tui.core.launching.failover import why_report
 from ezpz_tui.core.watching.collectives import (
+    LAG_MIN_CALLS,
     Mismatch,
     Missing,
     arrival_lags,
@@ -170,6 +171,17 @@ def test_the_rank_that_arrives_last_is_slow(tmp_path: Path) -> None:
     assert abs(lags.lag_s[42] - 0.0397) < 0.001
     assert lags.why(42) == "arrives 40 ms after the median at all_reduce"
     assert lags.last_share[42] == 1.0
+
+
+def test_a_few_collectives_in_common_name_no_straggler(tmp_path: Path) -> None:
+    """A job's set-up calls a collective or two, where one rank may well come last: that rank
+    is slow only once it has come last at :data:`LAG_MIN_CALLS` of them."""
+    for calls, slow in ((LAG_MIN_CALLS - 1, frozenset()), (LAG_MIN_CALLS, frozenset({1}))):
+        records = {
+            r: record(r, [entry(s, T0 + s + 0.03 * (r == 1)) for s in range(1, calls + 1)], T0)
+            for r in range(4)
+        }
+        assert arrival_lags(read(tmp_path, records).dumps, 4).slow == slow, calls
 
 
 def test_bad_files_are_named_and_the_rest_still_read(tmp_path: Path) -> None:

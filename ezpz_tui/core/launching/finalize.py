@@ -11,7 +11,9 @@ writes the dataset in other formats.
 of its records, and the spread of the ranks' last values; the step time and throughput medians
 past warm-up (:mod:`ezpz_tui.core.watching.numbers`); the model TFLOPS per device and MFU at
 those medians, with the peak they divide by (:mod:`ezpz_tui.core.watching.efficiency`); the
-state, exit and cause; the plan; with ``--stage``, the staging's seconds and bytes.
+state, exit and cause; the plan; with ``--stage``, the staging's seconds and bytes; and every
+verdict the run had, judged as of its end (stragglers, a hang's missing rank, a mismatch:
+:mod:`ezpz_tui.core.watching.verdicts`), which ``top``, ``why`` and the TUI show once it ended.
 
 The peak's settings (the user's ``[efficiency]``) come from whoever starts the work, which read
 ``config.toml`` where a person sees its problems: the supervisor (and through it the tether),
@@ -162,7 +164,15 @@ def build_summary(run_dir: Path, ds: Any, peaks: PeakSettings | None = None) -> 
         "plan": meta.get("plan", {}),
         "launch": {k: v for k, v in meta.items() if k != "plan"},
         "stage": _stage_summary(run_dir),
+        "verdicts": _verdicts(run_dir),
     }
+
+
+def _verdicts(run_dir: Path) -> dict[str, Any]:
+    """Judged at the default ``slow_factor`` (the section says which): no configuration here."""
+    from ezpz_tui.core.watching.verdicts import ended_verdicts
+
+    return ended_verdicts(run_dir)
 
 
 def _stage_summary(run_dir: Path) -> dict[str, Any] | None:
@@ -215,6 +225,7 @@ def report(summary: Mapping[str, Any]) -> str:
         f"step time median {speed['step_time_s_median']} s, "
         f"tokens/s {speed['tokens_per_s_median']}, samples/s {speed['samples_per_s_median']}",
         "",
+        *_verdict_lines(summary.get("verdicts")),
         "| metric | first | last | min | max | mean last 10% | rank spread |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
@@ -222,6 +233,16 @@ def report(summary: Mapping[str, Any]) -> str:
         cells = (m["first"], m["last"], m["min"], m["max"], m["mean_last_10pct"], m["last_spread"])
         lines.append(f"| {name} | " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _verdict_lines(verdicts: Any) -> list[str]:
+    """The stragglers and the collective's verdict, an item each, then a blank line."""
+    if not isinstance(verdicts, Mapping):
+        return []
+    lines = [f"slow: rank {s['rank']} {s['why']}" for s in verdicts.get("stragglers") or ()]
+    said = verdicts.get("collective")
+    lines += list(said.get("lines") or ()) if isinstance(said, Mapping) else []
+    return [f"- {line.strip()}" for line in lines] + ([""] if lines else [])
 
 
 def _cell(value: float | str) -> str:

@@ -13,13 +13,16 @@ them needs no clock:
   the ops whose sizes must agree), which hangs or corrupts a job in ways its stacks do not show.
 * **arrival lag**: in a data-parallel job every rank's step takes the slowest rank's time, so
   step times cannot tell the straggler apart; the time each rank called the same collective
-  can. A rank that is the last to arrive at most of the recent collectives, by more than
-  :data:`LAG_MIN_S` after their median, is ``slow``. The times are the hosts' wall clocks:
+  can. A rank that is the last to arrive at most of the recent collectives (at least
+  :data:`LAG_MIN_CALLS` of them), by more than :data:`LAG_MIN_S` after their median, is
+  ``slow``. The times are the hosts' wall clocks:
   skew between hosts shows up as lag (docs/pitfalls.md).
 
 torch's own analyzer (``tools/flight_recorder``) does the first two after the fact over full
-dumps; this reads the newest entries while the run is live. UI-free, and never raises on a bad
-file: it is named in ``notes``.
+dumps; this reads the newest entries while the run is live. Once it has ended, the verdicts are
+those as of its end: recorded in its summary by the finalizer
+(:mod:`~ezpz_tui.core.watching.recorded`), else judged from the files at its end time. UI-free,
+and never raises on a bad file: it is named in ``notes``.
 """
 
 from __future__ import annotations
@@ -34,11 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from ezpz_tui.core.runs.unreadable import named
+from ezpz_tui.core.watching.recorded import Recorded, rank_figures, recorded_verdicts
 from ezpz_tui.core.words import rank_ranges
-from runtime.rundir import RunDir
+from runtime.rundir import RunDir, read_state
 
 DEFAULT_INTERVAL_S = 5.0  # runtime.flight's, for a file that does not say its own
 LAG_MIN_S = 0.010  # under this a rank's lag is noise (scheduling, clocks), not a straggler
+LAG_MIN_CALLS = 8  # fewer collectives in common (a job's set-up, say) are no straggler's sign
 RECENT = 32  # collectives the lag is the median over
 DEFAULT_GROUP = "default_pg"
 # Ops whose members legitimately pass different sizes.
@@ -302,9 +307,6 @@ class Mismatch:
         }
 
 
-Verdict = Missing | Mismatch
-
-
 def _ranks(ranks: Sequence[int]) -> str:
     return f"{'rank' if len(ranks) == 1 else 'ranks'} {rank_ranges(ranks)}"
 
@@ -392,10 +394,72 @@ class Lags:
     def why(self, rank: int) -> str:
         return f"arrives {self.lag_s[rank] * 1000:.0f} ms after the median at {self.op}"
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "collective": self.op,
+            "lag_s": {str(r): round(lag, 6) for r, lag in sorted(self.lag_s.items())},
+            "last_share": {str(r): round(s, 3) for r, s in sorted(self.last_share.items())},
+            "slow": sorted(self.slow),
+        }
+
+
+def lags_of(data: Any) -> Lags:
+    """:meth:`Lags.to_json` read back; no lags from what is not that."""
+    if not isinstance(data, Mapping):
+        return Lags({}, {}, None, frozenset())
+    slow = data.get("slow") if isinstance(data.get("slow"), list) else []
+    op = data.get("collective")
+    return Lags(
+        rank_figures(data.get("lag_s")),
+        rank_figures(data.get("last_share")),
+        op if isinstance(op, str) else None,
+        frozenset(r for r in slow if isinstance(r, int)),
+    )
+
+
+@dataclass(frozen=True)
+class Late:
+    """The ranks that arrived last at the collectives: an ended run's stragglers, for ``why``."""
+
+    lags: Lags
+    shown: int = 8  # ranks named one a line before "…"
+
+    def headline(self) -> str:
+        slow = sorted(self.lags.slow)
+        return f"{_ranks(slow)} arrived last at the collectives ({self.lags.op})"
+
+    def lines(self) -> list[str]:
+        slow = sorted(self.lags.slow)
+        out = [f"rank {r} {self.lags.why(r)}" for r in slow[: self.shown]]
+        return out + ([f"… and {len(slow) - self.shown} more"] if len(slow) > self.shown else [])
+
+    def to_json(self) -> dict[str, Any]:
+        slow = sorted(self.lags.slow)
+        return {
+            "kind": "late",
+            "collective": self.lags.op,
+            "ranks": slow,
+            "arrival_lag_s": {str(r): round(self.lags.lag_s[r], 6) for r in slow},
+            "headline": self.headline(),
+        }
+
+
+Verdict = Missing | Mismatch | Late | Recorded
+
+
+def together(found: Verdict | None, late: Late | None) -> Verdict | None:
+    """A hang or mismatch and the stragglers as one verdict (``why`` shows one); either alone
+    as it is."""
+    if found is None or late is None:
+        return found or late
+    data = {**found.to_json(), "late": late.to_json(), "lines": found.lines() + late.lines()}
+    return Recorded(data)
+
 
 def arrival_lags(dumps: Mapping[int, Dump], world: int | None = None, recent: int = RECENT) -> Lags:
     """Lags from the newest ``recent`` collectives of each group that every member's file
-    holds; slow: last at over half of them and a median lag of :data:`LAG_MIN_S` or more."""
+    holds; slow: last at over half of them (:data:`LAG_MIN_CALLS` or more) and a median lag of
+    :data:`LAG_MIN_S` or more."""
     lags: dict[int, list[float]] = {}
     lasts: Counter[int] = Counter()
     ops: Counter[str] = Counter()
@@ -414,7 +478,11 @@ def arrival_lags(dumps: Mapping[int, Dump], world: int | None = None, recent: in
             ops[dumps[members[0]].calls[(group, seq)].op] += 1
     lag_s = {rank: statistics.median(values) for rank, values in lags.items()}
     share = {rank: lasts[rank] / len(values) for rank, values in lags.items()}
-    slow = frozenset(r for r, lag in lag_s.items() if lag >= LAG_MIN_S and share[r] > 0.5)
+    slow = frozenset(
+        r
+        for r, lag in lag_s.items()
+        if lag >= LAG_MIN_S and share[r] > 0.5 and len(lags[r]) >= LAG_MIN_CALLS
+    )
     return Lags(lag_s, share, ops.most_common(1)[0][0] if ops else None, slow)
 
 
@@ -440,20 +508,55 @@ class Reading:
     @property
     def missing(self) -> frozenset[int]:
         """The ranks that never entered the collective the others wait in."""
-        return frozenset(self.verdict.missing) if isinstance(self.verdict, Missing) else frozenset()
+        found = self.verdict
+        return frozenset(found.missing) if isinstance(found, (Missing, Recorded)) else frozenset()
+
+    @property
+    def late(self) -> Late | None:
+        """The ranks that arrive last, as a verdict; None when no rank does."""
+        return Late(self.lags) if self.lags.slow else None
 
 
 def read_collectives(run_dir: Path, live: bool, now: float) -> Reading:
-    """What the run's collectives say, and the files that could not be used. A missing rank
-    only while the run is live: the files of an ended run stop wherever each rank last wrote,
-    so their sequence numbers differ by nothing but timing. A mismatch holds either way."""
+    """What the run's collectives say, and the files that could not be used. While the run is
+    live, judged at ``now``; once it has ended, as of its end: what its summary recorded, else
+    its files judged at its end time (a rank missing from a collective the others had waited in
+    for two intervals when the run ended; the files stop wherever each rank last wrote, which
+    the two intervals allow for)."""
+    if not live:
+        recorded = recorded_verdicts(run_dir)
+        if recorded is not None:
+            return recorded_reading(recorded)
+        now = ended_at(run_dir, now)
+    return judge(run_dir, now)
+
+
+def judge(run_dir: Path, now: float) -> Reading:
+    """The ranks' files judged at ``now``: a live run's present, or an ended run's end."""
     flights = read_flights(run_dir)
     world = max((r for _, r in RunDir(run_dir).statuses()), default=-1) + 1 or None
-    found = verdict(flights, now, world) if live else find_mismatch(flights.dumps)
+    found = verdict(flights, now, world)
     return Reading(found, arrival_lags(flights.dumps, world), tuple(flights.notes))
 
 
+def ended_at(run_dir: Path, now: float) -> float:
+    """When the run ended (its state's last word where the end was never written); ``now``
+    when its state says neither."""
+    state = read_state(run_dir)
+    return state.end or state.updated or now
+
+
+def recorded_reading(section: Mapping[str, Any]) -> Reading:
+    """A :class:`Reading` of what a finished run's summary recorded."""
+    said = section.get("collective")
+    notes = section.get("notes") if isinstance(section.get("notes"), list) else []
+    found = Recorded(said) if isinstance(said, dict) and said.get("headline") else None
+    return Reading(found, lags_of(section.get("arrival")), tuple(str(n) for n in notes))
+
+
 def run_verdict(run_dir: Path, live: bool, now: float) -> tuple[Verdict | None, list[str]]:
-    """:func:`read_collectives`' verdict and notes, for ``why`` and ``stacks``."""
+    """:func:`read_collectives`' verdict and notes, for ``why`` and ``stacks``; an ended run's
+    with the ranks that arrived last at its collectives (a live run's are ``top``'s)."""
     reading = read_collectives(run_dir, live, now)
-    return reading.verdict, list(reading.notes)
+    found = reading.verdict if live else together(reading.verdict, reading.late)
+    return found, list(reading.notes)

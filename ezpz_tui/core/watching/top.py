@@ -7,12 +7,15 @@ newest tokens/s, against the peak the last line names.
 
 A rank is ``slow`` by its own step time (:mod:`~ezpz_tui.core.watching.stragglers`) or, for any
 script, with no metrics of its own, by arriving last at the collectives
-(:func:`~ezpz_tui.core.watching.collectives.arrival_lags`).
+(:func:`~ezpz_tui.core.watching.collectives.arrival_lags`): a running rank of a live run, or any
+rank of an ended one, whose stragglers are those its summary recorded at its end
+(:mod:`~ezpz_tui.core.watching.recorded`), else those its files show.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,9 +23,10 @@ from typing import Any
 from ezpz_tui.core.runs.ending import derived_state
 from ezpz_tui.core.runs.record import positive_int, read_record
 from ezpz_tui.core.runs.unreadable import named, unreadable, unusable_statuses
-from ezpz_tui.core.watching.collectives import arrival_lags, read_flights
+from ezpz_tui.core.watching.collectives import Lags, arrival_lags, lags_of, read_flights
 from ezpz_tui.core.watching.efficiency import Efficiency, PeakSettings, run_efficiency, suspect
 from ezpz_tui.core.watching.finish import Finish, duration, expected_finish, total_steps
+from ezpz_tui.core.watching.recorded import recorded_verdicts
 from ezpz_tui.core.watching.stragglers import SLOW_FACTOR, StepTimes
 from ezpz_tui.core.watching.telemetry import human_bytes, percent, read_last, read_tail
 from ezpz_tui.core.words import percent_of, rank_ranges
@@ -91,6 +95,7 @@ class Top:
     total_steps: int | None = None  # the recorded command's --steps
     live: bool = False
     efficiency: Efficiency | None = None  # once the run said its FLOPs per token
+    judged_at: float | None = None  # the end an ended run's summary judged its stragglers at
 
     def finish(self, walltime_s: float | None) -> Finish | None:
         """When a live run will finish at the median step time, against ``walltime_s``."""
@@ -111,6 +116,7 @@ class Top:
             "walltime_reached_step": finish.reached if finish else None,
             "slow_factor": self.slow_factor,
             "slow": [row.rank for row in self.rows if row.slow],
+            "slow_judged_at": self.judged_at,
             "ranks": [row.to_json(now) for row in self.rows],
             "notes": list(self.notes),
             "efficiency": None if self.efficiency is None else self.efficiency.as_dict(None),
@@ -134,7 +140,7 @@ def read_top(
         note = _no_use(run.path, path, "sample", not state.live) if no else None
         notes += [note] if note else []
     steps = StepTimes(slow_factor)
-    newest = _newest_records(run, notes, not state.live)
+    newest = newest_records(run, notes, not state.live)
     steps.update(newest)
     recorded = [w for c in newest.values() for w in c.steps if w is not None]
     record, _ = read_record(run_dir)
@@ -143,9 +149,16 @@ def read_top(
     total = None
     if isinstance(command, list) and all(isinstance(w, str) for w in command):
         total = total_steps(command)
-    flights = read_flights(run_dir)
-    notes += flights.notes
-    lags = arrival_lags(flights.dumps, max(statuses, default=-1) + 1 or None)
+    said = None if state.live else recorded_verdicts(run_dir)
+    if said is None:
+        flights = read_flights(run_dir)
+        notes += flights.notes
+        lags = arrival_lags(flights.dumps, max(statuses, default=-1) + 1 or None)
+        slow = slow_reasons(steps, lags)
+    else:  # judged at its end, over the whole run
+        lags = lags_of(said.get("arrival"))
+        slow = recorded_reasons(said)
+        notes += [str(note) for note in said.get("notes") or ()]
     ranks = sorted(set(statuses) | set(unusable) | set(samples) | set(steps.ranks))
     efficiency = _efficiency(run, record, peaks or PeakSettings())
     rates = steps.tokens_per_s
@@ -156,12 +169,8 @@ def read_top(
             word = RankState.UNKNOWN if rank in unusable else RankState.WAITING
         else:
             word = derived_state(rank, status.state, state)
-        live = word == RankState.RUNNING
-        why = None
-        if live and rank in steps.slow:
-            why = f"step time over {slow_factor:g}× the median"
-        elif live and rank in lags.slow:
-            why = lags.why(rank)
+        # A live run's running ranks; every rank of an ended run, as it was at the end.
+        why = slow.get(rank) if word == RankState.RUNNING or not state.live else None
         rows.append(
             RankTop(
                 rank=rank,
@@ -186,7 +195,30 @@ def read_top(
         total_steps=total,
         live=state.live,
         efficiency=efficiency,
+        judged_at=None if said is None else _number(said.get("judged_at")),
     )
+
+
+def slow_reasons(steps: StepTimes, lags: Lags) -> dict[int, str]:
+    """Why each slow rank is: its own step time first, else its arrival at the collectives."""
+    why = {rank: lags.why(rank) for rank in lags.slow}
+    for rank in steps.slow:
+        why[rank] = f"step time over {steps.slow_factor:g}× the median"
+    return dict(sorted(why.items()))
+
+
+def recorded_reasons(section: Mapping[str, Any]) -> dict[int, str]:
+    """The stragglers an ended run's summary names, and why each."""
+    out = {}
+    for entry in section.get("stragglers") or ():
+        rank = entry.get("rank") if isinstance(entry, dict) else None
+        if isinstance(rank, int):
+            out[rank] = str(entry.get("why") or "slow")
+    return out
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _efficiency(run: RunDir, record: dict[str, Any], peaks: PeakSettings) -> Efficiency | None:
@@ -220,7 +252,9 @@ def _no_use(run_dir: Path, path: Path, what: str, ended: bool) -> str | None:
     return f"{named(run_dir, path)} holds no readable {what} at its end" if size else None
 
 
-def _newest_records(run: RunDir, notes: list[str], ended: bool) -> dict[int, RecordColumns]:
+def newest_records(run: RunDir, notes: list[str], ended: bool) -> dict[int, RecordColumns]:
+    """Each rank's newest records, from its metrics file's last few KB; a line in ``notes``
+    for each file that gave none (:func:`_no_use`)."""
     out: dict[int, RecordColumns] = {}
     for path, rank in metric_files(run.path):
         data = read_tail(path, RECORDS_TAIL)
@@ -260,7 +294,7 @@ def format_top(top: Top, now: float | None = None, walltime_s: float | None = No
         cells = (
             row.rank,
             row.host.split(".")[0][:14],
-            "slow" if row.slow else row.state,
+            "slow" if row.slow and row.state == RankState.RUNNING else row.state,
             percent(s.cpu_pct) if s else "-",
             human_bytes(s.rss_bytes) if s else "-",
             percent(s.util_pct) if s else "-",

@@ -74,14 +74,14 @@ class Failures:
     def _explain_worker(self, opened: OpenedRun, show: bool) -> None:
         from dataclasses import replace
 
-        from ezpz_tui.core.watching.collectives import lines_of, read_collectives
+        from ezpz_tui.core.watching.collectives import lines_of, run_verdict
         from ezpz_tui.core.watching.failure import explain
 
         try:
             failure = explain(opened.path)
-            if failure is not None:  # a mismatch at a collective, which its ranks did not say
-                found = read_collectives(opened.path, live=False, now=time.time())
-                said = lines_of(found.verdict, (f"note: {n}" for n in found.notes))
+            if failure is not None:  # what its collectives said at its end, as `why` shows
+                found, notes = run_verdict(opened.path, live=False, now=time.time())
+                said = lines_of(found, (f"note: {n}" for n in notes))
                 failure = replace(failure, collectives=tuple(said))
         except Exception as exc:  # explain never raises on bad input; a bug must not either
             self.host.notify(f"Could not read why the run failed: {exc!r}", severity="error")

@@ -591,6 +591,8 @@ class MainScreen(Screen[None]):
         elif state == "running" and opened:
             monitor, now = opened.monitor, self.clock()
             slow = sum(monitor.state_of(r, now) == "slow" for r in monitor.slow_ranks)
+        elif opened and opened.monitor.run_state and not opened.monitor.run_state.live:
+            slow = len(opened.monitor.slow_ranks)  # its stragglers as of its end
         walltime = alloc.walltime_left(self.clock()) if alloc else None
         finish = None
         if opened and progress and state == "running":

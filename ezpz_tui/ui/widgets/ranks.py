@@ -319,6 +319,8 @@ class RankList(LineList):
         text.append(f"{fits(shown, 9):<9} ", STATE_STYLE.get(state, ""))
         if info.last_activity is not None and state in ("running", "stalled", "slow"):
             text.append(f"{age(self.clock() - info.last_activity):>4} ", "dim")
+        elif self._slow_at_end(info.rank):
+            text.append("slow ", STATE_STYLE["slow"])  # where a live rank's age would be
         else:
             text.append("     ")
         if self._host_width:
@@ -327,6 +329,13 @@ class RankList(LineList):
         room = self.scrollable_content_region.width - text.cell_len
         text.append(fits(plain(info.last_line), max(0, room)), "dim")
         return text
+
+    def _slow_at_end(self, rank: int) -> bool:
+        """Whether ``rank`` of an ended run was a straggler when it ended (its state says how
+        it ended, so the verdict goes beside it)."""
+        assert self.monitor is not None
+        run = self.monitor.run_state
+        return run is not None and not run.live and rank in self.monitor.slow_ranks
 
     def is_heading(self, row: int) -> bool:
         return self.state(row) in ("failed", "raised", "stalled", "slow")
