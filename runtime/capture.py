@@ -14,7 +14,9 @@ the rank starts and abandons are re-parented to it, and once the rank's own proc
 ends them (SIGTERM, then SIGKILL) and names them in the rank's status and log. Plain scripts can
 dump their stacks on SIGUSR1 (:mod:`runtime.stackdump`), so a hung job can be looked into, and
 have a process group they leave alive destroyed at exit (:mod:`runtime.exit_hook`), so a script
-that finished does not abort in the interpreter's teardown, and keep torch's Flight Recorder on
+that finished does not abort in the interpreter's teardown, record an uncaught exception the
+moment it is raised (:mod:`runtime.raise_hook`), so the rank that failed first is known whatever
+order the ranks exit in, and keep torch's Flight Recorder on
 with its newest entries in ``flight/`` (:mod:`runtime.flight`), so a hang is named at the
 collective.
 While the rank runs, a thread samples its process tree and accelerator into the rank's
@@ -36,7 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO
 
-from runtime import exit_hook, flight, reaper, stackdump
+from runtime import exit_hook, flight, raise_hook, reaper, stackdump
 from runtime.env import RANK_SOURCE_VAR, RUN_DIR_VAR, RankInfo, rank_info_or_single, torchrun_env
 from runtime.rundir import RankState, RankStatus, RunDir, write_status
 from runtime.telemetry.sampler import start_sampler
@@ -72,6 +74,8 @@ def child_env(run_dir: Path, info: RankInfo) -> dict[str, str]:
         env.setdefault(RANK_SOURCE_VAR, info.source)
     run = RunDir(run_dir)
     env[exit_hook.MARK_VAR] = str(run.destroyed_mark(info.rank))
+    env[raise_hook.FILE_VAR] = str(run.raised(info.rank))
+    env.pop(raise_hook.OWNER_VAR, None)  # the rank's first Python process claims its record
     flight.add_env(
         env, str(run.flight(info.rank)), str(run.flight_request(info.rank)), run.nccl_dump_prefix()
     )
@@ -175,6 +179,7 @@ def run(run_dir: Path, command: list[str]) -> int:
             lambda line: _say(log, line),
         )
         code = os.waitstatus_to_exitcode(reaper.wait_for(child.pid, live.clear))
+        end = time.time()  # the rank's own end, not that of the leftovers ended after it
         child.returncode = code  # reaped here: Popen must never wait for that pid again
         if sampler is not None:  # before the leftovers: a tool it runs is none of the rank's
             sampler.stop()
@@ -194,7 +199,7 @@ def run(run_dir: Path, command: list[str]) -> int:
         exit_code = code
     if received:
         status = replace(status, signals_received=tuple(signal.Signals(s).name for s in received))
-    _record(run_dir, replace(status, end=time.time()), None)
+    _record(run_dir, replace(status, end=end), None)
     if code < 0 and -code not in received:
         _die_of(-code)
     return exit_code

@@ -72,6 +72,9 @@ STALE_AFTER_S = 120.0
 _MAX_RECORD_BYTES = 1 << 20
 
 
+RAISED_SUFFIX = ".raised"  # status/rank-NNNNN.raised (JSON; no .json: rank-*.json are statuses)
+
+
 def _rank_file(rank: int, suffix: str) -> str:
     return f"rank-{rank:05d}{suffix}"
 
@@ -151,6 +154,11 @@ class RunDir:
         """Made by the rank's exit hook when it destroyed the process group (``runtime.exit_hook``);
         its wrapper records that in the rank's status and removes it."""
         return self.status_dir / _rank_file(rank, ".destroyed")
+
+    def raised(self, rank: int) -> Path:
+        """The rank's uncaught exceptions, recorded as they were raised (``runtime.raise_hook``;
+        read by :func:`read_raised`)."""
+        return self.status_dir / _rank_file(rank, RAISED_SUFFIX)
 
     def make_folders(self) -> None:
         for name in RANK_FOLDERS:
@@ -575,3 +583,57 @@ def _replace(path: Path, data: bytes) -> None:
             os.utime(path.parent)
         except OSError:
             raise exc from None
+
+
+# --- what a rank raised ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Raised:
+    """One uncaught exception of a rank, as its own interpreter recorded it when it was raised
+    (``status/rank-NNNNN.raised``, written by :mod:`runtime.raise_hook`): what the rank did
+    wrong, and when, whatever happened to it after (a slow exit, a stop's signal)."""
+
+    type: str  # its class, with the module unless a builtin: torch.distributed.DistError
+    message: str
+    where: str | None = None  # the innermost frame: file:line
+    function: str | None = None
+    time: float | None = None  # when it was raised (this node's clock)
+    thread: str | None = None  # the thread's name; None: the main thread
+    traceback: tuple[str, ...] = ()  # as Python prints it, cut to its first line and its end
+
+    @property
+    def line(self) -> str:
+        """The exception as the traceback's last line says it: ``ValueError: bad batch``."""
+        return f"{self.type}: {self.message}" if self.message else self.type
+
+
+def read_raised(path: Path) -> tuple[Raised, ...]:
+    """Every raise a ``.raised`` file records, in the order raised; ``()`` when there is
+    none or it cannot be read (torn, foreign). Never raises."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(_MAX_RECORD_BYTES + 1)
+        data = json.loads(raw) if len(raw) <= _MAX_RECORD_BYTES else None
+    except (OSError, ValueError, RecursionError):
+        return ()
+    entries = data.get("raises") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return ()
+    found = []
+    for entry in entries:
+        kind = _str(entry.get("type")) if isinstance(entry, dict) else None
+        if kind is None:
+            continue
+        found.append(
+            Raised(
+                type=kind,
+                message=_str(entry.get("message")) or "",
+                where=_str(entry.get("where")),
+                function=_str(entry.get("function")),
+                time=_number(entry.get("time")),
+                thread=_str(entry.get("thread")),
+                traceback=_strs(entry.get("traceback")) or (),
+            )
+        )
+    return tuple(found)

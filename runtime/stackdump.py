@@ -14,9 +14,10 @@ Neither takes SIGUSR1 from a program that handles it itself: they register only 
 action is still the default (terminate), and a handler the program installs later replaces
 theirs. Python's default for SIGUSR1 is to terminate, so whoever sends it must first check
 that the process catches it (``SigCgt`` in ``/proc/PID/status``). ``EZPZ_STACKS=0`` in the
-launch's environment keeps the handler out; the same ``sitecustomize`` also registers the exit
-hook (:mod:`runtime.exit_hook`) and the Flight Recorder's thread (:mod:`runtime.flight`), so it
-stays on ``PYTHONPATH`` unless those are turned off too.
+launch's environment keeps the handler out; the same ``sitecustomize`` also registers the raise
+hook (:mod:`runtime.raise_hook`), the exit hook (:mod:`runtime.exit_hook`) and the Flight
+Recorder's thread (:mod:`runtime.flight`), so it stays on ``PYTHONPATH`` unless the last two
+are turned off too.
 """
 
 from __future__ import annotations

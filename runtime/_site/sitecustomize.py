@@ -1,10 +1,11 @@
 """Loaded at the start of every Python process of a rank run by ``runtime.capture``.
 
-Registers ``faulthandler`` on SIGUSR1 (see :mod:`runtime.stackdump`) unless ``EZPZ_STACKS=0``,
-the exit hook that destroys a process group the script left alive (:mod:`runtime.exit_hook`,
-loaded by its path: the rank's Python may not be able to import ``runtime``) unless
-``EZPZ_DESTROY_AT_EXIT=0``, and the thread that writes the Flight Recorder's entries into the run
-directory (:mod:`runtime.flight`, loaded the same way) unless ``EZPZ_FLIGHT_RECORDER=0``;
+Registers ``faulthandler`` on SIGUSR1 (see :mod:`runtime.stackdump`) unless ``EZPZ_STACKS=0``;
+the hook that records an uncaught exception as it is raised (:mod:`runtime.raise_hook`, loaded
+by its path: the rank's Python may not be able to import ``runtime``); the exit hook that
+destroys a process group the script left alive (:mod:`runtime.exit_hook`, loaded the same way)
+unless ``EZPZ_DESTROY_AT_EXIT=0``; and the thread that writes the Flight Recorder's entries into
+the run directory (:mod:`runtime.flight`, loaded the same way) unless ``EZPZ_FLIGHT_RECORDER=0``;
 removes this directory from ``sys.path`` again, and runs the ``sitecustomize`` this file
 shadows, if there is one. Written for any Python 3 the rank might start, and silent: a rank must
 never fail because of it.
@@ -33,26 +34,23 @@ def _register():
         from importlib.util import module_from_spec, spec_from_file_location
     except ImportError:
         return
-    try:
-        name = "_ezpz_exit_hook"  # runtime.exit_hook.SHARED_NAME
-        spec = spec_from_file_location(name, os.path.join(os.path.dirname(here), "exit_hook.py"))
-        hook = module_from_spec(spec)
-        sys.modules[name] = hook  # register() knows itself by it; it registers once per process
-        spec.loader.exec_module(hook)
-        if not hook.register():
-            del sys.modules[name]
-    except Exception:
-        sys.modules.pop("_ezpz_exit_hook", None)
-    try:
-        name = "_ezpz_flight"  # runtime.flight.SHARED_NAME
-        spec = spec_from_file_location(name, os.path.join(os.path.dirname(here), "flight.py"))
-        recorder = module_from_spec(spec)
-        sys.modules[name] = recorder
-        spec.loader.exec_module(recorder)
-        if not recorder.register():
-            del sys.modules[name]
-    except Exception:
-        sys.modules.pop("_ezpz_flight", None)
+    # Each loaded by its path under its module's SHARED_NAME, which register() knows itself by
+    # (it registers once per process); runtime.raise_hook first, so a raise is recorded even
+    # when a later one fails to load.
+    for name, file in (
+        ("_ezpz_raise_hook", "raise_hook.py"),
+        ("_ezpz_exit_hook", "exit_hook.py"),
+        ("_ezpz_flight", "flight.py"),
+    ):
+        try:
+            spec = spec_from_file_location(name, os.path.join(os.path.dirname(here), file))
+            module = module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+            if not module.register():
+                del sys.modules[name]
+        except Exception:
+            sys.modules.pop(name, None)
     spec = PathFinder.find_spec("sitecustomize", sys.path)
     if spec is None or spec.loader is None:
         return

@@ -66,8 +66,9 @@ def test_an_exception_names_the_rank_its_host_and_the_traceback(tmp_path: Path) 
     assert (failure.rank, failure.host, failure.exit_code, failure.signal) == (2, HOST1, 1, None)
     assert failure.meaning == "an error, usually an uncaught Python exception"
     assert failure.exception is not None
-    assert failure.exception.startswith("RuntimeError: Function 'LogSoftmaxBackward0'")
-    assert "\x1b" not in failure.exception
+    assert failure.exception.type == "RuntimeError"  # read back from the log: no record
+    assert failure.exception.message.startswith("Function 'LogSoftmaxBackward0'")
+    assert "\x1b" not in failure.exception.message
     assert failure.traceback[0] == "Traceback (most recent call last):"
     assert "    loss.backward()" in failure.traceback
     assert failure.last_lines == ()  # the traceback says it better
@@ -97,12 +98,31 @@ def test_a_native_crash_has_last_lines_and_its_meaning(tmp_path: Path) -> None:
 
 
 def test_the_recorded_first_failure_wins(tmp_path: Path) -> None:
+    """Over the order of ends, when the recorded rank's log shows a failure of its own."""
     run_dir = failed_run(tmp_path)
     state = read_state(run_dir)
     write_state(run_dir, replace(state, failed_rank=3, cause="rank 3 on x: raised ValueError"))
+    with open(RunDir(run_dir).log(3), "a") as fh:
+        fh.write('Traceback (most recent call last):\n  File "t.py", line 3\nValueError: x\n')
     failure = explain(run_dir)
     assert failure is not None and failure.rank == 3
     assert failure.cause == "rank 3 on x: raised ValueError"
+
+
+def test_a_recorded_rank_whose_log_says_it_lost_a_peer_is_a_symptom(tmp_path: Path) -> None:
+    """A run recorded before ranks recorded their raises, whose supervisor named the rank that
+    ended first (rank 3, "remote process exited"): its logs name rank 2, whose own exception
+    is the cause, and rank 3 a symptom of it."""
+    run_dir = failed_run(tmp_path)
+    state = read_state(run_dir)
+    write_state(run_dir, replace(state, failed_rank=3, cause=f"rank 3 on {HOST1}: SIGTERM"))
+    failure = explain(run_dir)
+    assert failure is not None and failure.rank == 2
+    assert failure.cause == f"rank 2 on {HOST1}: exit 1"
+    assert failure.exception is not None and failure.exception.type == "RuntimeError"
+    assert failure.exception.where == "/opt/ezpz/runtime/examples/train.py:212"
+    lost = "a peer's process exited or the network failed"
+    assert [(s.rank, s.symptom) for s in failure.symptoms] == [(0, lost), (1, lost), (3, lost)]
 
 
 def test_ranks_ended_by_the_launcher_in_both_shapes(tmp_path: Path) -> None:

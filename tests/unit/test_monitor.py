@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from ezpz_tui.core.watching.monitor import (
     read_lines_before,
     read_whole_line,
 )
-from runtime.rundir import RunState, State
+from runtime.rundir import RunState, State, read_state, write_state
 from tests.fixtures.runs import make_run
 
 
@@ -63,6 +64,21 @@ def test_segfaulting_rank_is_failed_with_its_signal_and_first(tmp_path: Path) ->
     assert marks[0] == "✗ rank 2 SIGSEGV", "the rank that died first is marked first"
     assert sorted(marks[1:]) == [f"✗ rank {r} SIGTERM" for r in (0, 1, 3)]
     assert all(monitor.state_of(r, 1_763_800_100.0) == "failed" for r in range(4))
+
+
+def test_the_rank_the_run_names_is_the_first_failure_not_the_first_to_end(
+    tmp_path: Path,
+) -> None:
+    """A rank that raised may end after the peers that lost it: the rank list opens on the
+    culprit the supervisor recorded (rank 3 here), not on rank 2 that ended first."""
+    run = _made(tmp_path, "r", "failed", 1, 4, 16, 1_763_800_000.0, failing_rank=2)
+    state = read_state(run)
+    write_state(run, replace(state, failed_rank=3, cause="rank 3 on x: raised ValueError: x"))
+    monitor = RunMonitor(run)
+    _follow(run, monitor, 1_763_800_100.0)
+    assert monitor.first_failure == 2  # before the run's state is read: the first to end
+    monitor.run_state = read_state(run)  # as the screen hands it the state it read
+    assert monitor.first_failure == 3
 
 
 def test_exit_code_failure_and_success(tmp_path: Path) -> None:

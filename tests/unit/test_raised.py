@@ -27,6 +27,12 @@ def test_a_log_ending_in_a_traceback_names_its_exception() -> None:
     assert raised_exception(lines) == "KeyError: 'missing'"
 
 
+def test_a_traceback_torch_distributed_prefixed_names_its_exception() -> None:
+    """Once a process group exists, torch's excepthook puts ``[rankN]: `` before each line."""
+    lines = ["step 1", *(f"[rank1]: {line}" for line in real_traceback())]
+    assert raised_exception(lines) == "KeyError: 'missing'"
+
+
 @pytest.mark.parametrize(
     "lines",
     [

@@ -16,7 +16,9 @@ state without anyone polling; listeners learn of each state change from that thr
 fails fast, as ``srun --kill-on-bad-exit`` and torchrun do: one ``stat`` of the status folder
 every :data:`FAIL_FAST_POLL_S` says whether a rank ended, and a rank that failed on its own
 account stops the rest of the job (MPICH's Hydra would let its peers run on into a collective
-that never completes). When the launcher has exited, the watcher gives every rank its true end
+that never completes). The rank it names is the culprit by the ranks' records of their raises
+(:mod:`~ezpz_tui.core.runs.culprit`), not the first to end: a peer that lost a raising rank
+often ends before it. When the launcher has exited, the watcher gives every rank its true end
 (:mod:`~ezpz_tui.core.runs.ending`) before the run's, and for a failed run the host its node
 fault names to ``bad_hosts.txt`` (:func:`~ezpz_tui.core.launching.failover.record_end_fault`).
 
@@ -55,6 +57,7 @@ from ezpz_tui.core.launching.processes import (
 from ezpz_tui.core.launching.reserve import NO_SPACE, nearly_full, no_space, release_reserve
 from ezpz_tui.core.launching.staging import stage, unstage
 from ezpz_tui.core.launching.tether import Tether, start_tether
+from ezpz_tui.core.runs.culprit import culprit_cause, verdict
 from ezpz_tui.core.runs.ending import cause_in, finalise, first_failure, status_dir_stamp
 from ezpz_tui.core.runs.pids import start_ticks
 from ezpz_tui.core.watching.raised import RaisedWatch
@@ -288,7 +291,13 @@ class RunHandle:
             s for s in statuses if s.state == RankState.FAILED and not s.signals_received
         )
         if first is not None:
-            self._fail(first, cause_in(self.run_dir, first, statuses))
+            # The first to end may have lost a peer that raised first and is still exiting:
+            # the culprit is the verdict's, by the ranks' own records of their raises.
+            found = verdict(self.run_dir, statuses).culprit
+            if found is None:
+                self._fail(first, cause_in(self.run_dir, first, statuses))
+            else:
+                self._fail(found.status, culprit_cause(self.run_dir, found, statuses))
         return now
 
     def _stop_raised(self) -> None:
@@ -330,7 +339,7 @@ class RunHandle:
             self._returncode = code
             sig = -code if code < 0 else None  # killed by a signal: no exit code of its own
             statuses = read_statuses(self.run_dir)
-            first = self._failure[0] if self._failure else first_failure(statuses)
+            first, cause = self._culprit(statuses)
             end = replace(
                 self._state,
                 state=name,
@@ -343,9 +352,6 @@ class RunHandle:
             if name == State.STOPPED and self._stop_reason is not None:
                 end = replace(end, reason=self._stop_reason)  # who or what ended the run
             if name == State.FAILED and first is not None:
-                cause = (
-                    self._failure[1] if self._failure else cause_in(self.run_dir, first, statuses)
-                )
                 end = replace(end, failed_rank=first.rank, cause=cause)
             if self._failure is not None and first is not None and first.state == RankState.FAILED:
                 # The launcher's own status came from the stop fail-fast sent it: as srun
@@ -373,6 +379,31 @@ class RunHandle:
         self.supervisor._notify(self, state)
         if self._tether is not None:
             self._tether.release()
+
+    def _culprit(self, statuses: list[RankStatus]) -> tuple[RankStatus | None, str | None]:
+        """The rank whose failure ended the run, and the cause: the fail-fast's, unless the
+        ranks' records now show that one a symptom of another's own failure (a record on a
+        shared filesystem may show late); with no fail-fast, the verdict's. A rank that has
+        ended by itself since is taken as it ended (its exit is the run's)."""
+        found = verdict(self.run_dir, statuses)
+        culprit = found.culprit
+        if self._failure is None:
+            if culprit is not None:
+                return culprit.status, culprit_cause(self.run_dir, culprit, statuses)
+            first = first_failure(statuses)
+            return first, cause_in(self.run_dir, first, statuses) if first else None
+        first, cause = self._failure
+        if (
+            culprit is not None
+            and culprit.own
+            and culprit.rank != first.rank
+            and found.symptom(first.rank) is not None
+        ):
+            return culprit.status, culprit_cause(self.run_dir, culprit, statuses)
+        now = next((s for s in statuses if s.rank == first.rank), None)
+        if now is not None and now.end is not None and not now.signals_received:
+            first = now
+        return first, cause
 
     def _unstage(self) -> None:
         """Remove the run's staged copies from every node, unless the plan keeps them."""

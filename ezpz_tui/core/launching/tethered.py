@@ -16,6 +16,7 @@ from pathlib import Path
 from ezpz_tui.core.launching.failover import record_end_fault
 from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S, RunProcesses, supervised_here
 from ezpz_tui.core.launching.reserve import release_reserve
+from ezpz_tui.core.runs.culprit import culprit_cause, verdict
 from ezpz_tui.core.runs.ending import cause_in, finalise, first_failure, world_size_of
 from ezpz_tui.core.runs.pids import process_alive
 from runtime.rundir import (
@@ -86,7 +87,8 @@ def _record_end_from_ranks(run_dir: Path) -> RunState:
     if not recorded.live:
         return recorded
     statuses = read_statuses(run_dir)
-    first = first_failure(statuses)
+    culprit = verdict(run_dir, statuses).culprit  # by the ranks' records of their raises
+    first = culprit.status if culprit is not None else first_failure(statuses)
     world = world_size_of(statuses)
     ok = bool(statuses) and all(s.state == RankState.SUCCEEDED for s in statuses)
     ok = ok and (world is None or len(statuses) == world)
@@ -95,7 +97,9 @@ def _record_end_from_ranks(run_dir: Path) -> RunState:
         end = replace(end, exit_code=0)
     else:
         cause = (
-            cause_in(run_dir, first, statuses)
+            culprit_cause(run_dir, culprit, statuses)
+            if culprit
+            else cause_in(run_dir, first, statuses)
             if first
             else "the launcher ended without every rank's success"
         )

@@ -9,9 +9,13 @@ run directory into a :class:`Failure` that the CLI (``ezpz-tui why``) and the TU
 
 What a reader here can know, and how it decides:
 
-* The first failing rank is the one the run's state names (``failed_rank``, written by the
-  supervisor) or else the ``failed`` rank with the earliest end that a peer's failure did not end
-  (no ``signals_received``, no "after rank N failed" cause).
+* The first failing rank is the culprit (:mod:`ezpz_tui.core.runs.culprit`): the earliest rank
+  whose own failure is not a symptom of a peer's, by the time of its raise as the rank recorded
+  it, else its end; the run's state names it (``failed_rank``, written by the supervisor by the
+  same rules), unless the ranks' records or logs show that rank a symptom of another's own
+  failure (a run recorded before ranks recorded their raises). What it raised is its own
+  record, else the last traceback of its log (``exception``: type, message, where); the ranks
+  whose failures were symptoms of it are named as such (``symptoms``).
 * Ranks killed as a consequence are those marked ``killed``; those that ended ``failed`` after
   the first failure by SIGTERM or SIGINT, or by a SIGKILL their wrapper was sent; and, in a
   run that has ended, those whose status still says ``running`` (the launcher killed their
@@ -32,6 +36,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ezpz_tui.core.runs.culprit import INTERRUPTED, RankFailure, Verdict, culprit_cause, verdict
 from ezpz_tui.core.runs.ending import cause_of, first_failure
 from ezpz_tui.core.runs.exit_abort import aborted_at_exit, exit_abort_advice, exit_abort_cause
 from ezpz_tui.core.runs.exit_meanings import describe_end, meaning
@@ -39,6 +44,7 @@ from ezpz_tui.core.runs.full_disk import ended_on_full_disk, what_to_do
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 from ezpz_tui.core.runs.tail import read_tail
+from ezpz_tui.core.runs.tracebacks import MAX_FRAMES, last_traceback, raised_in
 from ezpz_tui.core.runs.unreadable import unreadable, unusable_statuses
 from ezpz_tui.core.watching.launcher_messages import MAX_READ, LauncherMessage, read_messages
 from ezpz_tui.core.watching.tails import plain
@@ -48,6 +54,7 @@ from runtime.rundir import (
     LIVE,
     LOGS,
     STATUS,
+    Raised,
     RankState,
     RankStatus,
     RunDir,
@@ -57,12 +64,10 @@ from runtime.rundir import (
 )
 
 LAST_LINES = 10
-MAX_FRAMES = 24  # lines of a traceback kept, from its end: the frames nearest the raise
 _STOP_SIGNALS = frozenset({"SIGTERM", "SIGINT", "SIGKILL", "SIGHUP"})
 _STOP_NUMBERS = frozenset(int(s) for s in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGKILL))
 _OOM_KINDS = frozenset({"srun_task_oom", "slurm_oom_kill", "cuda_oom", "bad_alloc"})
 _KILL_SIGNALS = frozenset({int(_signal.SIGKILL), int(_signal.SIGBUS)})
-_TRACEBACK = "Traceback (most recent call last):"
 AT_EXIT_MEANING = "aborted in the interpreter's teardown, after the script's own end"
 
 
@@ -80,7 +85,7 @@ class Failure:
     signal_name: str | None
     meaning: str | None  # what that end usually means
     cause: str  # the failure in one line
-    exception: str | None  # the last Python exception line in the rank's log
+    exception: Raised | None  # what the rank raised: its own record, else its log's
     traceback: tuple[str, ...]  # that exception's traceback, frames included
     last_lines: tuple[str, ...]  # the end of the rank's log when it has no traceback
     messages: tuple[LauncherMessage, ...]  # the launcher's word, then the rank log's
@@ -90,38 +95,50 @@ class Failure:
     notes: tuple[str, ...] = ()  # files of the run that could not be used, one line each
     # What the ranks' Flight Recorder says (``collectives.lines_of``), when a reader added it.
     collectives: tuple[str, ...] = ()
+    # Ranks whose own failure was a symptom of this one's (a connection closed by it), by time.
+    symptoms: tuple[Symptom, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["run_dir"] = str(self.run_dir)
         data["messages"] = [m.to_json() for m in self.messages]
+        data["exception"] = _exception_json(self.exception)
+        data["symptoms"] = [s.to_json() for s in self.symptoms]
         for key in ("traceback", "last_lines", "killed", "advice", "notes", "collectives"):
             data[key] = list(data[key])
         return data
 
 
+@dataclass(frozen=True)
+class Symptom:
+    """A rank that failed because another had: what it said of the peer it lost."""
+
+    rank: int
+    host: str | None
+    symptom: str  # in words: "connection closed by peer"
+    exception: Raised | None  # what it raised saying so
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "host": self.host,
+            "symptom": self.symptom,
+            "exception": _exception_json(self.exception),
+        }
+
+
+def _exception_json(raised: Raised | None) -> dict[str, Any] | None:
+    if raised is None:
+        return None
+    return {
+        "type": raised.type,
+        "message": raised.message,
+        "where": raised.where,
+        "thread": raised.thread,
+    }
+
+
 # --- a rank's log ------------------------------------------------------------------------------
-
-
-def last_traceback(lines: list[str]) -> tuple[str | None, tuple[str, ...]]:
-    """The last Python traceback in ``lines``: its exception line and the traceback (header,
-    frames, exception); ``(None, ())`` when there is none."""
-    starts = [i for i, line in enumerate(lines) if line.lstrip().startswith(_TRACEBACK)]
-    if not starts:
-        return None, ()
-    block = [lines[starts[-1]].strip()]
-    exception = None
-    for line in lines[starts[-1] + 1 :]:
-        if line.startswith((" ", "\t")):
-            block.append(line.rstrip())
-            continue
-        if line.strip():
-            exception = line.strip()
-            block.append(exception)
-        break
-    if len(block) > MAX_FRAMES:
-        block = [block[0], "  ...", *block[-(MAX_FRAMES - 2) :]]
-    return exception, tuple(block)
 
 
 def _log_lines(path: Path) -> list[str]:
@@ -143,12 +160,23 @@ def _ended_by_peer(status: RankStatus) -> bool:
     )
 
 
-def first_failing(statuses: list[RankStatus], recorded: int | None) -> RankStatus | None:
-    """The rank whose own failure started it all: as recorded, else the earliest to fail on
-    its own, else the earliest failed at all."""
+def first_failing(
+    statuses: list[RankStatus], recorded: int | None, found: Verdict | None = None
+) -> RankStatus | None:
+    """The rank whose own failure started it all: as recorded, unless ``found`` (the ranks'
+    own records: :func:`~ezpz_tui.core.runs.culprit.verdict`) shows the recorded rank's
+    failure a symptom of another's (a run recorded before ranks recorded their raises);
+    else the verdict's culprit; else the earliest to fail on its own, else the earliest
+    failed at all."""
     by_rank = {s.rank: s for s in statuses}
+    culprit = found.culprit if found is not None else None
     if recorded is not None and recorded in by_rank:
+        blamed = found is not None and found.symptom(recorded) is not None
+        if culprit is not None and culprit.own and culprit.rank != recorded and blamed:
+            return culprit.status
         return by_rank[recorded]
+    if culprit is not None and (recorded is None or culprit.rank == recorded):
+        return culprit.status  # the recorded rank's status cannot be used: its raise can
     return first_failure(statuses)
 
 
@@ -317,16 +345,23 @@ def explain(run_dir: Path) -> Failure | None:
     unusable = unusable_statuses(run.path, statuses)
     notes = [state.reason] if state.state == State.UNKNOWN and state.reason else []
     notes += unusable.values()
-    first = first_failing(statuses, state.failed_rank)
+    found = verdict(run.path, statuses)
+    first = first_failing(statuses, state.failed_rank, found)
     if first is None and state.failed_rank in unusable:  # its log still tells
         first = RankStatus(state.failed_rank)
+    own = _failure_of(found, first)
     messages = read_messages(run.launcher_log, LAUNCHER_LOG)
     notes += filter(None, [unreadable(run.path, run.launcher_log)])
     exception, traceback, last = None, (), ()
     if first is not None:
         notes += filter(None, [unreadable(run.path, run.log(first.rank))])
         lines = _log_lines(run.log(first.rank))
-        exception, traceback = last_traceback(lines)
+        said, traceback = last_traceback(lines)
+        exception = own.raised if own is not None and own.recorded else None
+        if exception is None and said is not None:
+            exception = raised_in(said, traceback)
+        if own is not None and own.recorded and exception is not None:
+            traceback = _trimmed(exception.traceback) or traceback  # as the rank raised it
         last = () if traceback else _last_lines(lines)
         messages += _rank_messages(run, first)
     said_by = tuple(messages)
@@ -342,6 +377,7 @@ def explain(run_dir: Path) -> Failure | None:
     word = next((m.text for m in said_by if m.node_fault), None)
     at_exit = _aborted_at_exit(run.path, state, first, statuses)
     full_disk = run.path if ended_on_full_disk(state) else None
+    symptoms = _symptoms(found, first)
     return Failure(
         run_id=run.path.name,
         run_dir=run.path,
@@ -355,7 +391,8 @@ def explain(run_dir: Path) -> Failure | None:
         cause=(
             exit_abort_cause(at_exit.rank)
             if at_exit
-            else state.cause or _cause(first, host, end, word, state.reason)
+            else _run_cause(run.path, state, first, own, statuses)
+            or _cause(first, host, end, word, state.reason)
         ),
         exception=exception,
         traceback=traceback,
@@ -367,13 +404,55 @@ def explain(run_dir: Path) -> Failure | None:
             said_by,
             signal,
             exit_code,
-            exception,
+            exception.line if exception is not None else None,
             bad_host,
             full_disk,
             at_exit=exit_abort_advice(at_exit) if at_exit else None,
         ),
         notes=tuple(notes),
+        symptoms=symptoms,
     )
+
+
+def _failure_of(found: Verdict, first: RankStatus | None) -> RankFailure | None:
+    """The verdict's word on ``first``: the culprit's failure, or the symptom it showed."""
+    if first is None:
+        return None
+    if found.culprit is not None and found.culprit.rank == first.rank:
+        return found.culprit
+    return found.symptom(first.rank)
+
+
+def _symptoms(found: Verdict, first: RankStatus | None) -> tuple[Symptom, ...]:
+    """The ranks that failed of ``first``'s failure, each with what it said; one interrupted by
+    the stop that followed is only killed."""
+    if first is None:
+        return ()
+    return tuple(
+        Symptom(f.rank, f.status.host, f.symptom, f.raised)
+        for f in found.symptoms
+        if f.symptom is not None and f.symptom != INTERRUPTED and f.rank != first.rank
+    )
+
+
+def _run_cause(
+    run_dir: Path,
+    state: RunState,
+    first: RankStatus | None,
+    own: RankFailure | None,
+    statuses: list[RankStatus],
+) -> str | None:
+    """The cause the run's state records, unless it names another rank than the culprit (a run
+    recorded before ranks recorded their raises) or none yet (a live run): then the culprit's."""
+    if state.cause and (first is None or state.failed_rank in (None, first.rank)):
+        return state.cause
+    return culprit_cause(run_dir, own, statuses) if own is not None else None
+
+
+def _trimmed(block: tuple[str, ...]) -> tuple[str, ...]:
+    if len(block) > MAX_FRAMES:
+        return (block[0], "  ...", *block[-(MAX_FRAMES - 2) :])
+    return block
 
 
 def _aborted_at_exit(
@@ -409,6 +488,32 @@ def outcome(run_dir: Path) -> str:
 
 # --- in words ----------------------------------------------------------------------------------
 
+MAX_SAID = 300  # characters of an exception's message said on its one line
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= MAX_SAID else line[: MAX_SAID - 1] + "…"
+
+
+def _symptom_lines(symptoms: tuple[Symptom, ...], culprit: int | None) -> list[str]:
+    """One line per symptom and exception type, its ranks as ranges (a 16,384-rank job's
+    cascade is a line, not a page); a rank alone is named with its host."""
+    groups: dict[tuple[str, str], list[Symptom]] = {}
+    for symptom in symptoms:
+        raised = symptom.exception
+        kind = f" ({raised.type.rpartition('.')[2]})" if raised is not None else ""
+        groups.setdefault((symptom.symptom, kind), []).append(symptom)
+    lines = []
+    for (words, kind), members in groups.items():
+        if len(members) == 1:
+            where = f" on {members[0].host}" if members[0].host else ""
+            who = f"rank {members[0].rank}{where}"
+        else:
+            who = f"ranks {rank_ranges([m.rank for m in members])}"
+        lines.append(f"{who}: {words}{kind} after rank {culprit} failed")
+    return lines
+
 
 def format_failure(failure: Failure, listed: bool | None = None) -> str:
     """The failure as a person reads it in a terminal; ``listed``: whether the host its node
@@ -424,6 +529,11 @@ def format_failure(failure: Failure, listed: bool | None = None) -> str:
         out.append(f"first failing rank: {failure.rank}{where}, {end}")
         if failure.meaning:
             out.append(f"  usually: {failure.meaning}")
+        raised = failure.exception
+        if raised is not None and (raised.thread or not failure.traceback):
+            at = f" at {raised.where}" if raised.where else ""
+            thread = f" in thread {raised.thread}" if raised.thread else ""
+            out.append(f"  raised: {_one_line(raised.line)}{at}{thread}")
         log = f"{LOGS}/{RunDir(failure.run_dir).log(failure.rank).name}"
         if failure.traceback:
             out.append(f"last traceback in {log}:")
@@ -438,6 +548,9 @@ def format_failure(failure: Failure, listed: bool | None = None) -> str:
         for message in failure.messages:
             out.append(f"    {message.source}:{message.line}: {message.text}")
             out.append(f"        ({message.meaning})")
+    if failure.symptoms:
+        out.append(f"failed after rank {failure.rank} (symptoms, not causes):")
+        out.extend(f"    {line}" for line in _symptom_lines(failure.symptoms, failure.rank))
     out.extend(failure.collectives)
     if failure.killed:
         count = len(failure.killed)

@@ -395,10 +395,15 @@ class RunMonitor:
     def first_failure(self) -> int | None:
         """The rank that failed first: its peers' failures usually follow from it.
 
-        Ranks that died of a signal or of their own error end before the peers that lose
-        them; ties (same end time, or no time recorded) go to the lowest rank.
+        The one the run's state names once its supervisor has decided (by the ranks' own
+        records of what they raised: :mod:`ezpz_tui.core.runs.culprit`, since a rank that
+        raised may end after the peers that lost it), when its status says failed; else the
+        earliest to end failed, ties (same end time, or no time recorded) to the lowest rank.
         """
         failed = [i for i in list(self.ranks.values()) if i.status == RankState.FAILED]
+        named = self.run_state.failed_rank if self.run_state is not None else None
+        if any(i.rank == named for i in failed):
+            return named
         if not failed:
             return None
         return min(failed, key=lambda i: (i.ended is None, i.ended or 0.0, i.rank)).rank

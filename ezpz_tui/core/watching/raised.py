@@ -14,15 +14,17 @@ import os
 from collections.abc import Sequence
 
 from ezpz_tui.core.runs.tail import read_tail
+from ezpz_tui.core.runs.tracebacks import TRACEBACK, unprefixed
 from runtime.rundir import RunDir
 
-TRACEBACK = "Traceback (most recent call last):"
 TAIL_BYTES = 16384  # a traceback deeper than this is cut to its end, which still says enough
 
 
 def raised_exception(lines: Sequence[str]) -> str | None:
     """The exception line that closes ``lines`` when they end in a Python traceback (its header,
-    indented frames, then the exception); ``None`` when they end any other way."""
+    indented frames, then the exception; torch.distributed's ``[rankN]: `` before each line
+    once a process group exists); ``None`` when they end any other way."""
+    lines = unprefixed(lines)
     end = len(lines)
     while end and not lines[end - 1].strip():
         end -= 1
