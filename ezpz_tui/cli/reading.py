@@ -175,7 +175,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 def cmd_why(args: argparse.Namespace) -> int:
-    from ezpz_tui.core.launching.failover import why_report
+    from ezpz_tui.core.watching.why import why_report
 
     run_dir = run_named(args)
     if isinstance(run_dir, str):

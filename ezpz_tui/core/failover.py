@@ -14,17 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ezpz_tui.core.launch_result import LaunchResult, NotStarted, Started
-from ezpz_tui.core.launching.bad_hosts import (
-    add_bad_hosts,
-    bad_hosts_path,
-    exclude_listed,
-    is_listed,
-    read_bad_hosts,
-)
+from ezpz_tui.core.launching.bad_hosts import add_bad_hosts, exclude_listed
 from ezpz_tui.core.launching.failover import without_host
 from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused
 from ezpz_tui.core.launching.resuming import keep_global_batch, parent_resume, with_resume
 from ezpz_tui.core.launching.supervisor import RunHandle
+from ezpz_tui.core.runs.bad_hosts import bad_hosts_path, is_listed, read_bad_hosts
 from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 from ezpz_tui.core.session import Session
 from ezpz_tui.core.watching.failure import Failure, explain

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ezpz_tui.core.launch_result import LaunchResult, Started, not_started
 from ezpz_tui.core.launching.allocation import Allocation, probe_node_address
-from ezpz_tui.core.launching.bad_hosts import bad_hosts_path, exclude_listed, read_bad_hosts
+from ezpz_tui.core.launching.bad_hosts import exclude_listed
 from ezpz_tui.core.launching.launcher import (
     Launch,
     LaunchConfig,
@@ -35,6 +35,7 @@ from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S
 from ezpz_tui.core.launching.rendezvous import resolves
 from ezpz_tui.core.launching.staging import stage_problems
 from ezpz_tui.core.launching.supervisor import RunHandle, StopResult, Supervisor
+from ezpz_tui.core.runs.bad_hosts import bad_hosts_path, read_bad_hosts
 from ezpz_tui.core.runs.outputs import default_outputs
 from ezpz_tui.core.runs.record import RunStoreError
 

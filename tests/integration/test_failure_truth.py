@@ -360,8 +360,8 @@ def test_a_run_left_to_its_tether_ends_with_its_exit_status(
 def test_a_node_fault_under_the_tether_is_recorded_once(tmp_path: Path) -> None:
     """A run left to its tether whose node dies: the tether, which records its end, also puts
     the host in bad_hosts.txt, once; reading the failure adds nothing."""
-    from ezpz_tui.core.launching.bad_hosts import read_bad_hosts
     from ezpz_tui.core.launching.plan import LaunchPlan
+    from ezpz_tui.core.runs.bad_hosts import read_bad_hosts
     from ezpz_tui.core.session import Session
     from tests.fixtures.stand_ins import AURORA, aurora_job
 

@@ -8,14 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ezpz_tui.core.launching.bad_hosts import (
-    add_bad_hosts,
-    bad_hosts_path,
-    exclude_listed,
-    read_bad_hosts,
-)
+from ezpz_tui.core.launching.bad_hosts import add_bad_hosts, exclude_listed
 from ezpz_tui.core.launching.failover import without_host
 from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused
+from ezpz_tui.core.runs.bad_hosts import bad_hosts_path, read_bad_hosts
 from ezpz_tui.core.session import Session
 from tests.fixtures.allocations import aurora
 

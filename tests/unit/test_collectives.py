@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ezpz_tui.core.launching.failover import why_report
 from ezpz_tui.core.watching.collectives import (
     LAG_MIN_CALLS,
     Mismatch,
@@ -16,6 +15,7 @@ from ezpz_tui.core.watching.collectives import (
     read_flights,
     verdict,
 )
+from ezpz_tui.core.watching.why import why_report
 from runtime.rundir import RunDir
 from tests.fixtures.flights import entry, record, write_flights
 from tests.fixtures.runs import make_run

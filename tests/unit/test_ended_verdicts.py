@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from ezpz_tui.core.launching.failover import why_report
 from ezpz_tui.core.launching.finalize import report
 from ezpz_tui.core.watching.top import format_top, read_top
 from ezpz_tui.core.watching.verdicts import ended_verdicts
+from ezpz_tui.core.watching.why import why_report
 from runtime.rundir import RunDir, read_state
 from tests.fixtures.flights import write_hang_with_straggler
 from tests.fixtures.runs import make_run

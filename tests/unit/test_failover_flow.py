@@ -17,9 +17,9 @@ import pytest
 from ezpz_tui.core.failover import Decision, Failover
 from ezpz_tui.core.launch_result import LaunchResult, NotStarted, Started, not_started
 from ezpz_tui.core.launching.allocation import detect_allocation
-from ezpz_tui.core.launching.bad_hosts import bad_hosts_path, read_bad_hosts
 from ezpz_tui.core.launching.plan import LaunchPlan
 from ezpz_tui.core.launching.supervisor import RunHandle
+from ezpz_tui.core.runs.bad_hosts import bad_hosts_path, read_bad_hosts
 from ezpz_tui.core.runs.record import read_run_toml
 from ezpz_tui.core.session import Session
 from ezpz_tui.core.watching.failure import Failure, explain

@@ -3,7 +3,8 @@
 At scale a failed node is the most common reason a good job fails, and the same node fails the
 next attempt too. So the host a failure implicates (:attr:`Failure.node_fault_host`) goes to the
 outputs directory's ``bad_hosts.txt``, once, when the run's end is recorded (by its supervisor or
-its tether: :func:`record_end_fault`; ``ezpz-tui why`` only says whether it is listed), and the
+its tether: :func:`record_end_fault`; ``ezpz-tui why``, :mod:`ezpz_tui.core.watching.why`, only
+says whether it is listed), and the
 failed run's plan is relaunched on the remaining hosts, each attempt its own run with
 ``parent`` naming the one that failed. A failure that does not look like a node's (an
 exception in the program, the OOM killer) is not retried: it would fail again wherever it ran.
@@ -11,8 +12,7 @@ When the sizes no longer fit on what is left, the retry is refused with the plan
 rather than silently shrunk.
 
 The flow that decides and relaunches is :class:`~ezpz_tui.core.failover.Failover`, one
-layer up, beside the session it drives; this module holds what it, the supervisor and
-``ezpz-tui why`` share.
+layer up, beside the session it drives; this module holds what it and the supervisor share.
 
 Only runs on a scheduler's nodes name a faulty host (:func:`explain` decides): on a workstation
 the one host is this machine, and excluding it would only make every later launch refuse.
@@ -20,19 +20,15 @@ the one host is this machine, and excluding it would only make every later launc
 
 from __future__ import annotations
 
-import json
 import logging
-import time
-from dataclasses import replace
 from pathlib import Path
 
 from ezpz_tui.core.launching.allocation import Allocation
-from ezpz_tui.core.launching.bad_hosts import add_bad_hosts, is_listed, read_bad_hosts
+from ezpz_tui.core.launching.bad_hosts import add_bad_hosts
 from ezpz_tui.core.launching.plan import LaunchPlan, check
+from ezpz_tui.core.runs.bad_hosts import is_listed
 from ezpz_tui.core.runs.hosts import short_host
-from ezpz_tui.core.runs.liveness import run_state
-from ezpz_tui.core.watching.collectives import lines_of, run_verdict, verdict_json
-from ezpz_tui.core.watching.failure import Failure, explain, format_failure, outcome
+from ezpz_tui.core.watching.failure import Failure, explain
 
 log = logging.getLogger(__name__)
 
@@ -58,30 +54,6 @@ def record_end_fault(run_dir: Path) -> tuple[str, ...]:
     except Exception:
         log.exception("cannot record the node fault of %s in bad_hosts.txt", run_dir)
         return ()
-
-
-def why_report(run_dir: Path, as_json: bool) -> str:
-    """What ``ezpz-tui why`` prints: the failure (text or JSON) and whether the host its node
-    fault names is in ``bad_hosts.txt`` (recorded when the run ended; a person may have
-    removed it since); or how a run that did not fail ended. It only reads: explaining a run
-    never changes what the next launch does. Both say what the ranks' Flight Recorder shows:
-    a rank missing from a collective the others wait in (a live run), or members that called
-    different things at one collective (:mod:`~ezpz_tui.core.watching.collectives`)."""
-    failure = explain(run_dir)
-    live = run_state(run_dir).live
-    found, notes = run_verdict(run_dir, live, time.time())
-    said = tuple(lines_of(found, (f"note: {note}" for note in notes)))
-    collectives = {"collectives": verdict_json(found), "collective_notes": notes}
-    if failure is None:
-        text = outcome(run_dir)
-        data = {"run_id": run_dir.name, "failed": False, "outcome": text, **collectives}
-        return json.dumps(data, indent=2) if as_json else "\n".join([text, *said])
-    host = failure.node_fault_host
-    listed = None if host is None else is_listed(host, read_bad_hosts(run_dir.parent))
-    if not as_json:
-        return format_failure(replace(failure, collectives=said), listed)
-    data = {**failure.to_json(), "failed": True, "bad_host_listed": listed, **collectives}
-    return json.dumps(data, indent=2)
 
 
 def without_host(plan: LaunchPlan, alloc: Allocation, host: str) -> LaunchPlan:

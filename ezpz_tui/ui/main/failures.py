@@ -180,7 +180,7 @@ class Failures:
     def _relaunched(self, relaunch: Relaunch) -> None:
         """From a worker: what a relaunch after a failure did, told; bad_hosts.txt read again
         for the allocation pane."""
-        from ezpz_tui.core.launching.bad_hosts import read_bad_hosts
+        from ezpz_tui.core.runs.bad_hosts import read_bad_hosts
 
         assert self.failover is not None
         if relaunch.unrecorded is not None:

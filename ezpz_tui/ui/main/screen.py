@@ -367,7 +367,7 @@ class MainScreen(Screen[None]):
 
     @work(thread=True, group="bad-hosts")
     def _read_bad_hosts(self) -> None:
-        from ezpz_tui.core.launching.bad_hosts import read_bad_hosts
+        from ezpz_tui.core.runs.bad_hosts import read_bad_hosts
 
         if self.session is not None:
             self.post_message(BadHostsRead(read_bad_hosts(self.session.store.outputs)))
