@@ -64,6 +64,9 @@ def test_a_checkpoint_cut_short_is_named_by_why(outputs: Path) -> None:
     assert f"the newest earlier complete checkpoint is step 5, {before}" in said
     command = " ".join([sys.executable, *DEMO])
     assert f"`ezpz-tui launch --resume-from {before} -- {command}`" in said
+    advice = "The checkpoint the run resumed from cannot be read; the newest earlier complete"
+    assert advice in why.stdout, "the advice is the earlier checkpoint, not a fix to the program"
+    assert "Fix the exception in the program" not in why.stdout
 
 
 @pytest.mark.parametrize("case", ["no checkpoint", "no such run"])

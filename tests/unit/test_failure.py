@@ -292,6 +292,33 @@ def test_meanings_and_ranges() -> None:
     assert rank_ranges((5, 0, 1, 2, 9, 10)) == "0-2,5,9-10"
 
 
+@pytest.mark.parametrize(
+    "said",
+    [
+        "/r/checkpoints/step-10/__0_0.distcp is cut short (100 of its 200 bytes)",
+        "/r/checkpoints/step-10/.metadata: unreadable checkpoint index: EOFError",
+        "/r/checkpoints/step-10: checkpoint load failed: bad zip",
+    ],
+)
+def test_a_checkpoint_that_cannot_be_read_is_advised_on_not_fixed_in_the_program(
+    said: str,
+) -> None:
+    """runtime.checkpoint's error names the file, then the earlier checkpoint and its command:
+    the advice is that command, not a line of the program to fix."""
+    earlier = (
+        "the newest earlier complete checkpoint is step 5, /r/checkpoints/step-5: resume from "
+        "it with `ezpz-tui launch --resume-from /r/checkpoints/step-5 -- python train.py`"
+    )
+    error = f"runtime.checkpoint_dirs.CheckpointError: {said}; {earlier}"
+    assert advise((), None, 1, error, None) == (
+        f"The checkpoint the run resumed from cannot be read; {earlier}.",
+    )
+    (alone,) = advise((), None, 1, f"runtime.checkpoint_dirs.CheckpointError: {said}", None)
+    assert "cannot be read (the file is named above)" in alone and "--resume-from" in alone
+    saving = "runtime.checkpoint_dirs.CheckpointError: /r/step-10: checkpoint save failed: x"
+    assert advise((), None, 1, saving, None) == (f"Fix the exception in the program: {saving}",)
+
+
 def test_a_write_that_found_no_space_is_advised_on_not_fixed_in_the_program(
     tmp_path: Path,
 ) -> None:

@@ -32,6 +32,7 @@ What a reader here can know, and how it decides:
 from __future__ import annotations
 
 import signal as _signal
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,7 @@ _STOP_SIGNALS = frozenset({"SIGTERM", "SIGINT", "SIGKILL", "SIGHUP"})
 _STOP_NUMBERS = frozenset(int(s) for s in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGKILL))
 _OOM_KINDS = frozenset({"srun_task_oom", "slurm_oom_kill", "cuda_oom", "bad_alloc"})
 _KILL_SIGNALS = frozenset({int(_signal.SIGKILL), int(_signal.SIGBUS)})
+_UNREADABLE = (" is cut short (", "unreadable checkpoint index", "checkpoint load failed")
 AT_EXIT_MEANING = "aborted in the interpreter's teardown, after the script's own end"
 
 
@@ -262,11 +264,13 @@ def advise(
     bad_host: str | None,
     full_disk: Path | None = None,
     at_exit: str | None = None,
+    last_lines: tuple[str, ...] = (),
 ) -> tuple[str, ...]:
     """What to do next, most useful first, chosen by the cause; ``full_disk`` is the run
     directory when its disk filled up (recorded so, or said in the messages); ``at_exit`` is
     the advice for a rank that aborted at interpreter exit after its work, said instead of a
-    native crash's."""
+    native crash's; ``last_lines``, the failing rank's, may name a checkpoint it could not
+    read."""
     kinds = {m.kind for m in messages}
     out: list[str] = []
     if full_disk is not None:
@@ -303,13 +307,38 @@ def advise(
             "A native crash: check the last lines for the library at fault, and that torch, "
             "the driver and the collective library match."
         )
-    if exception:
+    unreadable = _unreadable_checkpoint((exception, *reversed(last_lines)))
+    if unreadable:
+        out.append(unreadable)
+    elif exception:
         out.append(f"Fix the exception in the program: {exception}")
     if exit_code == 127:
         out.append("The command was not found on the compute node: check it and its PATH.")
     if not out:
         out.append("Read the rank's last lines and the launcher's messages above.")
     return tuple(out)
+
+
+def _unreadable_checkpoint(said: Iterable[str | None]) -> str | None:
+    """The advice for a resume whose checkpoint could not be read: runtime.checkpoint's
+    ``CheckpointError`` on a load names the file and, after ``; ``, the earlier complete
+    checkpoint and the command that resumes from it, raised or (the demo) printed before an
+    exit 2. No line of the program is at fault, so "fix the exception" or "a usage error" would
+    send a person to the wrong place. ``said``: the exception's line, then the last lines."""
+    for text in said:
+        if not text or "checkpoint" not in text:
+            continue
+        error, _, earlier = text.partition("; ")
+        if not any(words in error for words in _UNREADABLE):
+            continue
+        if not earlier:
+            return (
+                "The checkpoint the run resumed from cannot be read (the file is named above): "
+                "resume from an earlier complete one with `ezpz-tui launch --resume-from "
+                "STEP_DIR`."
+            )
+        return f"The checkpoint the run resumed from cannot be read; {earlier}."
+    return None
 
 
 # --- the whole story ---------------------------------------------------------------------------
@@ -408,6 +437,7 @@ def explain(run_dir: Path) -> Failure | None:
             bad_host,
             full_disk,
             at_exit=exit_abort_advice(at_exit) if at_exit else None,
+            last_lines=last,
         ),
         notes=tuple(notes),
         symptoms=symptoms,
