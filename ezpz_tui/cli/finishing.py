@@ -6,18 +6,23 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ezpz_tui.cli.common import fail, run_named
+from ezpz_tui.cli.common import fail, run_named, say
 
 
 def cmd_finalize(args: argparse.Namespace) -> int:
-    from ezpz_tui.cli.comparing import peak_settings
-    from ezpz_tui.core.launching.finalize import finalize
+    from ezpz_tui.config import load_config
+    from ezpz_tui.core.launching.finalize import FinishSettings, finalize
+    from ezpz_tui.core.watching.efficiency import PeakSettings
 
     run_dir = run_named(args)
     if isinstance(run_dir, str):
         return fail(run_dir)
+    config, problems = load_config()
+    for problem in problems:
+        say(f"ezpz-tui: {problem}")
+    peaks = PeakSettings(config.peak_tflops, config.peak_dtype)
     try:
-        written = finalize(run_dir, peak_settings())
+        written = finalize(run_dir, FinishSettings(peaks, config.slow_factor))
     except Exception as exc:  # a foreign or damaged run: one line, never a traceback
         return fail(f"cannot finalize {run_dir.name}: {type(exc).__name__}: {exc}")
     for path in written:

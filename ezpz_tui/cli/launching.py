@@ -108,6 +108,7 @@ def session_for(args: argparse.Namespace) -> Any:
         settings.before_walltime_s,
         settings.flight_recorder,
         PeakSettings(settings.peak_tflops, settings.peak_dtype),
+        settings.slow_factor,
     )
     return Session(
         detect_allocation(),

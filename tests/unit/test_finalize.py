@@ -13,7 +13,7 @@ import xarray as xr
 
 from ezpz_tui import config
 from ezpz_tui.cli import main
-from ezpz_tui.core.launching.finalize import finalize, peak_args
+from ezpz_tui.core.launching.finalize import FinishSettings, finalize
 from ezpz_tui.core.launching.finalize import main as finalize_main
 from ezpz_tui.core.watching.efficiency import PeakSettings
 from ezpz_tui.core.watching.tracked import tracker_line, tracker_outputs
@@ -127,8 +127,12 @@ def test_a_finalizer_that_fails_says_why_in_the_launcher_log(tmp_path: Path) -> 
     assert len(lines) == 1 and lines[0].startswith("ezpz-tui: finalize: IsADirectoryError")
 
 
+def _summary(run_dir: Path) -> dict:
+    return json.loads(RunDir(run_dir).summary_json.read_text())
+
+
 def _peak_in_summary(run_dir: Path) -> str | None:
-    peak = json.loads(RunDir(run_dir).summary_json.read_text())["speed"]["efficiency"]["peak"]
+    peak = _summary(run_dir)["speed"]["efficiency"]["peak"]
     return peak and peak["label"]
 
 
@@ -140,7 +144,9 @@ def test_the_finalizer_divides_by_the_peak_it_is_given_never_the_config_s(
     supervisor or the tether) reads no config, so its peak is the one it was given."""
     settings = tmp_path / "config"
     settings.mkdir()
-    (settings / "config.toml").write_text("[efficiency]\npeak_tflops = 100.0\n")
+    (settings / "config.toml").write_text(
+        "[efficiency]\npeak_tflops = 100.0\n[monitor]\nslow_factor = 2.5\n"
+    )
     monkeypatch.setenv(config.ENV_CONFIG_DIR, str(settings))
     run_dir = tmp_path / "outputs" / "20260101-000000-000-tp1pp1cp1"
     RunDir(run_dir).make_folders()
@@ -150,9 +156,13 @@ def test_the_finalizer_divides_by_the_peak_it_is_given_never_the_config_s(
             h.record(step, {"loss": 1.0, "dt": 0.1, **first}, samples=8)
     write_state(run_dir, RunState(State.SUCCEEDED, start=10.0, end=40.0, exit_code=0))
 
-    assert finalize_main([str(run_dir), *peak_args(PeakSettings(500.0, "fp16"))]) == 0
+    given = FinishSettings(PeakSettings(500.0, "fp16"), slow_factor=3.0)
+    assert finalize_main([str(run_dir), *given.args()]) == 0
     assert _peak_in_summary(run_dir) == "every device fp16 500 TFLOPS (config)"
+    assert _summary(run_dir)["verdicts"]["slow_factor"] == 3.0  # the stragglers judged so
     assert finalize_main([str(run_dir)]) == 0  # no settings given: not the config's either
     assert "(config)" not in (_peak_in_summary(run_dir) or "")
+    assert _summary(run_dir)["verdicts"]["slow_factor"] == 1.5
     assert main(["finalize", run_dir.name, "--outputs", str(run_dir.parent)]) == 0
     assert _peak_in_summary(run_dir) == "every device bf16 100 TFLOPS (config)"
+    assert _summary(run_dir)["verdicts"]["slow_factor"] == 2.5

@@ -32,6 +32,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,18 +47,45 @@ EXPORTS = {"nc": METRICS_NC, "csv": METRICS_CSV, "parquet": METRICS_PARQUET}
 """What ``ezpz-tui export`` writes, by format, in the run directory unless told otherwise."""
 
 
-def peak_args(peaks: PeakSettings) -> list[str]:
-    """``peaks`` as this module's command-line options, for a process that finalizes later."""
-    given = [] if peaks.peak_tflops is None else ["--peak-tflops", repr(peaks.peak_tflops)]
-    return [*given, "--peak-dtype", peaks.dtype]
+@dataclass(frozen=True)
+class FinishSettings:
+    """The config's settings a run's end products are judged by, given by whoever starts the
+    finalizer (the supervisor, its tether, ``ezpz-tui finalize``), which reads no config: the
+    peak MFU divides by (``[efficiency]``) and the step-time factor that makes a rank a
+    straggler in the summary's verdicts (``[monitor] slow_factor``), as the live view judged."""
+
+    peaks: PeakSettings | None = None  # None: the device table's peak
+    slow_factor: float = 1.5
+
+    def args(self) -> list[str]:
+        """These settings as this module's (and the tether's) command-line options."""
+        peaks = self.peaks
+        given = []
+        if peaks is not None and peaks.peak_tflops is not None:
+            given = ["--peak-tflops", repr(peaks.peak_tflops)]
+        dtype = ["--peak-dtype", peaks.dtype] if peaks is not None else []
+        return [*given, *dtype, "--slow-factor", repr(self.slow_factor)]
 
 
-def start_finalize(run_dir: Path, peaks: PeakSettings) -> None:
+def add_settings_args(parser: argparse.ArgumentParser) -> None:
+    """The options :meth:`FinishSettings.args` writes, for a process that finalizes later."""
+    parser.add_argument("--peak-tflops", type=float, default=None)
+    parser.add_argument("--peak-dtype", default="bf16")
+    parser.add_argument("--slow-factor", type=float, default=FinishSettings.slow_factor)
+
+
+def settings_from(args: argparse.Namespace) -> FinishSettings:
+    from ezpz_tui.core.watching.efficiency import PeakSettings
+
+    return FinishSettings(PeakSettings(args.peak_tflops, args.peak_dtype), args.slow_factor)
+
+
+def start_finalize(run_dir: Path, settings: FinishSettings) -> None:
     """Write the run's end products in a process of its own; never raises, never waits."""
     env = {k: v for k, v in os.environ.items() if k != RUN_DIR_VAR}  # not one of the run's
     with contextlib.suppress(OSError, ValueError):
         subprocess.Popen(
-            [sys.executable, "-m", __name__, str(run_dir), *peak_args(peaks)],
+            [sys.executable, "-m", __name__, str(run_dir), *settings.args()],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -137,8 +165,9 @@ def speed_summary(
     }
 
 
-def build_summary(run_dir: Path, ds: Any, peaks: PeakSettings | None = None) -> dict[str, Any]:
+def build_summary(run_dir: Path, ds: Any, settings: FinishSettings | None = None) -> dict[str, Any]:
     """The whole ``summary.json`` object."""
+    settings = settings or FinishSettings()
     from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 
     state = read_state(run_dir)
@@ -159,20 +188,19 @@ def build_summary(run_dir: Path, ds: Any, peaks: PeakSettings | None = None) -> 
         "ranks": int(ds.sizes.get("rank", 0)),
         "steps": int(ds.sizes.get("step", 0)),
         "garbage_lines": int(ds.attrs.get("garbage_lines", 0)),
-        "speed": speed_summary(run_dir, meta, peaks),
+        "speed": speed_summary(run_dir, meta, settings.peaks),
         "metrics": metric_summary(ds),
         "plan": meta.get("plan", {}),
         "launch": {k: v for k, v in meta.items() if k != "plan"},
         "stage": _stage_summary(run_dir),
-        "verdicts": _verdicts(run_dir),
+        "verdicts": _verdicts(run_dir, settings.slow_factor),
     }
 
 
-def _verdicts(run_dir: Path) -> dict[str, Any]:
-    """Judged at the default ``slow_factor`` (the section says which): no configuration here."""
+def _verdicts(run_dir: Path, slow_factor: float) -> dict[str, Any]:
     from ezpz_tui.core.watching.verdicts import ended_verdicts
 
-    return ended_verdicts(run_dir)
+    return ended_verdicts(run_dir, slow_factor)
 
 
 def _stage_summary(run_dir: Path) -> dict[str, Any] | None:
@@ -249,14 +277,14 @@ def _cell(value: float | str) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def finalize(run_dir: Path, peaks: PeakSettings | None = None) -> list[Path]:
+def finalize(run_dir: Path, settings: FinishSettings | None = None) -> list[Path]:
     """Write ``summary.json``, ``metrics.nc`` and ``report.md``; returns their paths. Raises
     what reading or writing raises (the command says it in one line)."""
     from runtime.history import load_run_metrics
 
     run = RunDir(run_dir)
     ds = load_run_metrics(run_dir)
-    summary = build_summary(run_dir, ds, peaks)
+    summary = build_summary(run_dir, ds, settings)
     write_atomic(run.summary_json, (json.dumps(summary, indent=1) + "\n").encode())
     write_dataset(ds, run.metrics_nc, "nc")
     write_atomic(run.report_md, report(summary).encode())
@@ -281,13 +309,10 @@ def export(run_dir: Path, fmt: str, out: Path | None = None) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m {__name__}")
     parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--peak-tflops", type=float, default=None)
-    parser.add_argument("--peak-dtype", default="bf16")
+    add_settings_args(parser)
     args = parser.parse_args(argv)
-    from ezpz_tui.core.watching.efficiency import PeakSettings
-
     try:
-        finalize(args.run_dir, PeakSettings(args.peak_tflops, args.peak_dtype))
+        finalize(args.run_dir, settings_from(args))
     except Exception as exc:  # nobody waits on this process: say it where the run's story is
         with (
             contextlib.suppress(OSError),

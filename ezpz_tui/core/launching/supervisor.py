@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ezpz_tui.core.launching.failover import record_end_fault
-from ezpz_tui.core.launching.finalize import start_finalize
+from ezpz_tui.core.launching.finalize import FinishSettings, start_finalize
 from ezpz_tui.core.launching.launcher import Launch
 from ezpz_tui.core.launching.processes import (
     DEFAULT_GRACE_S,
@@ -230,7 +230,7 @@ class RunHandle:
                 State.RUNNING, launcher_pid=proc.pid, launcher_start_ticks=ticks, start=time.time()
             )
         try:
-            self._tether = start_tether(self.run_dir, proc.pid, ticks, self.supervisor.peaks)
+            self._tether = start_tether(self.run_dir, proc.pid, ticks, self.supervisor.finish)
         except OSError as exc:
             log.warning("no tether for %s (it dies with this process): %s", self.run_dir, exc)
         self.supervisor._notify(self, state)
@@ -373,7 +373,7 @@ class RunHandle:
             if name == State.FAILED:  # once, by whoever records the end; never by a reader
                 self.bad_hosts_added = record_end_fault(self.run_dir)
             # Its own process, started before anyone may exit.
-            start_finalize(self.run_dir, self.supervisor.peaks)
+            start_finalize(self.run_dir, self.supervisor.finish)
             self._unstage()  # before the end is known: the copy is gone once a wait returns
             self._done.set()
         self.supervisor._notify(self, state)
@@ -485,7 +485,8 @@ class Supervisor:
     as soon as one fails, or once one's log has ended in a traceback for ``raised_grace_s``
     seconds (``[launch] raised_grace_s``) with its process alive; off leaves them running, for
     jobs that tolerate a lost rank. ``peaks`` (the config's ``[efficiency]``): the peak each
-    run's ``summary.json`` divides by, passed on to the finalizer and the tether.
+    run's ``summary.json`` divides by, and ``slow_factor`` (``[monitor]``) the straggler its
+    verdicts name, passed on to the finalizer and the tether.
     """
 
     def __init__(
@@ -496,11 +497,12 @@ class Supervisor:
         before_walltime_s: float = 300.0,
         flight_recorder: bool = True,
         peaks: PeakSettings | None = None,
+        slow_factor: float = FinishSettings.slow_factor,
     ) -> None:
         from ezpz_tui.core.watching.efficiency import PeakSettings
 
         self.kill_on_bad_exit = kill_on_bad_exit
-        self.peaks = peaks or PeakSettings()
+        self.finish = FinishSettings(peaks or PeakSettings(), slow_factor)
         self.raised_grace_s = raised_grace_s
         # ``[checkpoint] before_walltime``: the ranks are asked to checkpoint this long before
         # the launch's ``walltime_end`` (0: never).

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ezpz_tui.core.watching.efficiency import PeakSettings
+    from ezpz_tui.core.launching.finalize import FinishSettings
 
 DONE = b"done\n"
 KEEP = b"keep\n"
@@ -72,11 +72,10 @@ class Tether:
 
 
 def start_tether(
-    run_dir: Path, launcher_pid: int, launcher_ticks: int | None, peaks: PeakSettings
+    run_dir: Path, launcher_pid: int, launcher_ticks: int | None, settings: FinishSettings
 ) -> Tether:
-    """Start the tether of the run in ``run_dir`` led by ``launcher_pid``; ``peaks`` are the
+    """Start the tether of the run in ``run_dir`` led by ``launcher_pid``; ``settings`` are the
     supervisor's, for the finalizer the tether starts in its place."""
-    from ezpz_tui.core.launching.finalize import peak_args
 
     reader, writer = os.pipe()  # neither end is inherited by anything else this process starts
     argv = [
@@ -87,7 +86,7 @@ def start_tether(
         str(launcher_pid),
         str(launcher_ticks or 0),
         str(os.getpid()),
-        *peak_args(peaks),
+        *settings.args(),
     ]
     try:
         proc = subprocess.Popen(
@@ -126,8 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("launcher_pid", type=int)
     parser.add_argument("launcher_ticks", type=int)
     parser.add_argument("supervisor_pid", type=int)
-    parser.add_argument("--peak-tflops", type=float, default=None)
-    parser.add_argument("--peak-dtype", default="bf16")
+    from ezpz_tui.core.launching.finalize import add_settings_args
+
+    add_settings_args(parser)
     args = parser.parse_args(argv)
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
@@ -151,11 +151,10 @@ def main(argv: list[str] | None = None) -> int:
 
     # A staged run's copies go too, unless kept, as the supervisor would have removed them.
     unstage_recorded(run, {k: v for k, v in os.environ.items() if k != RUN_DIR_VAR})
-    from ezpz_tui.core.launching.finalize import start_finalize
-    from ezpz_tui.core.watching.efficiency import PeakSettings
+    from ezpz_tui.core.launching.finalize import settings_from, start_finalize
 
     # summary.json, metrics.nc, as the supervisor would have, with its settings.
-    start_finalize(run, PeakSettings(args.peak_tflops, args.peak_dtype))
+    start_finalize(run, settings_from(args))
     return 0
 
 

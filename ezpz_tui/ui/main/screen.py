@@ -348,6 +348,7 @@ class MainScreen(Screen[None]):
             launch.before_walltime_s,
             launch.flight_recorder,
             PeakSettings(launch.peak_tflops, launch.peak_dtype),
+            launch.slow_factor,
         )
         session = Session(alloc or detect_allocation(), self.start.outputs, supervisor)
         plan = default_plan(session.alloc)
