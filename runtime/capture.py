@@ -187,6 +187,7 @@ def run(run_dir: Path, command: list[str]) -> int:
         if ended:
             _say(log, f"ezpz capture: {reaper.describe_ended(ended)}")
             status = replace(status, leftovers=tuple(item.describe() for item in ended))
+    flight.remove_request(run.flight_request(info.rank))  # nothing special left in the run
     if _took_mark(run.destroyed_mark(info.rank)):
         status = replace(status, destroyed_at_exit=True)
     if code < 0:

@@ -17,7 +17,11 @@ and every rank gets a daemon thread that writes the newest entries to its file i
   raised, leaves its entries too.
 
 The same FIFO carries a request to profile the next N steps (``p<N>``), which this thread keeps
-in :data:`profile_requests` for the step hook (:mod:`runtime.profiling`).
+in :data:`profile_requests` for the step hook (:mod:`runtime.profiling`). It lives only while its
+rank does: the wrapper removes it when the rank ends (:func:`remove_request`), and whoever records
+the run's end sweeps those a killed wrapper left (:func:`remove_requests`), so a finished run holds
+only regular files and folders. A FIFO on a shared filesystem is a pipe in the kernel of the node
+that opens it, so only a reader on the rank's node can reach the rank through it.
 
 The thread starts when ``torch.distributed`` is first imported (a script that never imports it
 pays nothing) and never raises: a rank must not fail because of it. Registered once per process
@@ -44,6 +48,7 @@ INTERVAL_VAR = "EZPZ_FLIGHT_INTERVAL_S"
 FILE_VAR = "EZPZ_FLIGHT_FILE"  # set by the capture wrapper: where this rank's entries go
 FIFO_VAR = "EZPZ_FLIGHT_FIFO"  # set by the capture wrapper: where a dump is asked for
 BUFFER_VAR = "TORCH_FR_BUFFER_SIZE"
+FIFO_SUFFIX = ".fifo"  # a rank's request pipe in flight/: rank-NNNNN.fifo (runtime.rundir)
 SHARED_NAME = "_ezpz_flight"
 DEFAULT_BUFFER = 512  # a larger ring only costs each dump more: a few hundred are written
 DEFAULT_INTERVAL_S = 5.0
@@ -99,7 +104,10 @@ def ask(fifo: str, what: bytes = b"d") -> str | None:
     try:
         fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
     except FileNotFoundError:
-        return "no Flight Recorder request pipe (recorder off, or the rank has not started it)"
+        return (
+            "no Flight Recorder request pipe: the rank has ended (its pipe is removed then), "
+            "or its recorder is off or not started yet"
+        )
     except OSError as exc:
         return f"its Flight Recorder does not listen: {exc.strerror or exc}"
     try:
@@ -111,6 +119,33 @@ def ask(fifo: str, what: bytes = b"d") -> str | None:
     finally:
         os.close(fd)
     return None
+
+
+def remove_request(fifo: str | os.PathLike[str]) -> None:
+    """Remove a rank's FIFO once the rank has ended, so the finished run holds only regular
+    files and folders (a copy, an archive or a transfer of it chokes on a named pipe). Only a
+    FIFO is removed: a path something else now holds is left alone; never raises."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISFIFO(os.lstat(fifo).st_mode):
+            os.unlink(fifo)
+
+
+def remove_requests(folder: str | os.PathLike[str]) -> int:
+    """Remove every rank's FIFO left in ``folder`` (a run's ``flight/``) by ranks whose wrapper
+    could not (killed with it); how many. Cheap at 127,488 ranks: one listing, and an unlink
+    per ``*.fifo`` name (:meth:`runtime.rundir.RunDir.flight_request`), no ``stat``; never
+    raises. Called by whoever records the run's end, when every rank has ended."""
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        if entry.name.endswith(FIFO_SUFFIX):
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+                removed += 1
+    return removed
 
 
 def snapshot(*raws: bytes | str, keep: int = KEEP) -> dict[str, Any]:

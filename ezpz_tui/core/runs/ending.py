@@ -20,9 +20,11 @@ from pathlib import Path
 from ezpz_tui.core.runs.exit_abort import aborted_at_exit, exit_abort_cause
 from ezpz_tui.core.runs.exit_meanings import describe_end
 from ezpz_tui.core.runs.full_disk import NO_SPACE, ended_on_full_disk
+from runtime.flight import remove_requests
 from runtime.rundir import (
     RankState,
     RankStatus,
+    RunDir,
     RunState,
     State,
     read_statuses,
@@ -155,7 +157,10 @@ def finalise(
 ) -> list[RankStatus]:
     """Rewrite the end of every rank :func:`final_statuses` names, from ``statuses`` as the
     caller just read them (read here when not given); ``world_size`` None: as the ranks say.
-    A disk that refuses one stops nothing (readers derive the same words)."""
+    A disk that refuses one stops nothing (readers derive the same words). The FIFOs of ranks
+    whose wrapper was killed with them go too (:func:`runtime.flight.remove_requests`): the
+    ended run holds only regular files and folders."""
+    remove_requests(RunDir(run_dir).flight_dir)
     statuses = read_statuses(run_dir) if statuses is None else statuses
     world = world_size or world_size_of(statuses)
     changed = final_statuses(statuses, run, world, now)
