@@ -20,7 +20,7 @@ from ezpz_tui.cli.stdout import refused, why_refused
 def plan_from_args(args: argparse.Namespace, **sizes: int) -> Any:
     """The plan the options shared by ``launch`` and ``sweep`` describe, with ``sizes`` (tp, pp,
     cp; 1 when not given); ``ValueError`` for a malformed ``--env``."""
-    from ezpz_tui.core.launching.plan import LaunchPlan, demo_command
+    from ezpz_tui.core.launching.plan import LaunchPlan, demo_command, min_nodes_value
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     env = []
@@ -29,7 +29,9 @@ def plan_from_args(args: argparse.Namespace, **sizes: int) -> Any:
         if not sep or not key:
             raise ValueError(f"--env takes K=V, got {item!r}")
         env.append((key, value))
+    least = getattr(args, "stage_min_nodes", None)  # launch's only
     return LaunchPlan(
+        stage_min_nodes=None if least is None else min_nodes_value(least, "--stage-min-nodes"),
         nodes=args.nodes,
         exclude=tuple(args.exclude),
         ppn=args.ppn,
@@ -148,6 +150,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
     while True:
         handle = result.handle
         say(f"ezpz-tui: run {handle.run_dir}")
+        if handle.staging_note:
+            say(f"ezpz-tui: {handle.staging_note}")
         code = _follow(handle, quiet=args.quiet)
         step = failover.after(handle, plan)
         for line in step.said:

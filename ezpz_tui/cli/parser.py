@@ -323,6 +323,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="where each node puts the staged copy (default: $TMPDIR, else /tmp)",
     )
     p.add_argument(
+        "--stage-min-nodes",
+        metavar="N",
+        help="go on with at least N nodes (or a fraction of them: 0.9) when staging fails on "
+        "some: they are excluded and listed in bad_hosts.txt, the ranks and DP shrink "
+        "(default: staging must succeed on every node)",
+    )
+    p.add_argument(
         "--resume-from",
         metavar="RUN",
         help="continue from RUN's newest complete checkpoint (a run id, prefix or path), or "

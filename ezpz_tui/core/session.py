@@ -16,12 +16,13 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ezpz_tui.core.launch_result import LaunchResult, Started, not_started
 from ezpz_tui.core.launching.allocation import Allocation, probe_node_address
-from ezpz_tui.core.launching.bad_hosts import exclude_listed
+from ezpz_tui.core.launching.bad_hosts import add_bad_hosts, exclude_listed
 from ezpz_tui.core.launching.launcher import (
     Launch,
     LaunchConfig,
@@ -29,15 +30,17 @@ from ezpz_tui.core.launching.launcher import (
     build_launch,
     launcher_problems,
 )
-from ezpz_tui.core.launching.making import RunMaker, record_launch
+from ezpz_tui.core.launching.making import RunMaker, record_launch, record_shrunk
 from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan, LaunchRefused, Problem, check
 from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S
 from ezpz_tui.core.launching.rendezvous import resolves
+from ezpz_tui.core.launching.stage_shortfall import without_unstaged
 from ezpz_tui.core.launching.staging import stage_problems
-from ezpz_tui.core.launching.supervisor import RunHandle, StopResult, Supervisor
+from ezpz_tui.core.launching.supervisor import RunHandle, Shrink, StopResult, Supervisor
 from ezpz_tui.core.runs.bad_hosts import bad_hosts_path, read_bad_hosts
 from ezpz_tui.core.runs.outputs import default_outputs
 from ezpz_tui.core.runs.record import RunStoreError
+from runtime.rundir import BAD_HOSTS
 
 PLACEHOLDER_RUN_ID = "<run-id>"
 
@@ -150,11 +153,11 @@ class Session:
         hosts = list(launch.hostfile_hosts) or _listed_hosts(launch.hostfile)
         return Preview(list(checked.warnings), launch, hosts, checked)
 
-    def _prepare(self, plan: LaunchPlan | CheckedPlan, parent: str | None) -> Launch:
-        """A recorded launch of ``plan`` in a new run directory; :class:`LaunchRefused` for a
-        plan with errors, before anything is made. A plan :meth:`check` cleared (the one a
-        question showed) is launched as it was checked: it is frozen, so nothing edited since
-        can come with it."""
+    def _prepare(self, plan: LaunchPlan | CheckedPlan, parent: str | None) -> tuple[Launch, Shrink]:
+        """A recorded launch of ``plan`` in a new run directory, and how it goes on without
+        nodes that cannot stage; :class:`LaunchRefused` for a plan with errors, before
+        anything is made. A plan :meth:`check` cleared (the one a question showed) is
+        launched as it was checked: it is frozen, so nothing edited since can come with it."""
         checked = plan if isinstance(plan, CheckedPlan) else self.check(plan)
         meta = checked.meta
         if self.submission:
@@ -162,18 +165,47 @@ class Session:
         run_dir = self.store.create(checked.plan.to_dict(), checked.sizes, parent=parent, meta=meta)
         launch = build_launch(checked, run_dir, self._config())
         left = self.alloc.walltime_left()
-        return launch if left is None else replace(launch, walltime_end=time.time() + left)
+        if left is not None:
+            launch = replace(launch, walltime_end=time.time() + left)
+        return launch, self._shrink(checked, launch)
+
+    def _shrink(self, checked: CheckedPlan, launch: Launch) -> Shrink:
+        """The launch of ``checked`` without the nodes whose staging failed, recorded in its
+        run directory, those nodes added to ``bad_hosts.txt`` (a node's full or read-only disk
+        fails the next launch too); or why there is none."""
+
+        def shrink(failed: Mapping[str, str]) -> tuple[Launch, str] | str:
+            found = without_unstaged(checked, failed, self._launcher_here)
+            if isinstance(found, str):
+                return found
+            smaller, said = found
+            run_dir = launch.run_dir
+            try:
+                shrunk = build_launch(smaller, run_dir, self._config())
+                shrunk = replace(shrunk, walltime_end=launch.walltime_end)
+                record_shrunk(run_dir, smaller, failed)
+                record_launch(shrunk)
+            except (RunStoreError, ValueError) as exc:  # LaunchRefused is a ValueError
+                return f"the smaller launch cannot be made: {exc}"
+            for host, why in failed.items():
+                try:
+                    add_bad_hosts(self.store.outputs, [host], run_dir.name, f"staging: {why}")
+                except OSError as exc:
+                    said += f"; cannot record {host} in {BAD_HOSTS}: {exc.strerror or exc}"
+            return shrunk, said
+
+        return shrink
 
     def _start(
-        self, launch: Launch, old: RunHandle | None, grace_s: tuple[float, float]
+        self, launch: Launch, shrink: Shrink, old: RunHandle | None, grace_s: tuple[float, float]
     ) -> RunHandle:
         try:
             record_launch(launch)
         except RunStoreError as exc:
             return self.supervisor.not_started(launch, str(exc))
         if old is None:
-            return self.supervisor.start(launch)
-        return self.supervisor.relaunch(old, launch, grace_s)
+            return self.supervisor.start(launch, shrink)
+        return self.supervisor.relaunch(old, launch, grace_s, shrink)
 
     def launch(self, plan: LaunchPlan | CheckedPlan, parent: str | None = None) -> LaunchResult:
         """Start ``plan`` in a new run directory, or say why not."""
@@ -202,8 +234,8 @@ class Session:
         verb: str,
     ) -> LaunchResult:
         try:
-            launch = self._prepare(plan, parent)
-            self.current = self._start(launch, old, grace_s)
+            launch, shrink = self._prepare(plan, parent)
+            self.current = self._start(launch, shrink, old, grace_s)
         except (OSError, RunStoreError, ValueError) as exc:  # LaunchRefused is a ValueError
             return not_started(exc, self.store.outputs, verb)
         return Started(self.current)

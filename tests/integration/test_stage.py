@@ -25,12 +25,22 @@ from pathlib import Path
 import pytest
 
 from ezpz_tui.core.comparing.facts import read_facts
+from ezpz_tui.core.runs.record import read_run_toml
 from ezpz_tui.core.runs.staged import stage_line
 from runtime.rundir import RunDir, read_state, read_statuses
 from runtime.stage import bytes_text
 from tests.fixtures.cli import REPO, base_env, cli
 from tests.fixtures.mounts import fill, make_read_only, tmpfs
+from tests.fixtures.nodes import two_node_job
 
+# A rank whose command is a bare ``python``: where it runs from, what its environment says.
+BARE = (
+    "python",
+    "-c",
+    "import os, shutil, socket, sys; print('EXE', sys.executable, 'PREFIX', sys.prefix, "
+    "'VENV', os.environ.get('VIRTUAL_ENV'), 'WHICH', shutil.which('python'), "
+    "'HOST', socket.gethostname(), flush=True)",
+)
 # The rank: where its interpreter is, then three steps of the demo in that interpreter.
 RANK = (
     "import runpy, sys; print('EXE', sys.executable, 'PREFIX', sys.prefix, flush=True); "
@@ -59,14 +69,24 @@ def stage_dir(tmp_path: Path) -> Iterator[Path]:
     shutil.rmtree(where, ignore_errors=True)  # a kept copy, or a failing test's
 
 
-def _launch(venv: Path, outputs: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    """``ezpz-tui launch`` run from ``venv``; mpiexec is this venv's (the mpich wheel)."""
-    env = base_env(outputs)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+def _launch(
+    venv: Path,
+    outputs: Path,
+    *flags: str,
+    command: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    ppn: int = 2,
+) -> subprocess.CompletedProcess[str]:
+    """``ezpz-tui launch`` run from ``venv`` (the rank's command: ``command``, else the
+    demo in the venv's interpreter); mpiexec is this venv's (the mpich wheel) unless ``env``
+    says otherwise."""
+    if env is None:
+        env = base_env(outputs)
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     python = str(venv / "bin" / "python")
-    argv = [python, "-m", "ezpz_tui", "launch", "--quiet", "--ppn", "2", *flags]
+    argv = [python, "-m", "ezpz_tui", "launch", "--quiet", "--ppn", str(ppn), *flags]
     return subprocess.run(
-        [*argv, "--", python, "-c", RANK],
+        [*argv, "--", *(command or (python, "-c", RANK))],
         env=env,
         cwd=REPO,
         capture_output=True,
@@ -163,6 +183,97 @@ def test_a_failed_copy_fails_the_launch_naming_the_node_and_starts_no_rank(
     assert read_statuses(run) == [] and list(RunDir(run).logs_dir.iterdir()) == []
     assert left == (["filler"] if fault == "full" else [])
     assert (stage_line(run) or "").startswith(f"staging to {where}/ezpz-stage-{run.name} on 1 node")
+
+
+def _said(run: Path, rank: int) -> dict[str, str]:
+    """What a :data:`BARE` rank printed: its interpreter, prefix, VIRTUAL_ENV, PATH's python."""
+    line = next(
+        line for line in RunDir(run).log(rank).read_text().splitlines() if line.startswith("EXE")
+    )
+    words = line.split()
+    return dict(zip(words[::2], words[1::2], strict=True))
+
+
+def test_a_bare_python_runs_from_the_copy(venv: Path, outputs: Path, stage_dir: Path) -> None:
+    proc = _launch(venv, outputs, "--stage", "--stage-dir", str(stage_dir), command=BARE)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = _only_run(outputs)
+    copy = json.loads(RunDir(run).stage_json.read_text())["dest"]
+    for rank in (0, 1):
+        said = _said(run, rank)
+        assert said["EXE"] == said["WHICH"] == f"{copy}/bin/python"
+        assert said["PREFIX"] == said["VENV"] == copy
+    assert list(stage_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "why_not"),
+    [
+        ((), "with --stage-min-nodes the launch goes on without the nodes that failed"),
+        (
+            ("--stage-min-nodes", "0.9"),
+            "1 of 2 nodes have their copy, fewer than the 2 --stage-min-nodes asks for",
+        ),
+    ],
+)
+def test_a_node_that_cannot_copy_fails_the_launch_naming_it(
+    venv: Path, outputs: Path, stage_dir: Path, tmp_path: Path, flags: tuple[str, ...], why_not: str
+) -> None:
+    """Two simulated nodes (:mod:`tests.fixtures.nodes`), vm2's disk full."""
+    env = two_node_job(tmp_path, outputs, stage_dir, full="vm2")
+    staging = ("--stage", "--stage-dir", str(stage_dir), *flags)
+    proc = _launch(venv, outputs, *staging, command=BARE, env=env, ppn=1)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in said, said
+    run = _only_run(outputs)
+    state = read_state(run)
+    assert str(state.state) == "failed" and state.reason is not None
+    assert state.reason == (
+        f"staging the environment failed on vm2: {stage_dir} has 0 B free, the environment "
+        f"needs {bytes_text(json.loads(RunDir(run).stage_json.read_text())['bytes'])}; "
+        f"no rank was started ({why_not})"
+    )
+    assert state.reason in said
+    assert read_statuses(run) == [] and list(stage_dir.iterdir()) == []  # vm1's copy removed
+    assert not (outputs / "bad_hosts.txt").exists()
+
+
+def test_with_stage_min_nodes_the_launch_goes_on_without_the_node_that_cannot_copy(
+    venv: Path, outputs: Path, stage_dir: Path, tmp_path: Path
+) -> None:
+    env = two_node_job(tmp_path, outputs, stage_dir, full="vm2")
+    staging = ("--stage", "--stage-dir", str(stage_dir), "--stage-min-nodes", "1")
+    proc = _launch(venv, outputs, *staging, command=BARE, env=env, ppn=1)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in said, said
+    run = _only_run(outputs)
+    record = json.loads(RunDir(run).stage_json.read_text())
+    why = f"{stage_dir} has 0 B free, the environment needs {bytes_text(record['bytes'])}"
+    line = f"staging failed on vm2: {why}; going on with 1 of 2 nodes: 2 → 1 ranks, DP 2 → 1"
+    assert f"ezpz-tui: {line}\n" in proc.stderr
+    assert f"ezpz-tui: {line}\n" in RunDir(run).launcher_log.read_text()
+    # The run records the smaller plan it ran, and vm2 as a bad host with the reason.
+    toml = read_run_toml(run)
+    assert toml["hosts"] == ["vm1"] and toml["plan"]["exclude"] == ["vm2"]
+    assert toml["sizes"]["world_size"] == 1 and toml["plan"]["stage_min_nodes"] == 1
+    assert toml["stage_excluded"] == {"vm2": why}
+    assert RunDir(run).hostfile.read_text() == "vm1\n"
+    [listed] = (outputs / "bad_hosts.txt").read_text().splitlines()
+    assert listed.startswith("vm2  # ") and listed.endswith(f"run {run.name}: staging: {why}")
+    # The one rank ran on vm1, from vm1's copy, which is removed after.
+    [status] = read_statuses(run)
+    assert status.host == "vm1" and str(status.state) == "succeeded"
+    rank = _said(run, 0)
+    assert rank["HOST"] == "vm1" and rank["EXE"] == f"{record['dest']}/bin/python"
+    assert rank["WHICH"] == rank["EXE"] and rank["VENV"] == record["dest"]
+    assert record["excluded"] == {"vm2": why} and list(record["nodes"]) == ["vm1"]
+    assert record["hosts"] == ["vm1"] and record["failure"] is None
+    assert record["removed"]["failure"] is None and list(stage_dir.iterdir()) == []
+    assert (stage_line(run) or "").endswith(
+        "on 1 node in {:.1f} s, without vm2 (its copy failed: excluded), removed after".format(
+            record["seconds"]
+        )
+    )
 
 
 @pytest.mark.parametrize("how", ["ctrl-c", "ezpz-tui stop"])

@@ -13,6 +13,7 @@ from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.batch_script import launch_line
 from ezpz_tui.core.launching.launcher import Launch, LaunchConfig, build_launch
 from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused, check, validate
+from ezpz_tui.core.launching.stage_shortfall import without_unstaged
 from tests.unit.test_launcher import AURORA, PALS, pbs, perlmutter, which
 
 
@@ -75,7 +76,42 @@ def test_srun_stages_one_task_per_node(tmp_path: Path, venv: Path) -> None:
     assert list(stage.copy_argv[:4]) == ["/usr/bin/srun", "-u", "--verbose", "-N3"]
     assert "-n3" in stage.copy_argv and "--ntasks-per-node=1" in stage.copy_argv
     assert stage.copy_argv[-1] == "--keep"
-    assert list(launch.argv[-2:]) == ["python", "train.py"]  # a bare name is left to PATH
+    # This venv has no bin/python: the bare name is left to PATH, whose first folder is the copy's.
+    assert list(launch.argv[-2:]) == ["python", "train.py"]
+
+
+def test_a_bare_python_the_environment_has_runs_the_copy_and_the_ranks_env_names_it(
+    tmp_path: Path, venv: Path
+) -> None:
+    for name in ("python", "python3", "python3.12"):
+        (venv / "bin" / name).touch()
+    python = str(venv / "bin" / "python")
+    alloc = perlmutter()
+    for bare in ("python", "python3", "python3.12"):
+        plan = LaunchPlan(ppn=4, command=(bare, "train.py"), stage="on", env=(("PATH", "/x"),))
+        launch = staged(plan, alloc, tmp_path / "run", python, PATH="/usr/bin")
+        assert launch.stage is not None
+        assert list(launch.argv[-2:]) == [f"{launch.stage.dest}/bin/{bare}", "train.py"]
+    assert launch.env["PATH"] == f"{launch.stage.dest}/bin:/x"  # the plan's PATH, after it
+    assert launch.env["VIRTUAL_ENV"] == launch.stage.dest and "CONDA_PREFIX" not in launch.env
+    # A name the environment lacks is not its interpreter; the copy's bin still comes first.
+    other = LaunchPlan(ppn=4, command=("python2", "old.py"), stage="on")
+    launch = staged(other, alloc, tmp_path / "run", python, PATH="/usr/bin")
+    assert launch.stage is not None and list(launch.argv[-2:]) == ["python2", "old.py"]
+    assert launch.env["PATH"] == f"{launch.stage.dest}/bin:/usr/bin"
+    unstaged = staged(LaunchPlan(ppn=4, command=("python", "t.py")), alloc, tmp_path / "r", python)
+    assert list(unstaged.argv[-2:]) == ["python", "t.py"] and "PATH" not in unstaged.env
+
+
+def test_a_conda_environment_is_named_by_conda_prefix(tmp_path: Path) -> None:
+    conda = tmp_path / "conda"
+    (conda / "conda-meta").mkdir(parents=True)
+    (conda / "bin").mkdir()
+    (conda / "bin" / "python").touch()
+    plan = LaunchPlan(ppn=4, command=("python", "t.py"), stage="on")
+    launch = staged(plan, perlmutter(), tmp_path / "run", str(conda / "bin" / "python"))
+    assert launch.stage is not None and launch.env["CONDA_PREFIX"] == launch.stage.dest
+    assert "VIRTUAL_ENV" not in launch.env
 
 
 def test_a_kept_copy_has_the_same_place_for_every_run(tmp_path: Path, venv: Path) -> None:
@@ -107,6 +143,77 @@ def test_the_plan_keeps_its_staging_and_says_what_is_wrong(tmp_path: Path) -> No
     assert "Staging 'always' is not one of off, on, keep." in bad
     relative = {p.message for p in validate(LaunchPlan(ppn=2, stage="on", stage_dir="x"), alloc)}
     assert "The staging directory 'x' must be an absolute path." in relative
+
+
+def test_the_plan_keeps_its_minimum_of_staged_nodes_and_says_what_is_wrong() -> None:
+    alloc = perlmutter()  # 3 nodes
+    for least, needed in ((2, 2), (0.5, 2), (0.9, 3), (1, 1)):
+        plan = LaunchPlan(ppn=2, stage="on", stage_min_nodes=least)
+        assert LaunchPlan.from_dict(plan.to_dict()) == plan
+        assert plan.stage_nodes_needed(3) == needed
+        assert validate(plan, alloc) == []
+    assert LaunchPlan(ppn=2, stage="on", stage_min_nodes=2).to_dict()["stage_min_nodes"] == 2
+    assert LaunchPlan(ppn=2).stage_nodes_needed(3) == 3 and "stage_min_nodes" not in (
+        LaunchPlan(ppn=2).to_dict()
+    )
+
+    def said(plan: LaunchPlan) -> list[str]:
+        return [p.message for p in validate(plan, alloc) if p.field == "stage_min_nodes"]
+
+    assert said(LaunchPlan(ppn=2, stage_min_nodes=1)) == [
+        "A minimum of staged nodes needs staging: set stage on."
+    ]
+    assert said(LaunchPlan(ppn=2, stage="on", stage_min_nodes=4)) == [
+        "At least 4 staged nodes asked for, but the plan runs on 3 nodes."
+    ]
+    for bad in (0, 1.5, -1):
+        [message] = said(LaunchPlan(ppn=2, stage="on", stage_min_nodes=bad))
+        assert message.startswith("'stage_min_nodes' must be a whole number of nodes (3) or")
+    with pytest.raises(ValueError, match="must be a whole number of nodes"):
+        LaunchPlan.from_dict({"stage": "on", "stage_min_nodes": "most"})
+    with pytest.raises(ValueError, match="must be a whole number of nodes"):
+        LaunchPlan.from_dict({"stage": "on", "stage_min_nodes": True})
+
+
+# --- going on without the nodes that cannot copy ---------------------------------------------
+
+
+def test_without_the_nodes_that_failed_the_plan_shrinks_and_says_how(tmp_path: Path) -> None:
+    alloc = pbs(tmp_path, ["n1.cluster", "n2.cluster", "n3.cluster"], "5.pbs")
+    plan = LaunchPlan(ppn=2, tp=2, stage="on", stage_min_nodes=0.5)
+    found = without_unstaged(check(plan, alloc), {"n2": "/tmp has 0 B free"})
+    assert not isinstance(found, str)
+    smaller, said = found
+    assert smaller.plan.exclude == ("n2",) and smaller.world_size == 4
+    assert smaller.plan.hosts_used(alloc) == ("n1.cluster", "n3.cluster")
+    assert said == (
+        "staging failed on n2: /tmp has 0 B free; going on with 2 of 3 nodes: 6 → 4 ranks, DP 3 → 2"
+    )
+    # A plan of so many nodes runs on the nodes that staged, never on one that has no copy.
+    two = LaunchPlan(nodes=2, ppn=2, stage="on", stage_min_nodes=1)
+    found = without_unstaged(check(two, alloc), {"n1.cluster": "Read-only file system"})
+    assert not isinstance(found, str)
+    assert found[0].plan.hosts_used(alloc) == ("n2.cluster",) and found[0].plan.nodes == 1
+
+
+def test_too_few_nodes_left_or_sizes_that_no_longer_fit_say_why_not(tmp_path: Path) -> None:
+    alloc = pbs(tmp_path, ["n1", "n2", "n3"], "5.pbs")
+    failed = {"n3": "/tmp has 0 B free"}
+    assert without_unstaged(check(LaunchPlan(ppn=2, stage="on"), alloc), failed) == (
+        "with --stage-min-nodes the launch goes on without the nodes that failed"
+    )
+    strict = LaunchPlan(ppn=2, stage="on", stage_min_nodes=0.9)
+    assert without_unstaged(check(strict, alloc), failed) == (
+        "2 of 3 nodes have their copy, fewer than the 3 --stage-min-nodes asks for"
+    )
+    tp3 = LaunchPlan(ppn=1, tp=3, stage="on", stage_min_nodes=1)
+    found = without_unstaged(check(tp3, alloc), failed)
+    assert isinstance(found, str) and found.startswith("without n3 the plan does not fit: ")
+
+
+def test_a_batch_job_keeps_the_minimum_of_staged_nodes(tmp_path: Path) -> None:
+    plan = LaunchPlan(ppn=4, stage="on", stage_min_nodes=0.9)
+    assert "--stage-min-nodes=0.9" in launch_line(plan, 4, tmp_path, "/venv/bin/python")
 
 
 # --- the doctor's row ------------------------------------------------------------------------

@@ -110,6 +110,8 @@ def launch_line(
         argv.append(f"--stage={plan.stage}")
     if plan.stage_dir:
         argv.append(f"--stage-dir={plan.stage_dir}")
+    if plan.stage_min_nodes is not None:
+        argv.append(f"--stage-min-nodes={plan.stage_min_nodes:g}")
     argv += [f"--env={key}={value}" for key, value in plan.env]
     return (*argv, "--", *plan.command)
 

@@ -32,7 +32,9 @@ builder serves them all from a table of their spellings (:data:`_MPI_STYLES`); s
 Building a launch starts nothing and writes nothing: a :class:`Launch` is a value, which the run
 store records (writing the hostfile it names) and the supervisor starts. A plan that stages its
 environment (``stage``) gets a :class:`~.staging.Staging` too: the copy and the removal, each in
-the same launcher's words with one process a node, and the ranks' interpreter is the copy's.
+the same launcher's words with one process a node, and the ranks' interpreter is the copy's (a
+bare ``python`` in the command too), the copy's ``bin`` first on their ``PATH`` and their
+``VIRTUAL_ENV`` (or ``CONDA_PREFIX``) the copy.
 """
 
 from __future__ import annotations
@@ -459,6 +461,7 @@ def build_launch(checked: CheckedPlan, run_dir: Path, config: LaunchConfig | Non
     command = staging.swap(plan.command) if staging else list(plan.command)
     python = staging.swap([python])[0] if staging else python
     if staging:
+        env.update(staging.rank_env({**config.environ, **plan.env_dict()}))
         notes.append(f"The ranks run from {staging.dest}, a copy of {staging.source} on each node.")
     capture = ["-m", "runtime.capture", "--run-dir", str(run_dir), "--", *command]
 

@@ -31,6 +31,7 @@ import tomli_w
 
 from ezpz_tui import __version__
 from ezpz_tui.core.launching.launcher import Launch
+from ezpz_tui.core.launching.plan import CheckedPlan
 from ezpz_tui.core.launching.processes import supervised_here
 from ezpz_tui.core.launching.reserve import make_reserve
 from ezpz_tui.core.runs.outputs import cause, creating
@@ -103,6 +104,24 @@ def record_launch(launch: Launch) -> None:
         )
     except OSError as exc:
         raise RunStoreError(f"cannot record the launch in {run.path}: {cause(exc)}") from None
+
+
+def record_shrunk(run_dir: Path, checked: CheckedPlan, excluded: Mapping[str, str]) -> None:
+    """Record that the run goes on with fewer nodes than it was made for (staging failed on
+    some: :mod:`~ezpz_tui.core.launching.stage_shortfall`): its plan, sizes and hosts as they
+    now are, and the nodes ``excluded`` with why. The run's id keeps its sizes (TP, PP and CP
+    do not change). :class:`RunStoreError` when the disk refuses."""
+    run = RunDir(run_dir)
+    try:
+        data = read_run_toml(run.path)
+        data.update(_tomlable(checked.meta, "run"))
+        data["sizes"] = _sizes(checked.plan.to_dict(), checked.sizes)
+        data["plan"] = _tomlable(checked.plan.to_dict(), "plan")
+        data["stage_excluded"] = dict(excluded)
+        write_atomic(run.run_toml, _dump_toml(data))
+    except OSError as exc:
+        why = cause(exc)
+        raise RunStoreError(f"cannot record the smaller launch in {run.path}: {why}") from None
 
 
 # --- sizes ------------------------------------------------------------------------------------

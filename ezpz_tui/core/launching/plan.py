@@ -13,6 +13,7 @@ The sizes themselves (which divide, where each rank sits on the (pp, dp, cp, tp)
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -82,6 +83,9 @@ class LaunchPlan:
     # ``stage_dir`` on every node ("": the launching node's $TMPDIR, else /tmp).
     stage: str = "off"
     stage_dir: str = ""
+    # How many staged nodes a launch goes on with when some cannot copy (those are excluded
+    # and the plan shrunk): a count, or a fraction of the plan's nodes; None: every node.
+    stage_min_nodes: float | None = None
 
     def __post_init__(self) -> None:
         # Accept lists and dicts from callers and TOML, store tuples so the plan stays hashable.
@@ -143,6 +147,9 @@ class LaunchPlan:
             out["stage"] = self.stage
         if self.stage_dir:
             out["stage_dir"] = self.stage_dir
+        if self.stage_min_nodes is not None:
+            whole = float(self.stage_min_nodes).is_integer()
+            out["stage_min_nodes"] = int(self.stage_min_nodes) if whole else self.stage_min_nodes
         out["command"] = list(self.command)
         if self.env:
             out["env"] = dict(self.env)
@@ -175,9 +182,33 @@ class LaunchPlan:
                 if not isinstance(data[name], str):
                     raise ValueError(f"'{name}' must be a string, not {data[name]!r}.")
                 kw[name] = data[name]
+        if "stage_min_nodes" in data:
+            kw["stage_min_nodes"] = min_nodes_value(data["stage_min_nodes"])
         if "env" in data:
             kw["env"] = _env_table(data["env"])
         return cls(**kw)
+
+    def stage_nodes_needed(self, staged: int) -> int:
+        """Of ``staged`` nodes, how many must have their copy for the launch to go on."""
+        wanted = self.stage_min_nodes
+        if wanted is None:
+            return staged
+        return math.ceil(wanted * staged) if wanted < 1 else int(wanted)
+
+
+def min_nodes_value(value: Any, name: str = "'stage_min_nodes'") -> float:
+    """``stage_min_nodes`` from TOML or the command line: a whole count of nodes (``3``) or a
+    fraction of the plan's (``0.9``); ``ValueError`` says what it must be."""
+    try:
+        number = float(value) if isinstance(value, int | float | str) else math.nan
+    except ValueError:
+        number = math.nan
+    if isinstance(value, bool) or not number > 0 or (number > 1 and not number.is_integer()):
+        raise ValueError(
+            f"{name} must be a whole number of nodes (3) or a fraction of the "
+            f"plan's nodes between 0 and 1 (0.9), not {value!r}."
+        )
+    return number
 
 
 def _whole_number(name: str, value: Any) -> int:
@@ -287,6 +318,20 @@ def validate(plan: LaunchPlan, alloc: Allocation) -> list[Problem]:
         error("stage", f"Staging {plan.stage!r} is not one of {', '.join(STAGE_MODES)}.")
     elif plan.stage_dir and not plan.stage_dir.startswith("/"):
         error("stage_dir", f"The staging directory {plan.stage_dir!r} must be an absolute path.")
+    if plan.stage_min_nodes is not None:
+        nodes = len(plan.hosts_used(alloc))
+        try:
+            min_nodes_value(plan.stage_min_nodes)
+        except ValueError as exc:
+            error("stage_min_nodes", str(exc))
+        if plan.stage == "off":
+            error("stage_min_nodes", "A minimum of staged nodes needs staging: set stage on.")
+        elif plan.stage_min_nodes >= 1 and plan.stage_min_nodes > nodes:
+            error(
+                "stage_min_nodes",
+                f"At least {int(plan.stage_min_nodes)} staged nodes asked for, but the plan "
+                f"runs on {_plural(nodes, 'node')}.",
+            )
 
     if not plan.command:
         error("command", "The command is empty: give the program to run, e.g. python train.py.")

@@ -12,7 +12,8 @@ What each node answered is the run's ``stage.json`` (:func:`stage_record`; its f
 by :mod:`ezpz_tui.core.runs.staged`): the seconds the
 staging took, the bytes copied, whether a kept copy was reused. A node that failed (a full or
 read-only disk, a copy that does not match its source) fails the launch before any rank starts,
-named in the reason.
+named in the reason, unless the plan's ``stage_min_nodes`` lets it go on without that node
+(:mod:`~ezpz_tui.core.launching.stage_shortfall`).
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ from runtime.stage import MARK
 
 STAGE_TIMEOUT_S = 1800.0  # a copy of several GB to every node of a busy filesystem
 _PREFIX_MARKS = ("pyvenv.cfg", "conda-meta")  # what makes a folder an environment to copy
+_BARE_PYTHON = re.compile(r"python(\d+(\.\d+)?)?")  # a command's interpreter found on PATH
 
 
 @dataclass(frozen=True)
@@ -51,9 +54,25 @@ class Staging:
     hosts: tuple[str, ...]
 
     def swap(self, argv: Sequence[str]) -> list[str]:
-        """``argv`` with every path inside the source environment pointing into the copy."""
+        """``argv`` with every path inside the source environment pointing into the copy, and
+        a bare ``python``/``python3``/``python3.12`` the environment has its copy's: the most
+        common way to write a command would otherwise run from the shared filesystem."""
         inside = self.source.rstrip("/") + "/"
-        return [self.dest + "/" + a[len(inside) :] if a.startswith(inside) else a for a in argv]
+        out = [self.dest + "/" + a[len(inside) :] if a.startswith(inside) else a for a in argv]
+        if out and _BARE_PYTHON.fullmatch(out[0]) and (Path(inside, "bin", out[0])).exists():
+            out[0] = os.path.join(self.dest, "bin", out[0])
+        return out
+
+    def rank_env(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """What the ranks' environment says of the copy: its ``bin`` first on ``PATH`` (a
+        script's own ``python`` finds it), and ``VIRTUAL_ENV`` or ``CONDA_PREFIX`` naming it."""
+        path = environ.get("PATH", "")
+        env = {"PATH": os.path.join(self.dest, "bin") + (os.pathsep + path if path else "")}
+        if Path(self.source, "conda-meta").exists():
+            env["CONDA_PREFIX"] = self.dest
+        else:
+            env["VIRTUAL_ENV"] = self.dest
+        return env
 
 
 def environment_of(python: str) -> Path | Problem:
@@ -108,6 +127,7 @@ class NodesAnswer:
     answers: dict[str, dict[str, Any]]
     seconds: float
     failure: str | None
+    failed: dict[str, str] = field(default_factory=dict)  # each failed host: why, in words
 
 
 def run_on_nodes(
@@ -147,13 +167,23 @@ def run_on_nodes(
                 continue
             if isinstance(answer, dict) and isinstance(answer.get("host"), str):
                 answers[answer["host"]] = answer
-    failed = [f"{h}: {a.get('error', 'failed')}" for h, a in answers.items() if not a.get("ok")]
+    named = {short_host(h): h for h in hosts}  # a node's answer names it as it calls itself
+    failed = {
+        named.get(short_host(h), h): str(a.get("error", "failed"))
+        for h, a in answers.items()
+        if not a.get("ok")
+    }
     heard = {short_host(h) for h in answers}
     silent = [h for h in hosts if short_host(h) not in heard]
     if silent and code is not None:
         late = f"the launcher exited with status {code} before it answered"
-    failed += [f"{h}: {late}" for h in silent]
-    return NodesAnswer(answers, seconds, "; ".join(failed) if failed else None)
+    failed |= {h: late for h in silent}
+    return NodesAnswer(answers, seconds, nodes_text(failed) or None, failed)
+
+
+def nodes_text(failed: Mapping[str, str]) -> str:
+    """``vm2: no space left; vm7: ...``: the nodes that failed, each with why."""
+    return "; ".join(f"{host}: {why}" for host, why in failed.items())
 
 
 def _append(log: Path, text: str) -> None:
@@ -180,19 +210,34 @@ def stage_record(staging: Staging, copied: NodesAnswer) -> dict[str, Any]:
     }
 
 
-def stage(staging: Staging, env: Mapping[str, str], run_dir: Path) -> str | None:
-    """Stage the environment on every node and record it in ``stage.json``; None when every
-    node has its copy, else why not (naming the nodes), after removing the copies made."""
+def stage(staging: Staging, env: Mapping[str, str], run_dir: Path) -> NodesAnswer:
+    """Stage the environment on every node and record it in ``stage.json``; what the nodes
+    answered, whose ``failure`` names the nodes that have no copy (the caller goes on
+    without them, or removes the copies made: :func:`not_staged`)."""
     run = RunDir(run_dir)
     _append(run.launcher_log, f"ezpz-tui: staging {staging.source} to {staging.dest}\n")
     copied = run_on_nodes(staging.copy_argv, env, staging.hosts, run.launcher_log)
-    record = stage_record(staging, copied)
+    _write(run_dir, stage_record(staging, copied))
+    return copied
+
+
+def not_staged(failure: str, why_not_fewer: str = "") -> str:
+    """The reason of a launch its staging failed, naming the nodes; ``why_not_fewer``: why it
+    did not go on without them."""
+    more = f" ({why_not_fewer})" if why_not_fewer else ""
+    return f"staging the environment failed on {failure}; no rank was started{more}"
+
+
+def record_excluded(run_dir: Path, staging: Staging, failed: Mapping[str, str]) -> None:
+    """``stage.json`` after the launch went on without the nodes that ``failed``: the nodes
+    left are its nodes (and removing the copy visits only them), the others are ``excluded``,
+    each with why."""
+    record = read_stage(run_dir) or {}
+    nodes = record.get("nodes") if isinstance(record.get("nodes"), dict) else {}
+    record["nodes"] = {h: a for h, a in nodes.items() if isinstance(a, dict) and a.get("ok")}
+    record.update(failure=None, excluded=dict(failed), hosts=list(staging.hosts))
+    record["remove_argv"] = list(staging.remove_argv)
     _write(run_dir, record)
-    if copied.failure is None:
-        return None
-    if not staging.keep:  # a kept copy elsewhere is still good for the next run
-        unstage(staging, env, run_dir)
-    return f"staging the environment failed on {copied.failure}; no rank was started"
 
 
 def unstage(staging: Staging, env: Mapping[str, str], run_dir: Path) -> None:

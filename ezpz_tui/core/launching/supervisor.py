@@ -24,7 +24,9 @@ fault names to ``bad_hosts.txt`` (:func:`~ezpz_tui.core.launching.failover.recor
 
 A launch that stages its environment (:mod:`~ezpz_tui.core.launching.staging`) has it copied to
 every node before the launcher starts, in the thread that starts it (the run is ``pending`` for
-that long); a node that cannot copy fails the launch before any rank starts. The watcher removes
+that long); a node that cannot copy fails the launch before any rank starts, unless whoever
+started it gives a smaller launch without that node (:data:`Shrink`: the session does when the
+plan has ``stage_min_nodes``), which then runs in the same run directory. The watcher removes
 the copies when the run ends, whatever ended it, unless the plan keeps them.
 """
 
@@ -55,7 +57,7 @@ from ezpz_tui.core.launching.processes import (
     supervised_here,
 )
 from ezpz_tui.core.launching.reserve import NO_SPACE, nearly_full, no_space, release_reserve
-from ezpz_tui.core.launching.staging import stage, unstage
+from ezpz_tui.core.launching.staging import not_staged, record_excluded, stage, unstage
 from ezpz_tui.core.launching.tether import Tether, start_tether
 from ezpz_tui.core.runs.culprit import culprit_cause, verdict
 from ezpz_tui.core.runs.ending import cause_in, finalise, first_failure, status_dir_stamp
@@ -89,6 +91,9 @@ FAIL_FAST_POLL_S = 0.5  # how often the watcher looks at the status folder: one 
 FAIL_FAST_GRACE_S = (2.0, 3.0)  # the failed job's other ranks: after SIGINT, after SIGTERM
 
 Listener = Callable[["RunHandle", RunState], None]
+# Given the nodes whose staging failed (host: why), the launch without them, recorded in the
+# same run directory, and what changed in words; or why there is none ("": no reason to add).
+Shrink = Callable[[Mapping[str, str]], "tuple[Launch, str] | str"]
 
 
 @dataclass(frozen=True)
@@ -156,6 +161,7 @@ class RunHandle:
         self._disk_full = False  # a state write failed for want of space
         self._detached = False  # left to its tether: this process records nothing more
         self.bad_hosts_added: tuple[str, ...] = ()  # named by its node fault, at its end
+        self.staging_note: str | None = None  # it went on without nodes that could not stage
         self._lock = threading.Lock()  # state writes and the stop-vs-exit decision
         self._stop_lock = threading.Lock()  # one stop at a time
         self._done = threading.Event()  # set once the final state is recorded
@@ -219,6 +225,18 @@ class RunHandle:
                 )
             self._done.set()
         self.supervisor._notify(self, state)
+
+    def _without_unstaged(self, launch: Launch, said: str, failed: Mapping[str, str]) -> None:
+        """Go on with ``launch``, the smaller one without the nodes whose staging ``failed``."""
+        self.launch = replace(launch, run_dir=self.run_dir)
+        if launch.stage is not None:
+            record_excluded(self.run_dir, launch.stage, failed)
+        self.staging_note = said
+        with (
+            contextlib.suppress(OSError),
+            open(RunDir(self.run_dir).launcher_log, "ab") as fh,
+        ):
+            fh.write(f"ezpz-tui: {said}\n".encode())
 
     def _launched(self, proc: subprocess.Popen[bytes]) -> None:
         ticks = start_ticks(proc.pid)
@@ -554,8 +572,9 @@ class Supervisor:
             self._handles.append(handle)
         return handle
 
-    def start(self, launch: Launch) -> RunHandle:
-        """Start ``launch`` in its fresh (``pending``) run directory.
+    def start(self, launch: Launch, shrink: Shrink | None = None) -> RunHandle:
+        """Start ``launch`` in its fresh (``pending``) run directory; ``shrink``: the smaller
+        launch when the staging failed on some nodes.
 
         Problems starting the launcher (no such program, bad working directory) do not raise:
         the handle comes back finished, its state ``failed`` with a readable ``reason`` that is
@@ -573,13 +592,17 @@ class Supervisor:
             run.make_folders()  # once, before the ranks start: none of them makes or lists one
             if launch.stage is not None:
                 try:
-                    failed = stage(launch.stage, _stage_env(launch.env, run.path), run.path)
+                    copied = stage(launch.stage, _stage_env(launch.env, run.path), run.path)
                 except KeyboardInterrupt:  # Ctrl-C while staging: the user's stop
                     handle._fail_to_start(STOPPED_STAGING, staged=True, stopped=True)
                     raise
-                if failed is not None:
-                    handle._fail_to_start(failed)
-                    return handle
+                if copied.failure is not None:
+                    smaller = shrink(copied.failed) if shrink is not None else ""
+                    if isinstance(smaller, str):
+                        handle._fail_to_start(not_staged(copied.failure, smaller), staged=True)
+                        return handle
+                    handle._without_unstaged(*smaller, copied.failed)
+                    launch, argv = handle.launch, handle.launch.argv
             env = _launch_env(launch.env, run.path)
             env.setdefault(INTERVAL_VAR, f"{self.telemetry_s:g}")
             env.setdefault(flight.ENABLE_VAR, "1" if self.flight_recorder else "0")
@@ -597,9 +620,14 @@ class Supervisor:
         return handle
 
     def relaunch(
-        self, handle: RunHandle, launch: Launch, grace_s: tuple[float, float] = DEFAULT_GRACE_S
+        self,
+        handle: RunHandle,
+        launch: Launch,
+        grace_s: tuple[float, float] = DEFAULT_GRACE_S,
+        shrink: Shrink | None = None,
     ) -> RunHandle:
-        """Stop ``handle``'s run completely, then start ``launch``.
+        """Stop ``handle``'s run completely, then start ``launch`` (``shrink``: as for
+        :meth:`start`).
 
         If processes of the old run survive SIGKILL the new run is not started (they would hold
         the accelerators and ports it needs); its state becomes ``failed`` with the reason.
@@ -608,7 +636,7 @@ class Supervisor:
             raise ValueError("that run was started by another Supervisor")
         result = handle.stop(grace_s)
         if result.clean:
-            return self.start(launch)
+            return self.start(launch, shrink)
         pids = ", ".join(map(str, result.remaining))
         return self.not_started(
             launch, f"not started: processes of {handle.run_dir.name} would not die ({pids})"

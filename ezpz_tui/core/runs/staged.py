@@ -32,7 +32,8 @@ def stage_seconds(run_dir: Path) -> float | None:
 
 def stage_line(run_dir: Path) -> str | None:
     """One line for the run header: ``staged 1.8 GiB to /tmp/ezpz-stage-… on 2 nodes in
-    35.1 s, removed after``; None for a run that was not staged."""
+    35.1 s, removed after`` (``, without vm2 (its copy failed: excluded)`` when the launch went
+    on without nodes that could not stage); None for a run that was not staged."""
     record = read_stage(run_dir)
     if record is None:
         return None
@@ -47,6 +48,9 @@ def stage_line(run_dir: Path) -> str | None:
     else:
         size = record.get("bytes")
         line = f"staged {bytes_text(size if isinstance(size, int) else 0)} to {where}{took}"
+    excluded = record.get("excluded")
+    if isinstance(excluded, dict) and excluded:
+        line += f", without {', '.join(map(str, excluded))} (its copy failed: excluded)"
     removed = record.get("removed")
     if isinstance(removed, dict):
         failure = removed.get("failure")

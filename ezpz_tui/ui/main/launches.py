@@ -200,8 +200,13 @@ class Launches:
         self.host.dialogs.confirm(question, lambda: self.host.in_thread(stop, "stop"))
 
     async def launched(self, message: Launched) -> None:
-        await self.host.open_run(message.handle.run_dir)
-        self.host.notify(f"Started {message.handle.run_dir.name}", timeout=4)
+        handle = message.handle
+        await self.host.open_run(handle.run_dir)
+        if handle.staging_note:  # it went on without nodes that could not stage
+            note = f"Started {handle.run_dir.name}: {handle.staging_note}"
+            self.host.notify(note, severity="warning", timeout=12)
+        else:
+            self.host.notify(f"Started {handle.run_dir.name}", timeout=4)
 
     def runs_stopped(self, message: RunsStopped) -> None:
         if message.then_exit:

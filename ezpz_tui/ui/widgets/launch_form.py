@@ -28,7 +28,14 @@ from textual.widgets import Input, Label, Select, Static
 
 from ezpz_tui.core.launching.allocation import Allocation
 from ezpz_tui.core.launching.launcher import format_argv
-from ezpz_tui.core.launching.plan import LAUNCHERS, STAGE_MODES, LaunchPlan, Problem, validate
+from ezpz_tui.core.launching.plan import (
+    LAUNCHERS,
+    STAGE_MODES,
+    LaunchPlan,
+    Problem,
+    min_nodes_value,
+    validate,
+)
 from ezpz_tui.core.launching.sizes import STEPPED, step_size
 from ezpz_tui.ui.palette import bindings_for
 from runtime.trackers import KNOWN as KNOWN_TRACKERS
@@ -86,11 +93,14 @@ class LaunchForm(VerticalScroll, can_focus=True):
             yield Label("flags", classes="label")
             yield Input(id="launcher_args", placeholder="e.g. --cpu-bind=none")
         with Horizontal(classes="row"):
-            # Copy the venv to each node's own disk first (off, on, keep), into this folder.
+            # Copy the venv to each node's own disk first (off, on, keep), into this folder
+            # (empty: $TMPDIR, else /tmp).
             yield Label("stage", classes="label")
             modes = [(x, x) for x in STAGE_MODES]
             yield Select(modes, value="off", allow_blank=False, id="stage", classes="small")
-            yield Input(id="stage_dir", placeholder="in $TMPDIR or /tmp")
+            yield Input(id="stage_dir", placeholder="TMPDIR")
+            # Go on without nodes that cannot copy, down to this many (or a fraction: 0.9).
+            yield Input(id="stage_min_nodes", placeholder="min: all", classes="small")
         with Horizontal(classes="row"):
             yield Label("command", classes="label")
             yield Input(id="command")
@@ -140,6 +150,7 @@ class LaunchForm(VerticalScroll, can_focus=True):
             "env": " ".join(f"{k}={v}" for k, v in plan.env if k != TRACKERS_VAR),
             "trackers": dict(plan.env).get(TRACKERS_VAR, ""),
             "stage_dir": plan.stage_dir,
+            "stage_min_nodes": "" if plan.stage_min_nodes is None else f"{plan.stage_min_nodes:g}",
         }
         # One recompute for the whole plan, not one per field: each would validate, redraw the
         # grid and ask for a preview of a half-filled plan.
@@ -189,6 +200,12 @@ class LaunchForm(VerticalScroll, can_focus=True):
             h.strip() for h in self.query_one("#exclude", Input).value.split(",") if h.strip()
         )
         launcher = self.query_one("#launcher", Select).value
+        least: float | None = None
+        if text := self.query_one("#stage_min_nodes", Input).value.strip():
+            try:
+                least = min_nodes_value(text, "The minimum of staged nodes")
+            except ValueError as exc:
+                problems.append(Problem("error", "stage_min_nodes", str(exc)))
         plan = LaunchPlan(
             nodes=self._number("nodes"),
             exclude=exclude,
@@ -199,6 +216,7 @@ class LaunchForm(VerticalScroll, can_focus=True):
             launcher_args=launcher_args,
             stage=str(self.query_one("#stage", Select).value),
             stage_dir=self.query_one("#stage_dir", Input).value.strip(),
+            stage_min_nodes=least,
             **sizes,
         )
         if self.alloc is not None:
