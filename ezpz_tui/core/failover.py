@@ -80,13 +80,17 @@ class Failover:
         self._retried: set[str] = set()  # failed runs claimed for a retry
 
     def decide(self, failure: Failure) -> Decision:
-        """Whether to retry ``failure`` unattended; a retry decided on is claimed. Reads no
+        """Whether to retry ``failure`` unattended: only what its class
+        (:mod:`~ezpz_tui.core.watching.failure_class`) says to retry, a node fault that did
+        not follow the job from its parent's host; a retry decided on is claimed. Reads no
         file, so the UI thread may ask."""
         attempt = self._attempt_of.get(failure.run_id, 0) + 1
         if attempt > self.retries:
             return Decision()
-        if failure.node_fault_host is None:
-            return Decision(said=f"not retrying: {failure.cause} does not look like a node fault")
+        judged = failure.judged
+        if judged is None or not judged.retry or failure.node_fault_host is None:
+            why = judged.why if judged is not None else f"{failure.cause} was not classified"
+            return Decision(said=f"not retrying: {why}")
         if not any(h.run_dir == failure.run_dir for h in self.session.supervisor.handles):
             return Decision()  # not this process's run: whoever started it decides
         if failure.run_id in self._retried:

@@ -103,6 +103,10 @@ async def test_a_crashed_run_shows_why_and_the_launchers_log(tmp_path: Path, mpi
         assert f"first failing rank: 1 on {HOST}, exit 3" in shown
         assert "    rank 1 gives up" in shown, "its last lines"
         assert "killed as a consequence: rank 0" in shown
+        # Its class, as `why` says it: the program's exit, not retried.
+        assert "class: workload" in shown
+        assert f"  evidence: rank 1 on {HOST}: exit 3" in shown
+        assert "  not retried: rank 1 on " in shown
         assert "what to do:" in shown
         await pilot.press("escape")
         assert app.screen is app.main

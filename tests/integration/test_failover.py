@@ -25,7 +25,7 @@ import pytest
 
 from ezpz_tui.core.runs.record import read_run_toml
 from tests.fixtures.cli import base_env, cli, kill_leftovers, run_dirs
-from tests.fixtures.stand_ins import AURORA, STAND_IN
+from tests.fixtures.stand_ins import AURORA, STAND_IN, pass_through
 
 PY = sys.executable
 CRASH = """
@@ -72,6 +72,10 @@ def test_why_names_the_crashed_rank_its_signal_last_line_and_the_rank_killed_aft
     assert out["node_fault_host"] is None and out["bad_host_listed"] is None
     assert not (crashed["outputs"] / "bad_hosts.txt").exists()  # type: ignore[operator]
     assert out["advice"][0].startswith("Give each rank more memory")
+    # Killed from outside with no OOM report: the machine's, yet no other host to move to.
+    assert (out["class"], out["retry"]["retry"]) == ("infrastructure", False)
+    assert out["evidence"] == [f"{out['cause']}: killed from outside, with no out-of-memory report"]
+    assert out["retry"]["why"] == f"{out['cause']} names no host to move away from"
 
     text = cli(["why", run_dir.name[:15]], env)  # a unique prefix, as attach and plot take
     assert text.returncode == 0, text.stderr
@@ -152,6 +156,8 @@ def test_retries_exclude_the_host_a_node_fault_names(tmp_path: Path) -> None:
 
     why = json.loads(cli(["why", first.name, "--json"], env).stdout)
     assert why["node_fault_host"] == AURORA[1] and why["rank"] is None
+    assert (why["class"], why["retry"]["retry"]) == ("infrastructure", True)
+    assert why["evidence"] == [f"launcher.log:2: {AURORA[1]}: shepherd died from signal 9"]
     assert why["advice"][0].startswith(f"Exclude {AURORA[1]} and relaunch")
     assert why["bad_host_listed"] is True
     # A later launch in this outputs directory skips both hosts unless told not to.
@@ -188,3 +194,94 @@ def test_why_reads_and_the_runs_end_records_the_node_fault_once(tmp_path: Path) 
         as_json = json.loads(cli(["why", run_dir.name, "--json"], env).stdout)
         assert as_json["bad_host_listed"] is False
     assert bad_hosts.read_bytes() == before
+
+
+# Steps 0 to 5 recorded by every rank, then the last rank fails: raising (the program's own
+# error) or killed by SIGKILL (its node going down, as the stand-in launcher then says).
+AT_STEP_5 = """
+import os, sys
+from runtime.history import History
+last = int(os.environ["RANK"]) == int(os.environ["WORLD_SIZE"]) - 1
+history = History()
+for step in range(6):
+    history.record(step, {"loss": 1.0 / (step + 1)})
+history.flush()
+if last and sys.argv[1] == "raise":
+    raise ValueError("the config asks for 7 layers of 6")
+if last:
+    os.kill(os.getpid(), 9)
+"""
+
+
+def test_the_programs_error_at_step_5_is_the_workloads_run_once_no_host_blamed(
+    tmp_path: Path, mpiexec: str
+) -> None:
+    env = aurora_job(tmp_path)
+    pass_through(tmp_path / "bin", mpiexec, node_dies=False)
+    outputs = tmp_path / "outputs"
+    args = ["launch", "--retries", "3", "--ppn", "1", "--quiet", "--", PY, "-c", AT_STEP_5]
+    try:
+        proc = cli([*args, "raise"], env, 120)
+    finally:
+        kill_leftovers(outputs)
+    assert proc.returncode != 0
+    [run_dir] = run_dirs(outputs)  # runs once
+    assert "not retrying: rank 1 on " in proc.stderr, proc.stderr
+    assert "does not look like a node fault" in proc.stderr
+    why = json.loads(cli(["why", run_dir.name, "--json"], env).stdout)
+    assert (why["class"], why["step"], why["rank"]) == ("workload", 5, 1)
+    [evidence] = why["evidence"]
+    assert evidence.startswith("rank 1 raised ValueError: the config asks for 7 layers of 6")
+    assert why["retry"]["retry"] is False
+    assert why["retry"]["why"].endswith(
+        "does not look like a node fault: it would fail again anywhere"
+    )
+    assert not (outputs / "bad_hosts.txt").exists()
+    text = cli(["why", run_dir.name], env).stdout.splitlines()
+    assert "class: workload at step 5" in text
+    assert f"  evidence: {evidence}" in text
+
+
+def test_a_node_fault_at_the_same_step_on_another_host_follows_the_job_and_stops(
+    tmp_path: Path, mpiexec: str
+) -> None:
+    """With a spare, the run uses the first host; it dies at step 5 and the spare takes its
+    place; the retry dies at step 5 too, on the spare: the fault followed the job, so the
+    loop stops with one sentence and blames no second host."""
+    env = aurora_job(tmp_path)
+    pass_through(tmp_path / "bin", mpiexec, node_dies=True)
+    outputs = tmp_path / "outputs"
+    args = ["launch", "--retries", "3", "--spares", "1", "--ppn", "1", "--quiet", "--"]
+    try:
+        proc = cli([*args, PY, "-c", AT_STEP_5, "kill"], env, 180)
+    finally:
+        kill_leftovers(outputs)
+    assert proc.returncode != 0
+    first, retry = run_dirs(outputs)
+    assert read_run_toml(retry)["parent"] == first.name
+    handed = (tmp_path / "bin" / "hostfiles.log").read_text().splitlines()
+    assert handed == [AURORA[0], AURORA[1]]
+    assert f"retry 1 of 3 without {AURORA[0]}" in proc.stderr
+    said = (
+        f"ezpz-tui: not retrying: the same node fault at step 5 on {AURORA[0]} and then "
+        f"{AURORA[1]}: it follows the job, not a node"
+    )
+    assert said in proc.stderr.splitlines(), proc.stderr
+    listed = (outputs / "bad_hosts.txt").read_text().splitlines()
+    assert [line.split()[0] for line in listed] == [AURORA[0]]  # the first fault's only
+
+    before = json.loads(cli(["why", first.name, "--json"], env).stdout)
+    assert (before["class"], before["step"], before["retry"]["retry"]) == (
+        "infrastructure",
+        5,
+        True,
+    )
+    [dead] = before["evidence"]  # the launcher's line, after Hydra's own of the SIGKILL
+    assert dead.startswith("launcher.log:")
+    assert dead.endswith(f": {AURORA[0]}: shepherd died from signal 9")
+    after = json.loads(cli(["why", retry.name, "--json"], env).stdout)
+    assert (after["class"], after["step"]) == ("workload", 5)
+    assert after["retry"] == {"retry": False, "why": said.partition("not retrying: ")[2]}
+    assert after["evidence"][0] == f"run {first.name}: {dead}"
+    assert after["evidence"][1].endswith(f": {AURORA[1]}: shepherd died from signal 9")
+    assert len(after["evidence"]) == 2

@@ -174,7 +174,11 @@ def test_a_run_not_started_here_or_not_a_node_fault_is_not_retried(
     assert failure is not None and failure.node_fault_host is None
     decision = flow.decide(failure)
     assert decision.attempt == 0
-    assert decision.said == f"not retrying: {failure.cause} does not look like a node fault"
+    assert failure.judged is not None and failure.judged.kind == "workload"
+    assert decision.said == (
+        f"not retrying: {failure.cause} does not look like a node fault: it would fail again "
+        "anywhere"
+    )
 
     elsewhere = make_run(outputs, run_id="20261125-100001-000", failing_rank=1, **common)  # type: ignore[arg-type]
     with RunDir(elsewhere).launcher_log.open("a") as fh:

@@ -7,7 +7,9 @@ its tether: :func:`record_end_fault`; ``ezpz-tui why``, :mod:`ezpz_tui.core.watc
 says whether it is listed), and the
 failed run's plan is relaunched on the remaining hosts, each attempt its own run with
 ``parent`` naming the one that failed. A failure that does not look like a node's (an
-exception in the program, the OOM killer) is not retried: it would fail again wherever it ran.
+exception in the program, the OOM killer) is not retried: it would fail again wherever it ran;
+nor is a node fault that recurs at the same step on another host than the run it retries: it
+followed the job (:mod:`~ezpz_tui.core.watching.failure_class` classifies; its host is not listed).
 When the sizes no longer fit on what is left, the retry is refused with the plan's own reason
 rather than silently shrunk.
 
@@ -35,11 +37,12 @@ log = logging.getLogger(__name__)
 
 def record_node_fault(failure: Failure) -> list[str]:
     """Add the host ``failure`` implicates to ``bad_hosts.txt`` beside its run; the hosts added
-    (none when it names none, already lists it, or the run had no scheduler's nodes).
+    (none when it names none, already lists it, the run had no scheduler's nodes, or its class
+    says the workload's: the same fault at the same step on its parent's other host).
     ``OSError`` when the file cannot be written."""
     host = failure.node_fault_host
-    if host is None:
-        return []
+    if host is None or failure.judged is None or not failure.judged.retry:
+        return []  # the workload's failure (one that followed the job too) blames no host
     return add_bad_hosts(failure.run_dir.parent, [host], failure.run_id, failure.cause)
 
 

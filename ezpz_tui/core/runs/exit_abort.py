@@ -68,14 +68,14 @@ def aborted_at_exit(run_dir: Path, status: RankStatus, peers: Iterable[RankStatu
     said = [line for line in lines if line and not line.startswith(_OURS)]
     if not said or said[-1] != TERMINATE or any(line.startswith(_TRACEBACK) for line in said):
         return False
-    own = _last_step(run.metrics(status.rank))
+    own = last_recorded_step(run.metrics(status.rank))
     if own is None:
         return True  # no History records: the log is all there is to go by
-    steps = (_last_step(run.metrics(p.rank)) for p in peers if p.rank != status.rank)
+    steps = (last_recorded_step(run.metrics(p.rank)) for p in peers if p.rank != status.rank)
     return all(step is None or step <= own for step in steps)
 
 
-def _last_step(path: Path) -> int | None:
+def last_recorded_step(path: Path) -> int | None:
     """The step of the last complete History record in ``path``; None when there is none."""
     for line in reversed(read_tail(path, _RECORD_TAIL).split("\n")):
         record = decode(line) if line.strip() else None

@@ -27,6 +27,9 @@ What a reader here can know, and how it decides:
   lost, a bus error, NCCL or CUDA failing, srun's "Killed" without an out-of-memory report), or
   Hydra reporting a process on a named host killed by SIGKILL/SIGBUS without one. Failover
   excludes that host; nothing else is blamed on a node, and nothing at all on a workstation.
+* Its class, workload or infrastructure, the evidence and whether to retry
+  (:mod:`~ezpz_tui.core.watching.failure_class`), judged against the failure of the run it
+  retries (run.toml's ``parent``): a node fault at that run's step on another host is the job's.
 """
 
 from __future__ import annotations
@@ -39,7 +42,12 @@ from typing import Any
 
 from ezpz_tui.core.runs.culprit import INTERRUPTED, RankFailure, Verdict, culprit_cause, verdict
 from ezpz_tui.core.runs.ending import cause_of, first_failure
-from ezpz_tui.core.runs.exit_abort import aborted_at_exit, exit_abort_advice, exit_abort_cause
+from ezpz_tui.core.runs.exit_abort import (
+    aborted_at_exit,
+    exit_abort_advice,
+    exit_abort_cause,
+    last_recorded_step,
+)
 from ezpz_tui.core.runs.exit_meanings import describe_end, meaning
 from ezpz_tui.core.runs.full_disk import ended_on_full_disk, what_to_do
 from ezpz_tui.core.runs.liveness import run_state
@@ -47,6 +55,7 @@ from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 from ezpz_tui.core.runs.tail import read_tail
 from ezpz_tui.core.runs.tracebacks import MAX_FRAMES, last_traceback, raised_in
 from ezpz_tui.core.runs.unreadable import unreadable, unusable_statuses
+from ezpz_tui.core.watching.failure_class import OOM_KINDS, FailureClass, classify
 from ezpz_tui.core.watching.launcher_messages import MAX_READ, LauncherMessage, read_messages
 from ezpz_tui.core.watching.tails import plain
 from ezpz_tui.core.words import rank_ranges
@@ -67,7 +76,6 @@ from runtime.rundir import (
 LAST_LINES = 10
 _STOP_SIGNALS = frozenset({"SIGTERM", "SIGINT", "SIGKILL", "SIGHUP"})
 _STOP_NUMBERS = frozenset(int(s) for s in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGKILL))
-_OOM_KINDS = frozenset({"srun_task_oom", "slurm_oom_kill", "cuda_oom", "bad_alloc"})
 _KILL_SIGNALS = frozenset({int(_signal.SIGKILL), int(_signal.SIGBUS)})
 _UNREADABLE = (" is cut short (", "unreadable checkpoint index", "checkpoint load failed")
 AT_EXIT_MEANING = "aborted in the interpreter's teardown, after the script's own end"
@@ -99,9 +107,14 @@ class Failure:
     collectives: tuple[str, ...] = ()
     # Ranks whose own failure was a symptom of this one's (a connection closed by it), by time.
     symptoms: tuple[Symptom, ...] = ()
+    # Workload or infrastructure, with its evidence and whether to retry (failure_class.py).
+    judged: FailureClass | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        del data["judged"]
+        if self.judged is not None:
+            data |= self.judged.to_json()
         data["run_dir"] = str(self.run_dir)
         data["messages"] = [m.to_json() for m in self.messages]
         data["exception"] = _exception_json(self.exception)
@@ -225,7 +238,7 @@ def _rank_messages(run: RunDir, status: RankStatus) -> list[LauncherMessage]:
 def node_fault_host(messages: tuple[LauncherMessage, ...]) -> str | None:
     """The host a node fault implicates, first named first; ``None`` when the failure looks
     like the program's (or memory's) rather than a node's."""
-    oom = any(m.kind in _OOM_KINDS for m in messages)
+    oom = any(m.kind in OOM_KINDS for m in messages)
     for message in messages:
         if not (message.node_fault and message.host):
             continue
@@ -288,7 +301,7 @@ def advise(
             f"the hosts in bad_hosts.txt (or pass --exclude {bad_host})."
         )
     killed = signal == _signal.SIGKILL or exit_code == 128 + _signal.SIGKILL
-    if kinds & _OOM_KINDS or (killed and not bad_host):
+    if kinds & OOM_KINDS or (killed and not bad_host):
         out.append(
             "Give each rank more memory: fewer ranks per node (--ppn), a smaller batch or "
             "sequence, activation checkpointing, or more nodes with FSDP."
@@ -363,9 +376,11 @@ def _cause(
     return f"the launcher ended with {end}" + (f": {reason}" if reason else "")
 
 
-def explain(run_dir: Path) -> Failure | None:
+def explain(run_dir: Path, parent: bool = True) -> Failure | None:
     """The failure of the run in ``run_dir``, or ``None`` when it has not failed (succeeded,
-    stopped by the user, still running with no rank failed). Never raises on bad input."""
+    stopped by the user, still running with no rank failed), classified against the failure
+    of the run it retries (run.toml's ``parent``) unless ``parent`` is false. Never raises on
+    bad input."""
     run = RunDir(Path(run_dir))
     state = run_state(run.path)
     statuses = read_statuses(run.path)
@@ -407,7 +422,7 @@ def explain(run_dir: Path) -> Failure | None:
     at_exit = _aborted_at_exit(run.path, state, first, statuses)
     full_disk = run.path if ended_on_full_disk(state) else None
     symptoms = _symptoms(found, first)
-    return Failure(
+    failure = Failure(
         run_id=run.path.name,
         run_dir=run.path,
         state=str(state.state),
@@ -442,6 +457,22 @@ def explain(run_dir: Path) -> Failure | None:
         notes=tuple(notes),
         symptoms=symptoms,
     )
+    step = last_recorded_step(run.metrics(failure.rank if failure.rank is not None else 0))
+    before = _parent_failure(run.path) if parent else None
+    return replace(failure, judged=classify(failure, step, before))
+
+
+def _parent_failure(run_dir: Path) -> Failure | None:
+    """The failure of the run ``run_dir``'s retries (its run.toml's ``parent``, a sibling),
+    classified without its own parent: one step back is what a recurrence is judged by."""
+    try:
+        name = read_run_toml(run_dir).get("parent")
+    except RunStoreError:
+        return None
+    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+        return None
+    folder = run_dir.parent / name
+    return explain(folder, parent=False) if folder.is_dir() else None
 
 
 def _failure_of(found: Verdict, first: RankStatus | None) -> RankFailure | None:
@@ -582,6 +613,8 @@ def format_failure(failure: Failure, listed: bool | None = None) -> str:
         out.append(f"failed after rank {failure.rank} (symptoms, not causes):")
         out.extend(f"    {line}" for line in _symptom_lines(failure.symptoms, failure.rank))
     out.extend(failure.collectives)
+    if failure.judged is not None:
+        out.extend(failure.judged.words())
     if failure.killed:
         count = len(failure.killed)
         noun = "rank" if count == 1 else "ranks"

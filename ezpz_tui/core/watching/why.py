@@ -24,7 +24,10 @@ def why_report(run_dir: Path, as_json: bool) -> str:
     """What ``ezpz-tui why`` prints: the failure (text or JSON) and whether the host its node
     fault names is in ``bad_hosts.txt`` (recorded when the run ended; a person may have
     removed it since); or how a run that did not fail ended. It only reads: explaining a run
-    never changes what the next launch does. Both say what the ranks' Flight Recorder shows:
+    never changes what the next launch does. A failure says its class, workload or
+    infrastructure, the evidence and whether a retry follows (``class``, ``evidence``,
+    ``retry``: :mod:`~ezpz_tui.core.watching.failure_class`, what the retries decide by).
+    Both say what the ranks' Flight Recorder shows:
     a rank missing from a collective the others wait in (a live run), or members that called
     different things at one collective (:mod:`~ezpz_tui.core.watching.collectives`)."""
     failure = explain(run_dir)
