@@ -237,9 +237,10 @@ def bench_keys(tmux: Tmux, reps: int, root: Path, script: Path) -> None:
     tui, mini = "keys-tui", "keys-minimal"
     tmux.new(tui, [str(EZPZ_TUI)], {"EZPZ_OUTPUTS": str(root / "outputs-keys")})
     tmux.wait(tui, lambda s: bool(PLAN_SHOWN.search(s) and DOCTOR_DONE.search(s)), "start-up")
-    # The form has focus; its 9th field is the command. Replace it, leave it, launch.
+    # The form has focus; 12 Tabs from it reach the command (past the stage's three fields).
+    # Replace it, leave it, launch.
     command = f"{Path(PY).parent / 'python'} -m runtime.examples.train {DEMO_ARGS}"
-    tmux.keys(tui, "J", *["Tab"] * 9, "C-e", "C-u")
+    tmux.keys(tui, "J", *["Tab"] * 12, "C-e", "C-u")
     tmux.type(tui, command)
     tmux.keys(tui, "Escape", pause=1.0)  # a key within ESCDELAY of Esc would read as alt+key
     tmux.wait(tui, lambda s: DEMO_ARGS.split()[-1] in s, "the demo command in the preview", 20)

@@ -7,10 +7,10 @@ the screen (a tp2 run running, the first one stopped) and the run directories on
 ``q`` and ``y`` and check that the TUI exited and left no rank behind.
 
 Keys, with the form's focus order (nodes, per node, TP, PP, CP, exclude, launcher, launcher flags,
-stage, stage folder, command, env):
+stage, stage folder, stage's minimum of nodes, command, env):
 
     J                          focus the launch form (the main region's Launch tab)
-    Tab x11, ctrl+e ctrl+u, text, Esc  replace the command, leave the field
+    Tab x12, ctrl+e ctrl+u, text, Esc  replace the command, leave the field
     r                          launch
     T                          the launch opened the Run tab: back to the Launch tab (and its
                                form)
@@ -46,7 +46,7 @@ from tests.procs import processes_of
 
 TMUX = shutil.which("tmux")
 EZPZ_TUI = Path(sys.executable).parent / "ezpz-tui"
-TABS_TO_COMMAND = 11  # from J: the form's fields before the command, in focus order
+TABS_TO_COMMAND = 12  # from J: the form's fields before the command, in focus order
 REPO = Path(__file__).resolve().parents[2]
 WIDTH, HEIGHT = 120, 40
 # Slow enough that the run outlives the TP edit, fast enough to show steps within seconds.
