@@ -6,6 +6,9 @@ Python object per record survives :meth:`MetricStore.add`. A record that lacks a
 NaN in that metric's array; that NaN carries a private payload (MISSING) so it is never
 mistaken for a NaN the training really produced, which is kept and counted
 (:meth:`MetricStore.nonfinite`): a loss that became NaN is exactly what the user must see.
+
+Past :data:`KEEP_ALL_RANKS` ranks, given a way to read a rank's file again, the store keeps the
+bands and each rank's last values instead (:mod:`.lean`), and a rank's series while it is shown.
 """
 
 from __future__ import annotations
@@ -111,6 +114,8 @@ class MetricStore:
     def lean(self) -> bool:
         """Whether only the bands, the last values and the shown ranks' series are held."""
         return self._lean is not None
+
+    # --- writing ----------------------------------------------------------------------------
 
     def add(self, rank: int, records: RecordColumns | Sequence[Record]) -> None:
         """Append ``records`` (all of ``rank``, in file order): the follower's columns, or
