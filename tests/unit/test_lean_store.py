@@ -210,3 +210,17 @@ def test_a_run_directory_reads_a_rank_as_the_follower_brought_it(tmp_path: Path)
     overlay = load_store(run)  # an earlier run overlaid: its bands only
     assert overlay.lean
     same_band(overlay, full, "loss")
+
+
+def test_a_step_logged_twice_counts_twice_as_in_the_full_band() -> None:
+    """A resumed rank logs steps again, in one batch: each record is folded, as the full
+    store's band (sorting the union) counts it."""
+    full, lean, _ = stores()
+    again = batch(8, range(30, 35))
+    again.steps[2:] = [30, 31, 32]  # steps 30, 31, 30, 31, 32
+    again.metrics["loss"][2:] = [9.0, -9.0, 1.5]
+    for store in (full, lean):
+        store.add(8, again)
+    same_band(lean, full, "loss")
+    assert lean.band("loss").hi[lean.band("loss").x.tolist().index(30)] == 9.0
+    assert lean.across("loss", 31) is not None and lean.across("loss", 31).lo_rank == 8
