@@ -85,7 +85,7 @@ class OpenedRun:
 
     def start(self, read_only: bool) -> None:
         self._run_panel.open(self.monitor, read_only=read_only)
-        self._metrics.set_run(self.path.name)
+        self._metrics.set_run(self.path.name, self.path)
         context = contextvars.copy_context()
         name = f"follow {self.path.name}"
         threading.Thread(target=context.run, args=(self._follow,), name=name, daemon=True).start()

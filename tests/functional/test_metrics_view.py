@@ -21,7 +21,7 @@ from textual.widgets import Footer, Static
 from ezpz_tui.core.watching.followers import RunFollower
 from ezpz_tui.core.watching.metrics.load import load_store
 from ezpz_tui.core.watching.metrics.plot import ALL_RANKS_LIMIT
-from ezpz_tui.core.watching.metrics.store import MetricStore
+from ezpz_tui.core.watching.metrics.store import KEEP_ALL_RANKS, MetricStore
 from ezpz_tui.ui.widgets.metric_plot import MetricPlot, PlotColours
 from ezpz_tui.ui.widgets.metrics import REDRAW_S, MetricsView
 from runtime import records
@@ -219,6 +219,38 @@ async def test_many_ranks_draw_the_band_and_the_selected_rank() -> None:
         band, mean, rank = plotted(view)
         assert len(band) == 2 * 50
         assert rank[0] == pytest.approx(4.0) and mean[0] == pytest.approx(2.0 + 1.275)
+
+
+async def test_a_rank_not_held_is_drawn_once_its_file_is_read(tmp_path: Path) -> None:
+    """Past KEEP_ALL_RANKS ranks the store keeps the bands and the shown ranks' series (issue
+    34): the selected rank's series is read from its file in a worker, then drawn."""
+    run = make_run(
+        tmp_path,
+        run_id="20261128-113000-000-tp1pp1cp1",
+        state="succeeded",
+        exit_code=0,
+        sizes={},
+        ranks=KEEP_ALL_RANKS + 16,
+        steps=30,
+        created=CREATED,
+    )
+    batch = RunFollower(run).poll()
+    full = MetricStore()
+    for rank, columns in batch.records.items():
+        full.add(rank, columns)
+    app = Host()
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(MetricsView)
+        view.set_run(run.name, run)
+        view.add_records(batch.records, batch.metric_restarts)
+        view.set_selected_rank(70)
+        drawing = view.drawing(view.query_one(MetricPlot).size.width)
+        assert view.store is not None and view.store.lean
+        assert drawing is not None and drawing.message == "reading rank 70's loss from its file…"
+        await app.workers.wait_for_complete()
+        await painted(pilot)
+        assert "· rank 70 · raw" in status(view)
+        assert plotted(view) == [pytest.approx(full.series("loss", 70)[1].tolist())]
 
 
 class Beside(App[None]):

@@ -366,12 +366,13 @@ class PlotCursor(_Widget):
                 text.append(f" (+{reading.time - start:,.1f}s)")
         values = reading.values
         if names and self.store is not None:
+            from ezpz_tui.core.watching.metrics.cursor import mean_at
+
             values = []
             for name in names:
-                found = [self.store.at_step(name, r, reading.step) for r in self.store.ranks(name)]
-                numbers = [v for v, _ in filter(None, found)]
-                if numbers:
-                    values.append((name, sum(numbers) / len(numbers)))
+                value = mean_at(self.store, name, reading.step)
+                if value is not None:
+                    values.append((name, value))
         for label, value in values:
             text.append(f" · {label} ")
             text.append(f"{value:.6g}", "bold")

@@ -16,13 +16,16 @@ at once.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.style import Style
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.color import Color
 from textual.timer import Timer
@@ -37,7 +40,7 @@ from runtime.records import Record
 
 if TYPE_CHECKING:
     from ezpz_tui.core.watching.metrics.plot import Drawing, Mode, PlotSettings
-    from ezpz_tui.core.watching.metrics.store import MetricStore, XAxis
+    from ezpz_tui.core.watching.metrics.store import MetricStore, RankData, XAxis
 
 REDRAW_S = 0.5
 """Least time between two redraws caused by arriving data."""
@@ -91,7 +94,9 @@ class MetricsView(PlotCursor, Widget, can_focus=True):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.run_name = ""
+        self.run_dir: str | os.PathLike[str] | None = None  # where a rank's series is read
         self.store: MetricStore | None = None
+        self._reading: int | None = None  # the rank whose series a worker reads
         self._pending: dict[int, RecordColumns | Sequence[Record]] = {}
         self._pending_restarts: set[int] = set()
         self._stale = False
@@ -131,9 +136,12 @@ class MetricsView(PlotCursor, Widget, can_focus=True):
 
     # --- the app's calls --------------------------------------------------------------------
 
-    def set_run(self, name: str) -> None:
-        """A run was opened: its metrics replace the previous run's (overlays stay)."""
+    def set_run(self, name: str, run_dir: str | os.PathLike[str] | None = None) -> None:
+        """A run was opened: its metrics replace the previous run's (overlays stay). With
+        ``run_dir`` a run of many ranks keeps only the shown ranks' series (the store reads
+        the others' from their files when they are shown)."""
         self.run_name = name
+        self.run_dir = run_dir
         self.joined = None
         self.store = None
         self._pending.clear()
@@ -179,9 +187,11 @@ class MetricsView(PlotCursor, Widget, can_focus=True):
         if not self._pending and not self._pending_restarts:
             return
         if self.store is None:
+            from ezpz_tui.core.watching.metrics.load import rank_loader
             from ezpz_tui.core.watching.metrics.store import MetricStore
 
-            self.store = MetricStore()
+            loader = rank_loader(self.run_dir) if self.run_dir is not None else None
+            self.store = MetricStore(loader)
         for rank in self._pending_restarts:
             self.store.reset(rank)
         for rank, recs in self._pending.items():
@@ -320,7 +330,39 @@ class MetricsView(PlotCursor, Widget, can_focus=True):
                 key,
                 prepare_plot(self.store, self.overlays, settings, width, self.joined),
             )
+            self._read_wanted()
         return cached[1]
+
+    # --- a rank's series, read when shown (a lean store) -----------------------------------
+
+    def _read_wanted(self) -> None:
+        """Start reading a rank the plot asked for and the store does not hold: one at a time,
+        in a thread (a file of a million records takes a while); the plot redraws with it."""
+        store = self.store
+        if store is None or self._reading is not None:
+            return
+        wanted = store.wanted()
+        if not wanted:
+            return
+        rank = self.rank if self.rank in wanted else min(wanted)
+        self._reading = rank
+        self._read_rank(store, rank)
+
+    @work(thread=True, group="metric-rank")
+    def _read_rank(self, store: MetricStore, rank: int) -> None:
+        data = store.read_rank(rank)
+        with contextlib.suppress(RuntimeError):  # the app closed meanwhile
+            self.app.call_from_thread(self._rank_read, store, rank, data)
+
+    def _rank_read(self, store: MetricStore, rank: int, data: RankData | None) -> None:
+        self._reading = None
+        if store is not self.store or data is None:
+            return
+        self._take_pending()  # the records the read must cover, or it is read again
+        if store.install(rank, data):
+            self.redraw()
+        # Else the file held fewer records than the follower brought: the next draw reads it
+        # again (not at once: an unreadable file would be read in a loop).
 
     def waiting_message(self) -> str:
         if self.run_name:

@@ -3,7 +3,7 @@ that tells a gap from a NaN the training really logged."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -48,3 +48,31 @@ class Column:
 
     def view(self) -> Array:
         return self.data[: self.n]
+
+
+class NonFinite(NamedTuple):
+    """The non-finite values (NaN, ±inf) one rank logged for one metric: how many, and the
+    first one (its step, timestamp and value) so a plot can mark where it started."""
+
+    count: int
+    step: int
+    timestamp: float
+    value: float
+
+
+def noted_nonfinite(
+    bad: NonFinite | None, chunk: FloatArray, missing: Array, steps: Array, times: FloatArray
+) -> NonFinite | None:
+    """``bad`` (a series' non-finite values so far) with those of ``chunk`` counted in; gaps
+    (``missing``) are not values."""
+    found = ~np.isfinite(chunk)
+    if not found.any():
+        return bad
+    found &= ~missing
+    count = int(found.sum())
+    if not count:
+        return bad
+    if bad is not None:
+        return bad._replace(count=bad.count + count)
+    i = int(np.argmax(found))
+    return NonFinite(count, int(steps[i]), float(times[i]), float(chunk[i]))

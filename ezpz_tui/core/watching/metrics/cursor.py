@@ -105,6 +105,10 @@ def readout(
     out = Readout(step)
     metric = settings.metric
     ranks = store.ranks(metric)
+    if store.lean:
+        _lean_readout(out, store, settings)
+        _overlays(out, metric, step, overlays)
+        return out
     found = {r: v for r in ranks if (v := store.at_step(metric, r, step)) is not None}
     times = [t for _, t in found.values() if math.isfinite(t)]
     out.time = min(times) if times else math.nan
@@ -127,12 +131,53 @@ def readout(
         if bad:
             out.values.append((f"non-finite on {len(bad)} ranks, first r{bad[0]}", math.nan))
         out.rank = bad[0] if bad else _stray(found, store, metric, step)
-    for name, other in (overlays or {}).items():
-        values = [v for r in other.ranks(metric) if (v := other.at_step(metric, r, step))]
-        finite_values = [v for v, _ in values if math.isfinite(v)]
-        if finite_values:
-            out.values.append((name, sum(finite_values) / len(finite_values)))
+    _overlays(out, metric, step, overlays)
     return out
+
+
+def _lean_readout(out: Readout, store: MetricStore, settings: PlotSettings) -> None:
+    """The readout of a store that holds the band and the shown ranks' series, not every
+    rank's: the drawn rank from its series, the mean and extremes from the band."""
+    rank = main_rank(store, settings)
+    mine = store.at_step(settings.metric, rank, out.step) if rank is not None else None
+    band = store.across(settings.metric, out.step)
+    out.time = band.time if band is not None else mine[1] if mine is not None else math.nan
+    out.rank = rank
+    if settings.mode != "rank" and band is not None:
+        out.values += [
+            ("mean", band.mean),
+            (f"min r{band.lo_rank}", band.lo),
+            (f"max r{band.hi_rank}", band.hi),
+        ]
+        if not all(map(math.isfinite, (band.mean, band.lo, band.hi))):
+            out.values.append(("non-finite values at this step", math.nan))
+        # The extreme furthest from the mean is the rank whose log tells why.
+        out.rank = band.lo_rank if band.mean - band.lo > band.hi - band.mean else band.hi_rank
+        if settings.mode == "all" and mine is not None:
+            out.values.append((f"rank {rank}", mine[0]))
+    elif mine is not None:
+        out.values.append((f"rank {rank}", mine[0]))
+
+
+def mean_at(store: MetricStore, metric: str, step: int, finite: bool = False) -> float | None:
+    """``metric``'s mean across ranks at ``step`` (of the finite values only, when asked), or
+    None where no rank has one; a lean store's band holds it."""
+    if store.lean:
+        band = store.across(metric, step)
+        return band.mean if band is not None and not math.isnan(band.mean) else None
+    found = [v for r in store.ranks(metric) if (v := store.at_step(metric, r, step))]
+    values = [v for v, _ in found if math.isfinite(v) or not finite]
+    return sum(values) / len(values) if values else None
+
+
+def _overlays(
+    out: Readout, metric: str, step: int, overlays: Mapping[str, MetricStore] | None
+) -> None:
+    """Each overlay's mean at ``step``."""
+    for name, other in (overlays or {}).items():
+        value = mean_at(other, metric, step, finite=True)
+        if value is not None:
+            out.values.append((name, value))
 
 
 def _stray(

@@ -191,6 +191,8 @@ def _plot_rank(
     _line(drawing, x, y, settings, store.start_time, 2 * width, f"rank {rank}", colour)
     drawing.raw = drawing.raw or len(y)
     shown = f"rank {rank}"
+    if rank in store.wanted():
+        shown += " (reading its file)"
     if rank != settings.rank:
         shown += f" (rank {settings.rank} has no {settings.metric})"
     drawing.shown = f"{drawing.shown} + {shown}" if drawing.shown else shown
@@ -265,9 +267,8 @@ def _join_step(
     parent's; None off the step axis (each run's time starts at its own start)."""
     if store is None or not ranks or settings.x != "step":
         return None
-    firsts = [store.series(metric, rank, "step")[0][:1] for rank in ranks]
-    steps = [float(first[0]) for first in firsts if len(first)]
-    return min(steps) if steps else None
+    first = store.first_step(metric)
+    return float(first) if first is not None else None
 
 
 def _nothing_drawn(
@@ -282,6 +283,8 @@ def _nothing_drawn(
         return ""
     if not ranks:
         return f"no {metric} values in this run"
+    if store.wanted():
+        return f"reading rank {min(store.wanted())}'s {metric} from its file…"
     bad = store.nonfinite(metric)
     if bad:
         rank, first = next(iter(bad.items()))
