@@ -101,6 +101,9 @@ on a loaded machine), while the probe's do not."""
 def test_one_rank_and_two_ranks_of_a_host_show_the_same_mfu(tmp_path: Path, mpiexec: str) -> None:
     outputs = tmp_path / "outputs"
     env = base_env(outputs)
+    # Its own probes, measured side by side right after its runs: the session's cached ones
+    # may have been measured while another test's ranks or a leftover held the cores.
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     demo = [PY, "-m", "runtime.examples.train", "--steps", "6", *MODEL]
     try:
         for ppn in ("1", "2"):

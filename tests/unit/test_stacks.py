@@ -81,6 +81,17 @@ def test_parse_skips_output_around_and_keeps_the_first_dump(tmp_path: Path) -> N
     assert parse_dump('no dump here\n  File "x.py", line 3 in f\n') == ()
 
 
+def test_a_thread_started_between_two_dumps_is_not_the_first_dump_s(tmp_path: Path) -> None:
+    """The rank's output after the first dump ends it, even when the next dump begins with a
+    thread the first never listed (the newest thread comes first; the suite's full run met one,
+    a thread of an earlier test)."""
+    first = take_dump(tmp_path / "a")
+    newer = 'Thread 0x00000000deadbeef (most recent call first):\n  File "x.py", line 3 in f\n\n'
+    assert "0x00000000deadbeef" not in first
+    second = newer + other_place(tmp_path / "b")
+    assert parse_dump(f"{first}some later output\n{second}") == parse_dump(first)
+
+
 def test_a_dump_made_on_another_thread_keeps_the_main_thread(tmp_path: Path) -> None:
     """The signal may run faulthandler on any thread (the Flight Recorder's while it writes):
     that thread is "Current thread" and listed first, and the main thread still comes last."""

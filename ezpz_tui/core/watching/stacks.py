@@ -110,7 +110,8 @@ def parse_dump(text: str) -> tuple[ThreadStack, ...]:
     each after a blank line; the one that ran the handler is "Current thread" wherever it
     stands (the signal may land on any thread, e.g. the Flight Recorder's while it writes). So
     a dump ends at the first line after a thread's frames that is not another thread's
-    header, or where a thread it already listed comes again (a second dump)."""
+    header or a blank line, or where a thread it already listed comes again (a second dump
+    right after it; a thread started between the two is not one of the first's)."""
     threads: list[ThreadStack] = []
     seen: set[str | None] = set()
     current: dict[str, Any] | None = None
@@ -145,6 +146,8 @@ def parse_dump(text: str) -> tuple[ThreadStack, ...]:
         elif not line.startswith("  "):  # a blank line or the rank's own output ends a block
             close()
             current = None
+            if line.strip():  # the rank's own output: the dump has ended, whatever follows
+                return tuple(threads)
     close()
     return tuple(threads)
 
