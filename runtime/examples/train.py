@@ -254,8 +254,9 @@ def _refuse(exc: CheckpointError, rank: int, log: Any) -> NoReturn:
     """One line on rank 0's stderr (every rank meets the same error), the same in each other
     rank's log (the first rank to exit is the one whose log ``why`` quotes, and its peers are
     killed after it, rank 0 maybe before it printed), and exit status 2."""
-    if rank == 0:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
+    if rank == 0:  # one write: print's text and newline apart let a peer's line in between
+        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.flush()
     else:
         log.error("%s", exc)
     import torch.distributed as dist
