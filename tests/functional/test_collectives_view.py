@@ -25,10 +25,9 @@ from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.screens.stacks import StacksScreen
 from ezpz_tui.ui.widgets.panels import SummaryBar
 from ezpz_tui.ui.widgets.ranks import RankList
-from runtime.rundir import RunDir, read_state
+from runtime.rundir import RunDir
 from tests.fixtures.cli import PY, REPO, base_env, kill_leftovers, run_dirs
-from tests.fixtures.flights import write_hang_with_straggler
-from tests.fixtures.runs import make_run
+from tests.fixtures.flights import make_hung_run
 from tests.integration.test_collectives import LATE, SKIPS, STEPS
 from tests.pilots import LOCAL, text_of, until
 
@@ -110,18 +109,7 @@ async def test_late_rank_is_slow_and_on_the_heatmap(launch_script, mpiexec: str)
 async def test_an_ended_run_shows_the_verdicts_its_summary_recorded(tmp_path: Path) -> None:
     """A run stopped while hung, with a straggler, whose ranks' files are gone: the summary's
     verdicts mark its missing rank, name the hang and count the straggler."""
-    run = make_run(
-        tmp_path / "outputs",
-        run_id="20261128-100000-000-tp1pp1cp1",
-        state="stopped",
-        exit_code=None,
-        sizes={},
-        ranks=4,
-        steps=12,
-        created=time.time() - 600,
-        hosts=("node0",),
-    )
-    write_hang_with_straggler(run, read_state(run).end or 0.0, 30.0, 0.040)
+    run = make_hung_run(tmp_path / "outputs", time.time() - 600, 30.0, 0.040)
     RunDir(run).summary_json.write_text(json.dumps({"verdicts": ended_verdicts(run)}))
     shutil.rmtree(RunDir(run).flight_dir)
     app = app_on(run)

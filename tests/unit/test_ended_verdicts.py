@@ -18,8 +18,7 @@ from ezpz_tui.core.watching.top import format_top, read_top
 from ezpz_tui.core.watching.verdicts import ended_verdicts
 from ezpz_tui.core.watching.why import why_report
 from runtime.rundir import RunDir, read_state
-from tests.fixtures.flights import write_hang_with_straggler
-from tests.fixtures.runs import make_run
+from tests.fixtures.flights import make_hung_run
 
 T0 = 1_800_000_000.0
 WAITED_S = 30.0
@@ -29,20 +28,7 @@ LATE_S = 0.040
 @pytest.fixture
 def hung(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("EZPZ_TUI_CONFIG_DIR", str(tmp_path / "config"))
-    run = make_run(
-        tmp_path / "outputs",
-        run_id="20261128-100000-000-tp1pp1cp1",
-        state="stopped",
-        exit_code=None,
-        sizes={},
-        ranks=4,
-        steps=12,
-        created=T0,
-        hosts=("node0",),
-    )
-    end = read_state(run).end
-    assert end is not None
-    write_hang_with_straggler(run, end, WAITED_S, LATE_S)
+    run = make_hung_run(tmp_path / "outputs", T0, WAITED_S, LATE_S)
     return run
 
 
