@@ -5,7 +5,8 @@
 Scale is measured on run directories that hold what a real run writes, not on a few chosen
 files: a reader that grows with ranks x files shows only when every folder is there. So each
 file of ``SRC`` (a finished run of R ranks) is placed in ``DST`` for a run of N ranks on N / P
-nodes (P: the source's ranks per node unless given), with what names a rank, a host or a size
+nodes, the last one partly filled where P does not divide N (P: the source's ranks per node
+unless given), with what names a rank, a host or a size
 rewritten:
 
 - a rank's files (``logs/``, ``status/``, ``metrics/``, ``telemetry/``, ``flight/``, ``profiles/``,
@@ -285,10 +286,7 @@ def source_shape(src: Path, ranks: int, per_node: int | None) -> Shape:
     plan = tomllib.loads((src / "run.toml").read_text())
     source_ranks = int(plan["sizes"]["world_size"])
     source_per_node = int(plan.get("ranks_per_node") or source_ranks)
-    wanted = per_node or source_per_node
-    if ranks % wanted:
-        raise SystemExit(f"error: {ranks} ranks do not fill nodes of {wanted}")
-    return Shape(source_ranks, source_per_node, ranks, wanted)
+    return Shape(source_ranks, source_per_node, ranks, per_node or source_per_node)
 
 
 def grow(
