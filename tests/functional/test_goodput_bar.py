@@ -67,3 +67,20 @@ async def test_a_live_run_s_goodput_follows_it_to_its_end(tmp_path: Path) -> Non
         assert final != f"goodput {shown}%"
         # The end is read within a second or two, the goodput within 5 s of the last read.
         await until(pilot, lambda: final in text_of(bar), "the goodput at its end", 20)
+
+
+async def test_compare_has_a_goodput_row(tmp_path: Path) -> None:
+    """The retry beside its failed parent (compared unasked): 4 of its 13 s against 8 of
+    17, the parent's marked best."""
+    from ezpz_tui.ui.widgets.compare import CompareView
+    from tests.functional.test_compare_tab import table_rows
+
+    _, child = resumed_pair(tmp_path / "outputs")
+    app = EzpzApp(outputs=child.parent, alloc=LOCAL, clock=lambda: T + 40, checks=[], attach=child)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        view = app.query_one(CompareView)
+        await until(pilot, lambda: view.comparison is not None, "read in the background", 20)
+        await pilot.press("J", "t", "t")  # Run -> Metrics -> Compare
+        rows = table_rows(view)
+        assert sorted(rows["goodput"]) == ["30.8%", "47.1%*"], rows
