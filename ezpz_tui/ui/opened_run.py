@@ -46,7 +46,8 @@ FIRST_READS = 512  # files read for the first time per poll: rows show before ev
 TAKEN_POLL_S = 0.05  # how often a thread waiting for the UI looks whether it should stop
 COLLECTIVES_EVERY_S = 5.0  # the ranks rewrite their Flight Recorder files at most this often
 COLLECTIVES_SHARE = 10  # ... and reading them takes at most a tenth of this thread's time
-GOODPUT_EVERY_S = 5.0  # a live run's goodput is read again this often, or more seldom (below)
+GOODPUT_EVERY_S = 5.0  # a live run's goodput is read again this often, or more seldom:
+GOODPUT_SHARE = 50  # ... so that reading it takes at most a fiftieth of a core
 
 
 class OpenedRun:
@@ -123,7 +124,7 @@ class OpenedRun:
 
     def goodput_due(self, now: float) -> bool:
         """Whether to read the goodput again (``now``: monotonic): at once when the run
-        opens, then while it is live, spaced so the reads take at most a tenth of the time,
+        opens, then while it is live, spaced so the reads take at most a fiftieth of the time,
         and once after its end is seen (its figures then stay as they are)."""
         due = self._goodput_next
         if due is None or now < due or self._goodput_final:
@@ -143,7 +144,7 @@ class OpenedRun:
             return None
         finally:
             took = time.monotonic() - start
-            self._goodput_next = time.monotonic() + max(GOODPUT_EVERY_S, COLLECTIVES_SHARE * took)
+            self._goodput_next = time.monotonic() + max(GOODPUT_EVERY_S, GOODPUT_SHARE * took)
 
     def _watch_collectives(self) -> None:
         """Read the ranks' Flight Recorder files (:mod:`runtime.flight`) while the run is live,

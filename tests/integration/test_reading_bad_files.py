@@ -12,11 +12,12 @@ killed after it) beside a real succeeded one. Each file of the failed run's dire
 
 Then the readers: ``runs``, ``why``, ``stacks``, ``top``, ``goodput``, ``plot`` and
 ``compare`` (in one interpreter, tests/fixtures/read_all.py), and ``attach`` through Pilot
-(the follower and the monitor behind the Run tab). Each must answer with its documented status and no traceback,
-still show what the broken file does not hold (the other run, the other rank, the rank's log),
-and say which file could not be used where it would have shown what it holds
-(docs/run-directory.md: "A corrupt or unreadable file costs only what it holds"). ``hostfile``
-is written only when a plan uses fewer hosts than the allocation: this one-host run has none.
+(the follower and the monitor behind the Run tab). Each must answer with its documented status
+and no traceback, still show what the broken file does not hold (the other run, the other
+rank, the rank's log), and say which file could not be used where it would have shown what
+it holds (docs/run-directory.md: "A corrupt or unreadable file costs only what it holds").
+``hostfile`` is written only when a plan uses fewer hosts than the allocation: this one-host
+run has none.
 """
 
 from __future__ import annotations

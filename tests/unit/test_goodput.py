@@ -159,10 +159,8 @@ def test_a_live_run_counts_up_to_now() -> None:
     span = RunSpan("live", Path("live"), created=T, start=T + 1, end=None, steps=(first,))
     pieces, _, _ = run_pieces(span, T + 10, stall_after=60)
     assert [(p.segment, p.end - p.start) for p in pieces] == [
-        ("startup", 1.0),  # made, then launched
-        ("startup", 1.5),  # to the first step's start
-        ("productive", 0.5),
-        ("productive", 7.0),  # a step under way
+        ("startup", 2.5),  # made, launched, to the first step's start
+        ("productive", 7.5),  # the step, then one under way
     ]
     pieces, _, _ = run_pieces(span, T + 100, stall_after=60)
     assert (pieces[-1].segment, pieces[-1].start) == ("hung", T + 3)

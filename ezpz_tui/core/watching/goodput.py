@@ -66,7 +66,7 @@ SEGMENTS = (
 # runtime.checkpoint's figures in a step's record
 HELD, WRITTEN, SAVED_STEP, ASKED = "ckpt_save_s", "ckpt_write_s", "ckpt_step", "ckpt_requested"
 STEP_TIME = "dt"
-TAIL_BYTES = 1 << 16  # the end of a rank's file: its last records, for the highest step
+TAIL_BYTES = 1 << 13  # the end of a rank's file: its last records, for the highest step
 THIS_MACHINE = "this machine"  # the allocation of runs made outside a scheduler's job
 _MAX_CHAIN = 1000
 
@@ -165,36 +165,41 @@ def _rank0_columns(run_dir: Path) -> RecordColumns | None:
     return by_rank[min(by_rank)] if by_rank else None
 
 
-def _column(cols: RecordColumns, name: str, i: int) -> float | None:
-    column = cols.metrics.get(name)
-    return None if column is None else _number(column[i])
-
-
 def read_steps(run_dir: Path) -> tuple[Step, ...]:
     """Rank 0's records as steps, in time order; records of one step are one."""
     cols = _rank0_columns(run_dir)
     if cols is None:
         return ()
+    n = len(cols.timestamps)
+    none = [None] * n
+    took, held, written, asked, saved = (
+        cols.metrics.get(name, none) for name in (STEP_TIME, HELD, WRITTEN, ASKED, SAVED_STEP)
+    )
     rows: dict[int, list[Any]] = {}  # step -> [end, took, stall]
     stalls: list[tuple[int | None, int, float]] = []  # (saved step - 1, own step, stall)
-    for i, stamp in enumerate(cols.timestamps):
+    for i, (stamp, step) in enumerate(zip(cols.timestamps, cols.steps, strict=True)):
         if stamp is None or not math.isfinite(stamp):
             continue
-        step = cols.steps[i]
         step = i if step is None else step
-        row = rows.setdefault(step, [stamp, _column(cols, STEP_TIME, i), 0.0])
-        row[0] = max(row[0], stamp)
-        asked, written = _column(cols, ASKED, i), _column(cols, WRITTEN, i)
-        stall = written if asked and written is not None else _column(cols, HELD, i)
-        if stall is not None and stall > 0:
-            saved = _column(cols, SAVED_STEP, i)
-            stalls.append((None if saved is None else int(saved) - 1, step, stall))
-    for saved, own, stall in stalls:
-        rows[saved if saved in rows else own][2] += stall
+        row = rows.get(step)
+        if row is None:
+            rows[step] = [stamp, _number(took[i]), 0.0]
+        elif stamp > row[0]:
+            row[0] = stamp
+        stall = held[i]
+        if stall is None or stall != stall:  # most steps save nothing: a missing value is NaN
+            continue
+        if _number(asked[i]) and _number(written[i]) is not None:
+            stall = written[i]
+        if stall > 0:
+            at = _number(saved[i])
+            stalls.append((None if at is None else int(at) - 1, step, stall))
+    for at, own, stall in stalls:
+        rows[at if at in rows else own][2] += stall
     steps: list[Step] = []
-    for step, (end, took, stall) in sorted(rows.items(), key=lambda item: item[1][0]):
+    for step, (end, took_s, stall) in sorted(rows.items(), key=lambda item: item[1][0]):
         covers = step - steps[-1].step if steps and step > steps[-1].step else 1
-        steps.append(Step(step, end, covers, took, stall))
+        steps.append(Step(step, end, covers, took_s, stall))
     return tuple(steps)
 
 
@@ -276,17 +281,26 @@ def _resumed(record: Mapping[str, Any]) -> bool:
 
 
 class _Tiler:
-    """Pieces laid end to end from ``begin``, none past ``end``: they tile the run's time."""
+    """Pieces laid end to end from ``begin``, none past ``end``: they tile the run's time.
+    Pieces of one segment in a row are one (a run of 100,000 productive steps is one)."""
 
     def __init__(self, begin: float, end: float) -> None:
         self.at, self.end = begin, end
-        self.pieces: list[Piece] = []
+        self._laid: list[list[Any]] = []  # [start, end, segment, stopping]
 
     def to(self, until: float, segment: str, stopping: bool = False) -> None:
         until = min(max(until, self.at), self.end)
         if until > self.at:
-            self.pieces.append(Piece(self.at, until, segment, stopping))
+            last = self._laid[-1] if self._laid else None
+            if last is not None and last[2] == segment and last[3] == stopping:
+                last[1] = until
+            else:
+                self._laid.append([self.at, until, segment, stopping])
         self.at = until
+
+    @property
+    def pieces(self) -> list[Piece]:
+        return [Piece(*laid) for laid in self._laid]
 
 
 def _first_took(steps: Sequence[Step]) -> float:
