@@ -41,6 +41,7 @@ def cmd_goodput(args: argparse.Namespace) -> int:
         allocation_runs,
         jobs_named,
         ledger_lines,
+        percent,
         run_ledger,
     )
 
@@ -68,5 +69,6 @@ def cmd_goodput(args: argparse.Namespace) -> int:
         print(json.dumps({"job": job, **ledger.to_json(), "runs": list(ledger.runs)}, indent=2))
         return 0
     head = f"job {job}: {len(runs)} run{'s' * (len(runs) != 1)}"
-    print("\n".join([head, *ledger_lines(ledger), *(f"  {r}" for r in ledger.runs)]))
+    each = [f"  {run.name}  goodput {percent(run_ledger(run).goodput)}" for run in runs]
+    print("\n".join([head, *ledger_lines(ledger), "runs, oldest first:", *each]))
     return 0

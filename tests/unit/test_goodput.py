@@ -205,6 +205,11 @@ def test_goodput_json_holds_the_wall_time_the_fraction_and_the_segments(
     assert (job["job"], job["runs"], job["wall_s"]) == (JOB, ["run-1", "run-2"], 31)
     assert job["segments"]["restart_s"] == 7
 
+    assert main(["goodput", "4242", "--outputs", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == [f"job {JOB}: 2 runs", "goodput 38.7% of 0:00:31 (31.0 s)"]
+    assert lines[-3:] == ["runs, oldest first:", "  run-1  goodput 47%", "  run-2  goodput 31%"]
+
     assert main(["goodput", "run-2", "--outputs", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[:2] == ["run run-2", "goodput 30.8% of 0:00:13 (13.0 s)"]
