@@ -98,7 +98,6 @@ class RunSpan:
     staging_s: float = 0.0
     steps: tuple[Step, ...] = ()
     parent: str | None = None
-    job: str | None = None
     resumed: bool = False  # it began from a checkpoint (EZPZ_RESUME_FROM)
 
 
@@ -127,7 +126,6 @@ class Ledger:
     redone_steps: int = 0
     redone_span: tuple[int, int] | None = None  # the first and last step redone
     runs: tuple[str, ...] = ()
-    live: bool = False
 
     @property
     def goodput(self) -> float | None:
@@ -248,7 +246,6 @@ def read_span(run_dir: Path, now: float | None = None) -> RunSpan:
         end = None
     else:  # lost or unknown: its last sign of life
         end = max((t for t in (state.updated, state.end, last) if t is not None), default=created)
-    job = record.get("job_id")
     return RunSpan(
         run_id=path.name,
         path=path,
@@ -260,7 +257,6 @@ def read_span(run_dir: Path, now: float | None = None) -> RunSpan:
         staging_s=stage_seconds(path) or 0.0,
         steps=steps,
         parent=_parent(record),
-        job=job if isinstance(job, str) and job else None,
         resumed=_resumed(record),
     )
 
@@ -468,7 +464,6 @@ def run_ledger(
         redone_steps=redone,
         redone_span=redone_span,
         runs=(span.run_id,),
-        live=span.end is None,
     )
 
 
@@ -530,12 +525,11 @@ def allocation_ledger(
     spans = [read_span(Path(p), now) for p in run_dirs]
     by_id = {span.run_id: span for span in spans}
     lanes: list[tuple[float, float, Sequence[Piece]]] = []
-    redone, live = 0, False
+    redone = 0
     followed = {span.parent for span in spans if span.parent in by_id}
     for span in spans:
         pieces, again, _ = _run_pieces(span, now, ancestry, stall_after)
         redone += again
-        live = live or span.end is None
         if span.run_id in followed:  # its stop to its end is its child's restart
             pieces = [replace(p, segment="restart") if p.stopping else p for p in pieces]
         end = span.end if span.end is not None else now
@@ -553,7 +547,6 @@ def allocation_ledger(
         pieces=tuple(sorted((p for _, _, ps in lanes for p in ps), key=lambda p: p.start)),
         redone_steps=redone,
         runs=tuple(span.run_id for span in spans),
-        live=live,
     )
 
 
