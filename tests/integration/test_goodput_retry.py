@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.mpi, pytest.mark.timeout(400)]
 
 JOB = "4242.aurora-pbs-0001.hostmgmt.cm.aurora.alcf.anl.gov"
 # The demo on each rank; the last rank of the first run kills itself once the checkpoint of
-# step 5 is complete and it has recorded step 6 (the next save, at step 10, is far off).
+# step 5 is complete and it has recorded step 6 (the next save, at step 10, is some way off).
 KILLED_AFTER_SAVE = """
 import json, os, sys, threading, time
 from pathlib import Path
@@ -104,17 +104,17 @@ def test_a_retry_after_a_rank_killed_past_a_checkpoint(tmp_path: Path, mpiexec: 
     assert read_state(parent).state == State.FAILED
     assert read_state(child).state == State.SUCCEEDED, proc.stderr
     assert read_run_toml(child)["parent"] == parent.name
-    assert not (parent / "checkpoints" / "step-10").exists()
+    # The child begins at the parent's newest complete checkpoint (step 5, or step 10 on a
+    # machine so loaded that the kill came after it) and redoes every step since it that any
+    # rank of its parent had recorded.
+    saved = min(steps_of(child))
     resumed = read_run_toml(child)["plan"]["env"]["EZPZ_RESUME_FROM"]
-    assert resumed == str(parent / "checkpoints" / "step-5")
-
-    # The child begins at the checkpoint's step and redoes every step since it that any rank
-    # of its parent had recorded.
-    ran, redid = max(steps_of(parent)), steps_of(child)
-    assert min(redid) == 5 and ran >= 5
+    assert saved in (5, 10) and resumed == str(parent / "checkpoints" / f"step-{saved}")
+    ran = max(steps_of(parent))
+    assert ran >= saved
     ledger = run_ledger(child)
-    assert ledger.redone_steps == ran - 5 + 1
-    assert ledger.redone_span == (5, ran)
+    assert ledger.redone_steps == ran - saved + 1
+    assert ledger.redone_span == (saved, ran)
 
     said = json.loads(cli(["goodput", child.name, "--json"], env).stdout)
     assert set(said) == {"wall_s", "goodput", "segments"}
