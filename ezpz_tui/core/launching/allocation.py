@@ -24,7 +24,6 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ezpz_tui.core.runs.tools import run_tool
@@ -365,6 +364,8 @@ def detect_allocation(
         count = MACHINE_LAYOUT[machine]
         found = MACHINE_KIND[machine], count, f"every {machine} node has {count}"
     if probe and (found is None or walltime is None):
+        from concurrent.futures import ThreadPoolExecutor  # only a node that must be asked
+
         with ThreadPoolExecutor(max_workers=2) as pool:
             wall_future = pool.submit(probe_walltime, sched, job, timeout_s)
             probed = probe_accelerators(timeout_s) if found is None else None
