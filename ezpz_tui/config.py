@@ -49,17 +49,13 @@ whatever the write would lose is kept next to it first: a file that does not par
 
 from __future__ import annotations
 
-import difflib
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import platformdirs
-import tomli_w
 
 from runtime.efficiency.peaks import DTYPES, dtype_name
 from runtime.telemetry.record import DEFAULT_INTERVAL_S
@@ -159,6 +155,8 @@ SCHEMA: Mapping[str, frozenset[str] | None] = {
 
 
 def _hint(name: str, choices: list[str], show: str = "{}") -> str:
+    import difflib  # here: only a config with a mistake pays for it
+
     close = difflib.get_close_matches(name, choices, n=1)
     return f" (did you mean {show.format(close[0])}?)" if close else ""
 
@@ -180,6 +178,8 @@ def unknown_names(data: Mapping[str, object], path: Path) -> list[str]:
             hint = _hint(name, list(SCHEMA), "[{}]")
             problems.append(f"{path}: unknown section [{name}]{hint}")
         else:
+            import difflib
+
             close = difflib.get_close_matches(name, sorted(keyed), n=1)
             hint = f" (did you mean [{keyed[close[0]]}] {close[0]}?)" if close else ""
             problems.append(f"{path}: unknown key {name}{hint}")
@@ -371,6 +371,10 @@ def save_setting(section: str, name: str, value: TomlValue, path: Path | None = 
     Returns sentences for the user: what was kept aside, or why nothing was saved (a full disk,
     a read-only home). Empty when the setting was saved quietly.
     """
+    import shutil  # the writing side's modules: reading the settings (every start) needs none
+
+    import tomli_w
+
     path = config_path() if path is None else path
     notes: list[str] = []
     data, problem = _read(path)
@@ -407,6 +411,8 @@ def save_theme(theme: str, path: Path | None = None) -> list[str]:
 
 def _round_trips(path: Path) -> bool:
     """Whether rewriting the file would reproduce it exactly (no comments or layout to lose)."""
+    import tomli_w
+
     text = path.read_text(encoding="utf-8")
     return tomli_w.dumps(tomllib.loads(text)) == text
 
@@ -422,6 +428,8 @@ def _unused_name(path: Path) -> Path:
 def _atomic_write(path: Path, text: str, keep_old_as: Path | None) -> None:
     """Write beside the target, then rename over it: a crash leaves the old or the new file,
     never half of one. `keep_old_as` moves the old file aside first instead of replacing it."""
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

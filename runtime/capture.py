@@ -25,23 +25,22 @@ telemetry file (:mod:`runtime.telemetry.sampler`).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
-import resource
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import BinaryIO
 
 from runtime import exit_hook, flight, raise_hook, reaper, stackdump
 from runtime.env import RANK_SOURCE_VAR, RUN_DIR_VAR, RankInfo, rank_info_or_single, torchrun_env
 from runtime.rundir import RankState, RankStatus, RunDir, write_status
-from runtime.telemetry.sampler import start_sampler
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # for type checkers; the rank's start does not wait for typing
+    from typing import BinaryIO
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -124,7 +123,7 @@ def run(run_dir: Path, command: list[str]) -> int:
         rank=info.rank,
         local_rank=info.local_rank,
         world_size=info.world_size,
-        host=socket.gethostname(),
+        host=os.uname().nodename,  # gethostname(2) is uname's nodename: no socket module
         wrapper_pid=os.getpid(),
         command=tuple(command),
         start=time.time(),
@@ -171,6 +170,9 @@ def run(run_dir: Path, command: list[str]) -> int:
         _record(run_dir, status, log)
         if unsent:  # a stop that arrived while the child was being started
             os.kill(child.pid, unsent[-1])
+        # Imported once the rank runs, not before: its start does not wait for the sampler.
+        from runtime.telemetry.sampler import start_sampler
+
         sampler = start_sampler(
             run_dir,
             info.rank,
@@ -223,6 +225,8 @@ def _die_of(signum: int) -> None:
     exited 128+N would leave the healthy ranks waiting for a dead peer. No core file: the child
     has written its own.
     """
+    import resource
+
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
     with contextlib.suppress(ValueError, OSError):  # SIGKILL has no handler to reset
@@ -232,6 +236,13 @@ def _die_of(signum: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    if len(given) > 3 and given[0] == "--run-dir" and given[1][:1] != "-" and given[2] == "--":
+        # As every launch writes it; anything else (help, a mistake) goes to the parser, which
+        # is not imported for the launch's form: every rank waits for this process's start.
+        return run(Path(given[1]).resolve(), given[3:])
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="python -m runtime.capture",
         description="Run one rank's command with its output and exit status in the run directory.",

@@ -33,15 +33,17 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
-import select
 import stat
 import sys
-import threading
 import time
-from collections.abc import Mapping, MutableMapping
-from typing import Any
+
+# Loaded at every rank's start: what only the thread needs (json, select, threading) is imported
+# when it starts, and typing never.
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # for type checkers; nothing is imported at run time
+    from collections.abc import Mapping, MutableMapping
+    from typing import Any
 
 ENABLE_VAR = "EZPZ_FLIGHT_RECORDER"
 INTERVAL_VAR = "EZPZ_FLIGHT_INTERVAL_S"
@@ -156,6 +158,8 @@ def snapshot(*raws: bytes | str, keep: int = KEEP) -> dict[str, Any]:
     config: dict[str, Any] = {}
     status: dict[str, Any] = {}
     version = None
+    import json
+
     for raw in raws:
         data = json.loads(raw)
         entries += data.get("entries") or []
@@ -222,6 +226,8 @@ class _Recorder:
     """The daemon thread that writes the rank's entries, by interval and on request."""
 
     def __init__(self, dump: str, fifo: str, every: float) -> None:
+        import threading
+
         self.dump, self.fifo, self.every = dump, fifo, every
         self.pid = os.getpid()
         self.last: dict[str, Any] | None = None
@@ -234,6 +240,8 @@ class _Recorder:
         if fd is None:
             time.sleep(self.every)
             return
+        import select
+
         ready, _, _ = select.select([fd], [], [], self.every)
         if ready:
             with contextlib.suppress(OSError):
@@ -249,6 +257,8 @@ class _Recorder:
 
     def write(self) -> None:
         """Write the entries if they changed since the last write; never raises."""
+        import json
+
         with self.lock:
             try:
                 found = _dump()

@@ -25,14 +25,17 @@ dropped, not raised.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 import threading
 import time
-import traceback
-from types import TracebackType
-from typing import Any
+
+# Loaded at every rank's start: what only a raise needs (json, traceback) is imported when one
+# comes, and typing never.
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # for type checkers; nothing is imported at run time
+    from types import TracebackType
+    from typing import Any
 
 FILE_VAR = "EZPZ_RAISED_FILE"  # set by the capture wrapper: where the record goes
 OWNER_VAR = "EZPZ_RAISED_OWNER"  # the pid of the process that claimed the record
@@ -53,6 +56,8 @@ def _type_name(exc_type: type[BaseException]) -> str:
 
 
 def _lines(exc_type: type[BaseException], exc: BaseException | None, tb: object) -> list[str]:
+    import traceback
+
     text = "".join(traceback.format_exception(exc_type, exc, tb))  # type: ignore[arg-type]
     lines = text.rstrip("\n").splitlines()
     if len(lines) > MAX_LINES:
@@ -68,6 +73,8 @@ def describe(
 ) -> dict[str, Any]:
     """The record of one raise: type, message, where (the innermost frame's ``file:line``), the
     function it was raised in, the time, the thread (None: the main thread) and the traceback."""
+    import traceback
+
     frames = traceback.extract_tb(tb) if tb is not None else []
     last = frames[-1] if frames else None
     try:
@@ -86,6 +93,8 @@ def describe(
 
 
 def _write(path: str) -> None:
+    import json
+
     data = json.dumps({"pid": os.getpid(), "raises": _raises}, indent=1).encode("utf-8")
     tmp = f"{path}.{os.getpid()}.tmp"
     try:

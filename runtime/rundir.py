@@ -37,9 +37,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
 from runtime.atomic import overwrite, write_atomic
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # for type checkers: every rank's wrapper imports this, typing it need not
+    from typing import Any
 
 RUN_TOML, STATE_JSON, LAUNCHER_LOG = "run.toml", "state.json", "launcher.log"
 SUMMARY_JSON, METRICS_NC = "summary.json", "metrics.nc"  # written when a run ends
@@ -479,8 +482,9 @@ def read_state(run_dir: str | os.PathLike[str]) -> RunState:
     return RunState.from_json(data)
 
 
-def write_state(run_dir: str | os.PathLike[str], state: RunState) -> RunState:
+def write_state(run_dir: str | os.PathLike[str], state: RunState, durable: bool = True) -> RunState:
     """Rewrite ``state.json`` as ``state`` with a fresh heartbeat; returns what was written.
+    ``durable``: as :func:`runtime.atomic.write_atomic` has it.
 
     ``ValueError`` for a state readers derive (``lost``, ``unknown``): writing one would
     replace what the run's supervisor knows with a guess.
@@ -489,7 +493,7 @@ def write_state(run_dir: str | os.PathLike[str], state: RunState) -> RunState:
         words = ", ".join(WRITTEN)
         raise ValueError(f"state must be one of {words}, not {str(state.state)!r}")
     written = replace(state, updated=time.time(), recorded_state=None)
-    _replace(RunDir(Path(run_dir)).state_json, _encode(written.to_json()))
+    _replace(RunDir(Path(run_dir)).state_json, _encode(written.to_json()), durable)
     return written
 
 
@@ -568,13 +572,13 @@ def write_status(run_dir: str | os.PathLike[str], status: RankStatus) -> None:
 _FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
-def _replace(path: Path, data: bytes) -> None:
+def _replace(path: Path, data: bytes, durable: bool = True) -> None:
     """Replace a record atomically; on a full disk (or quota), over the old record in the room
     it holds (:func:`runtime.atomic.overwrite`), then touch its folder, whose modification
     time is how readers learn that a record in it changed. Raises the first error when that
     cannot be done either (no old record, or one too small)."""
     try:
-        write_atomic(path, data)
+        write_atomic(path, data, durable)
     except OSError as exc:
         if exc.errno not in _FULL:
             raise

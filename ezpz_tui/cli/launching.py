@@ -122,8 +122,8 @@ def session_for(args: argparse.Namespace) -> Any:
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
-    from ezpz_tui.core.failover import Failover
     from ezpz_tui.core.launch_result import NotStarted
+    from runtime.rundir import State
 
     try:
         plan = plan_from_args(args, tp=args.tp, pp=args.pp, cp=args.cp)
@@ -146,13 +146,19 @@ def cmd_launch(args: argparse.Namespace) -> int:
         for reason in result.reasons:
             say(f"ezpz-tui: {reason}")
         return 2
-    failover = Failover(session, args.retries)
+    failover = None
     while True:
         handle = result.handle
         say(f"ezpz-tui: run {handle.run_dir}")
         if handle.staging_note:
             say(f"ezpz-tui: {handle.staging_note}")
         code = _follow(handle, quiet=args.quiet)
+        if handle.state.state != State.FAILED:  # only a failure is retried (Failover.after)
+            return code
+        if failover is None:  # its failure analysis imported by a run that needs it only
+            from ezpz_tui.core.failover import Failover
+
+            failover = Failover(session, args.retries)
         step = failover.after(handle, plan)
         for line in step.said:
             say(f"ezpz-tui: {line}")

@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from ezpz_tui.core.launching.provenance import git_state, launcher_version, provenance
+from ezpz_tui.core.launching.provenance import (
+    git_state,
+    installed_version,
+    launcher_version,
+    provenance,
+)
 
 
 def git(repo: Path, *args: str) -> str:
@@ -62,3 +67,24 @@ def test_the_launcher_version_line_skips_a_banner(tmp_path: Path) -> None:
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     assert launcher_version(str(fake)) == "Version: 5.0.2"
     assert launcher_version(str(tmp_path / "missing")) is None
+
+
+def test_versions_are_read_as_importlib_metadata_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launch reads three versions from the distributions' folders, without importing
+    importlib.metadata: the same answer, the first folder on sys.path winning, none for a
+    distribution that is not there."""
+    from importlib import metadata
+
+    for name in ("torch", "ezpz-tui", "tomli-w", "no-such-distribution-here"):
+        try:
+            expected = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            expected = None
+        assert installed_version(name) == expected, name
+    shadow = tmp_path / "Torch-0.0.dist-info"
+    shadow.mkdir()
+    (shadow / "METADATA").write_text("Metadata-Version: 2.1\nName: Torch\nVersion: 0.0.1\n\nx\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert installed_version("torch") == metadata.version("torch") == "0.0.1"

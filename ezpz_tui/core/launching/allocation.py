@@ -24,7 +24,6 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ezpz_tui.core.runs.tools import run_tool
@@ -365,10 +364,17 @@ def detect_allocation(
         count = MACHINE_LAYOUT[machine]
         found = MACHINE_KIND[machine], count, f"every {machine} node has {count}"
     if probe and (found is None or walltime is None):
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            wall_future = pool.submit(probe_walltime, sched, job, timeout_s)
+        ask_scheduler = walltime is None and job is not None  # outside a job it has no answer
+        if ask_scheduler and found is None:  # both asked at once: each may take its timeout
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                wall_future = pool.submit(probe_walltime, sched, job, timeout_s)
+                probed = probe_accelerators(timeout_s)
+                walltime = wall_future.result()
+        else:
+            walltime = probe_walltime(sched, job, timeout_s) if ask_scheduler else walltime
             probed = probe_accelerators(timeout_s) if found is None else None
-            walltime = wall_future.result() if walltime is None else walltime
         found = found or probed
         now = time.time()
     if found is None:

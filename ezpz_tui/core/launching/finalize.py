@@ -43,6 +43,7 @@ from runtime.rundir import METRICS_CSV, METRICS_NC, METRICS_PARQUET, RunDir, rea
 if TYPE_CHECKING:
     from ezpz_tui.core.watching.efficiency import PeakSettings
 
+NICENESS = 10  # how far the finalizer started at a run's end yields to other work
 EXPORTS = {"nc": METRICS_NC, "csv": METRICS_CSV, "parquet": METRICS_PARQUET}
 """What ``ezpz-tui export`` writes, by format, in the run directory unless told otherwise."""
 
@@ -335,6 +336,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dir", type=Path)
     add_settings_args(parser)
     args = parser.parse_args(argv)
+    # Nobody waits on this process, and its seconds of CPU (xarray's import alone) would
+    # otherwise be taken from whatever runs next on the node: the next launch of a sweep, its
+    # ranks' start. It yields to them; an idle node finishes it as fast as ever.
+    with contextlib.suppress(OSError):
+        os.nice(NICENESS)
     try:
         finalize(args.run_dir, settings_from(args))
     except Exception as exc:  # nobody waits on this process: say it where the run's story is

@@ -198,9 +198,11 @@ class RunMaker(RunStore):
                 "sizes": resolved,
                 "plan": recorded_plan,
             }
-            write_atomic(run.run_toml, _dump_toml(record))
+            # Not fsynced: both are rewritten, durably, before the launcher starts
+            # (record_launch, the supervisor's `running`), and every fsync is a launch's wait.
+            write_atomic(run.run_toml, _dump_toml(record), durable=False)
             pending = RunState(State.PENDING, run_id=run_dir.name, created=created.timestamp())
-            write_state(run_dir, supervised_here(pending))
+            write_state(run_dir, supervised_here(pending), durable=False)
             make_reserve(run_dir)
         except OSError as exc:
             with contextlib.suppress(OSError):

@@ -19,7 +19,6 @@ named in the reason, unless the plan's ``stage_min_nodes`` lets it go on without
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -103,6 +102,8 @@ def stage_dest(plan: LaunchPlan, source: Path, run_id: str, environ: Mapping[str
     run's own is named for the run, so two runs at once never share one."""
     base = plan.stage_dir or environ.get("TMPDIR") or "/tmp"
     if plan.stage == "keep":
+        import hashlib
+
         digest = hashlib.sha1(str(source).encode()).hexdigest()[:12]
         name = f"ezpz-stage-{os.getuid()}-{digest}"
     else:

@@ -36,16 +36,15 @@ import contextlib
 import json
 import logging
 import os
+import select
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ezpz_tui.core.launching.failover import record_end_fault
 from ezpz_tui.core.launching.finalize import FinishSettings, start_finalize
 from ezpz_tui.core.launching.launcher import Launch
 from ezpz_tui.core.launching.processes import (
@@ -59,13 +58,11 @@ from ezpz_tui.core.launching.processes import (
 from ezpz_tui.core.launching.reserve import NO_SPACE, nearly_full, no_space, release_reserve
 from ezpz_tui.core.launching.staging import not_staged, record_excluded, stage, unstage
 from ezpz_tui.core.launching.tether import Tether, start_tether
-from ezpz_tui.core.runs.culprit import culprit_cause, verdict
 from ezpz_tui.core.runs.ending import cause_in, finalise, first_failure, status_dir_stamp
 from ezpz_tui.core.runs.pids import start_ticks
 from ezpz_tui.core.watching.raised import RaisedWatch
 from runtime import flight
 from runtime.atomic import write_atomic
-from runtime.checkpoint_dirs import request_path
 from runtime.env import RANK_VARS, RUN_DIR_VAR
 from runtime.rundir import (
     HEARTBEAT_S,
@@ -126,6 +123,36 @@ def _stage_env(overrides: Mapping[str, str], run_dir: Path) -> dict[str, str]:
     env = _launch_env(overrides, run_dir)
     env.pop(RUN_DIR_VAR)
     return env
+
+
+class _LauncherExit:
+    """Waits up to a timeout for the launcher to exit. Through a pidfd where Linux has one,
+    which wakes the moment the launcher exits: ``Popen.wait`` with a timeout polls, with sleeps
+    that grow to 50 ms, which every launch would add to its end."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self._proc = proc
+        try:
+            self._fd: int | None = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):  # not Linux 5.3+
+            self._fd = None
+
+    def wait(self, timeout: float) -> int | None:
+        """The launcher's status once it has exited, else None after ``timeout``."""
+        if self._fd is None:
+            try:
+                return self._proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return None
+        if self._proc.returncode is None and not select.select([self._fd], [], [], timeout)[0]:
+            return None
+        self.close()
+        return self._proc.wait()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def _start_error(argv: Sequence[str], cwd: Path | None, exc: Exception) -> str:
@@ -259,16 +286,16 @@ class RunHandle:
         beat = time.monotonic()
         stamp: int | None = None
         asked = False
+        launcher = _LauncherExit(self._proc)
         while True:
-            try:
-                code = self._proc.wait(timeout=FAIL_FAST_POLL_S)
+            code = launcher.wait(FAIL_FAST_POLL_S)
+            if code is not None:
                 break
-            except subprocess.TimeoutExpired:
-                pass
             if self.supervisor.kill_on_bad_exit:
                 stamp = self._fail_fast(stamp)
                 self._stop_raised()
             if self._detached:
+                launcher.close()
                 return
             if not asked and self._walltime_near():
                 asked = True
@@ -291,6 +318,8 @@ class RunHandle:
         The request is a file :mod:`runtime.checkpoint` looks for; the launcher log says so."""
         left = self.launch.walltime_end - time.time() if self.launch.walltime_end else 0.0
         line = f"ezpz-tui: {max(left, 0):.0f} s of walltime left: asked the ranks to checkpoint\n"
+        from runtime.checkpoint_dirs import request_path
+
         try:
             write_atomic(request_path(self.run_dir), json.dumps({"walltime_left_s": left}).encode())
             with open(RunDir(self.run_dir).launcher_log, "a", encoding="utf-8") as fh:
@@ -311,6 +340,8 @@ class RunHandle:
         if first is not None:
             # The first to end may have lost a peer that raised first and is still exiting:
             # the culprit is the verdict's, by the ranks' own records of their raises.
+            from ezpz_tui.core.runs.culprit import culprit_cause, verdict
+
             found = verdict(self.run_dir, statuses).culprit
             if found is None:
                 self._fail(first, cause_in(self.run_dir, first, statuses))
@@ -357,7 +388,9 @@ class RunHandle:
             self._returncode = code
             sig = -code if code < 0 else None  # killed by a signal: no exit code of its own
             statuses = read_statuses(self.run_dir)
-            first, cause = self._culprit(statuses)
+            # Only a failed run names its culprit: a launch that went well reads no raise
+            # records and imports none of the code that weighs them.
+            first, cause = self._culprit(statuses) if name == State.FAILED else (None, None)
             end = replace(
                 self._state,
                 state=name,
@@ -389,6 +422,8 @@ class RunHandle:
             finalise(self.run_dir, end, self.launch.world_size, end.end or time.time(), statuses)
             state = self._write(name, **{k: getattr(end, k) for k in _END_FIELDS})
             if name == State.FAILED:  # once, by whoever records the end; never by a reader
+                from ezpz_tui.core.launching.failover import record_end_fault
+
                 self.bad_hosts_added = record_end_fault(self.run_dir)
             # Its own process, started before anyone may exit.
             start_finalize(self.run_dir, self.supervisor.finish)
@@ -403,6 +438,8 @@ class RunHandle:
         ranks' records now show that one a symptom of another's own failure (a record on a
         shared filesystem may show late); with no fail-fast, the verdict's. A rank that has
         ended by itself since is taken as it ended (its exit is the run's)."""
+        from ezpz_tui.core.runs.culprit import culprit_cause, verdict
+
         found = verdict(self.run_dir, statuses)
         culprit = found.culprit
         if self._failure is None:
@@ -652,5 +689,7 @@ class Supervisor:
         live = [h for h in self.handles if h.wait(0) is None or h.processes()]
         if not live:
             return []
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(max_workers=len(live)) as pool:
             return list(pool.map(lambda h: h.stop(grace_s), live))

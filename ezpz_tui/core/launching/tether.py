@@ -19,7 +19,8 @@ heartbeat, records the run's end from its ranks' once the launcher is gone, and 
 the user's stop, which is how a later ``ezpz-tui`` stops a run it did not start. Either way, a
 run whose environment was staged on its nodes has the copies removed after its end is recorded,
 unless kept (``stage.json`` holds the removal's command). Until its
-supervisor says a word the tether has imported only the standard library: every run has one.
+supervisor says a word the tether has imported only a few standard modules, not even its
+argument parser: every run has one, and the supervisor waits for it to exit after ``done``.
 
 A pipe rather than ``PR_SET_PDEATHSIG`` on the launcher: that signal fires when the *thread*
 that started the launcher ends, and the TUI starts launches from worker threads that end long
@@ -28,16 +29,16 @@ before the run does.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import subprocess
+
     from ezpz_tui.core.launching.finalize import FinishSettings
 
 DONE = b"done\n"
@@ -67,6 +68,8 @@ class Tether:
             os.write(writer, word)
         os.close(writer)
         if wait:
+            import subprocess
+
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=5)
 
@@ -76,6 +79,7 @@ def start_tether(
 ) -> Tether:
     """Start the tether of the run in ``run_dir`` led by ``launcher_pid``; ``settings`` are the
     supervisor's, for the finalizer the tether starts in its place."""
+    import subprocess
 
     reader, writer = os.pipe()  # neither end is inherited by anything else this process starts
     argv = [
@@ -120,22 +124,27 @@ def _wait_for_word() -> bytes:
 
 
 def main(argv: list[str] | None = None) -> int:
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)
+    # The word first, the arguments after: a run that ends while this process is still
+    # starting (a short one) waits for its interpreter only, not for argparse and the
+    # finalizer's options to be imported for nothing.
+    word = _wait_for_word()
+    if word == DONE:
+        return 0
+    # Only now the code that acts: until then this process costs a launch nearly nothing.
+    import argparse
+
+    from ezpz_tui.core.launching.finalize import add_settings_args
+    from ezpz_tui.core.launching.tethered import keep, take_down
+
     parser = argparse.ArgumentParser(prog=f"python -m {__name__}")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("launcher_pid", type=int)
     parser.add_argument("launcher_ticks", type=int)
     parser.add_argument("supervisor_pid", type=int)
-    from ezpz_tui.core.launching.finalize import add_settings_args
-
     add_settings_args(parser)
     args = parser.parse_args(argv)
-    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
-        signal.signal(sig, signal.SIG_IGN)
-    word = _wait_for_word()
-    if word == DONE:
-        return 0
-    # Only now the code that acts: until then this process costs a launch nearly nothing.
-    from ezpz_tui.core.launching.tethered import keep, take_down
 
     run, pid, ticks = args.run_dir, args.launcher_pid, args.launcher_ticks
     try:

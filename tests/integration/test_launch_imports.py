@@ -1,0 +1,100 @@
+"""What a launch imports, and what each of its processes does before its work: issue 37's
+launch cost, guarded by what loads rather than by a clock.
+
+A ``launch`` of a trivial program cost 8.3x the launcher's own, most of it Python starting
+modules nobody used: the failure analysis for a run that succeeded, ``importlib.metadata`` for
+three version strings, the capture wrapper's ``tempfile``, ``socket`` and ``argparse``, the
+rank's hooks ``json``, ``traceback`` and ``typing``. Each would come back silently with one
+top-level import; these tests name them. ``-X importtime`` (``PYTHONPROFILEIMPORTTIME``) lists
+every module a process imports on its stderr: the CLI's own on the command's, the wrapper's on
+the launcher's, the rank's in the rank's log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.fixtures.cli import REPO, base_env, run_dirs
+
+PY = sys.executable
+IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \| *(\S+)$", re.M)
+# Never in a launch: the UI, and the numerical stack the finalizer (its own process) uses.
+HEAVY = ("textual", "rich", "numpy", "torch", "xarray", "pandas", "ezpz_tui.ui")
+
+
+def _modules(text: str) -> set[str]:
+    return set(IMPORTED.findall(text))
+
+
+def _under(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    """The modules that are one of ``names`` or inside one of them."""
+    return sorted(m for m in modules if any(m == n or m.startswith(f"{n}.") for n in names))
+
+
+def test_a_launch_that_succeeds_imports_only_what_it_uses(tmp_path: Path) -> None:
+    env = {**base_env(tmp_path), "PATH": f"{Path(PY).parent}{os.pathsep}{os.environ['PATH']}"}
+    launch = ["launch", "--quiet", "--ppn", "2", "--", PY, "-c", "pass"]
+    done = subprocess.run(
+        [PY, "-X", "importtime", "-m", "ezpz_tui", *launch],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run_dir,) = run_dirs(tmp_path)
+    assert json.loads((run_dir / "state.json").read_text())["state"] == "succeeded"
+    modules = _modules(done.stderr)
+    assert "ezpz_tui.core.launching.supervisor" in modules, "the CLI's imports were not read"
+    assert _under(modules, HEAVY) == []
+    unused = (
+        "ezpz_tui.core.failover",  # the retries: only after a failure
+        "ezpz_tui.core.watching.failure",  # why a run failed
+        "ezpz_tui.core.runs.culprit",  # which rank failed first
+        "importlib.metadata",  # three versions, read from their dist-info folders
+        "concurrent.futures",  # the allocation's two probes at once: only a job's scheduler
+        "difflib",  # a config's misspelt key
+    )
+    assert _under(modules, unused) == []
+
+
+def test_the_wrapper_and_the_ranks_hooks_start_light(tmp_path: Path) -> None:
+    """The wrapper is a second interpreter per rank and the hooks load in every Python process
+    of the rank, so both stay off what the rank does not use."""
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    done = subprocess.run(
+        [PY, "-m", "runtime.capture", "--run-dir", str(tmp_path), "--", PY, "-c", "pass"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    wrapper = _modules(done.stderr)
+    assert "runtime.rundir" in wrapper, "the wrapper's imports were not read"
+    # Its records' temporary files are made with os.open; its host named by os.uname.
+    assert _under(wrapper, (*HEAVY, "ezpz_tui", "tempfile", "socket", "argparse")) == []
+    rank = _modules((tmp_path / "logs" / "rank-00000.log").read_text())
+    assert "sitecustomize" in rank, "the rank ran without the wrapper's hooks"
+    # What only a raise, the Flight Recorder's thread or a type checker needs.
+    assert _under(rank, ("json", "traceback", "typing", "select", "tokenize")) == []
+
+
+def test_a_tether_told_done_exits_before_reading_its_arguments() -> None:
+    """Every launch starts a tether; a short run ends while it may still be starting, and the
+    supervisor waits for it: ``done`` must not wait for its argument parser."""
+    done = subprocess.run(
+        [PY, "-m", "ezpz_tui.core.launching.tether", "not", "numbers"],
+        input=b"done\n",
+        cwd=REPO,
+        capture_output=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr) == (0, b"")
