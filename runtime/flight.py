@@ -14,7 +14,8 @@ and every rank gets a daemon thread that writes the newest entries to its file i
   (``S``, and a run that turned ``hung``) write a byte into it, as they send SIGUSR1 for the
   stacks. A thread, because the main thread may be blocked inside the very collective;
 * once more at the interpreter's exit, so a run shorter than an interval, or a rank that
-  raised, leaves its entries too.
+  raised, leaves its entries too; and just before ``runtime.cleanup()`` destroys the group, after
+  which torch has none to give.
 
 The same FIFO carries a request to profile the next N steps (``p<N>``), which this thread keeps
 in :data:`profile_requests` for the step hook (:mod:`runtime.profiling`). It lives only while its
@@ -287,6 +288,16 @@ def at_exit() -> None:
     that raised, still leaves them (before the exit hook destroys a group left alive)."""
     if _recorder and _recorder[0].pid == os.getpid():
         _recorder[0].write()
+
+
+def write_now() -> None:
+    """The entries now, from whichever copy of this module runs the recorder: a program that
+    ends cleanly destroys its group before the interpreter exits (``runtime.cleanup``), and
+    torch has nothing left to give :func:`at_exit` then, so the file would keep the last
+    interval's entries, or none in a run shorter than one."""
+    shared = sys.modules.get(SHARED_NAME)
+    if shared is not None:
+        shared.at_exit()
 
 
 class _WhenImported:
