@@ -5,7 +5,8 @@ The Flight Recorder keeps, per rank, a ring of the newest collectives the proces
 ``TORCH_FR_BUFFER_SIZE`` is set before the group is made. Matched across ranks it says which
 rank never entered which collective of a hung job, and which rank everyone waits for
 (:mod:`ezpz_tui.core.watching.collectives`). So the capture wrapper turns it on (:func:`add_env`;
-``EZPZ_FLIGHT_RECORDER=0``, set from ``[collectives] flight_recorder = false``, leaves it off)
+``EZPZ_FLIGHT_RECORDER=0``, set from ``[collectives] flight_recorder = false``, turns it off,
+torch's own ring too)
 and every rank gets a daemon thread that writes the newest entries to its file in ``flight/``:
 
 * every :data:`INTERVAL_VAR` seconds when they changed, so a reader can follow a live run and
@@ -79,9 +80,11 @@ def wanted(env: Mapping[str, str]) -> bool:
 
 
 def add_env(env: MutableMapping[str, str], dump: str, fifo: str, nccl_prefix: str) -> None:
-    """Turn the Flight Recorder on in a rank's environment, unless it is switched off; values
-    the user set win (a ``TORCH_FR_BUFFER_SIZE=0`` of theirs keeps it empty)."""
+    """Turn the Flight Recorder on in a rank's environment, or off where it is switched off:
+    torch keeps a ring of 2,000 entries when ``TORCH_FR_BUFFER_SIZE`` is unset (2.13; older
+    versions none), so off must say 0. Values the user set win either way."""
     if not wanted(env):
+        env.setdefault(BUFFER_VAR, "0")
         return
     env.setdefault(BUFFER_VAR, str(DEFAULT_BUFFER))
     env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")  # NCCL's own dump when a watchdog fires
