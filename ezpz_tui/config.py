@@ -107,7 +107,7 @@ class Config:
     """`[collectives] flight_recorder`: keep torch's Flight Recorder on in every rank the
     product launches and write its newest entries to the run's ``flight/``, which name the rank
     missing from a hung collective and the rank everyone waits for; false sets
-    ``EZPZ_FLIGHT_RECORDER=0`` in the ranks' environment."""
+    ``EZPZ_FLIGHT_RECORDER=0`` in the ranks' environment, which empties torch's own ring too."""
     kill_on_bad_exit: bool = True
     """`[launch] kill_on_bad_exit`: when a rank ends with a non-zero exit or a signal, stop the
     rest of the job within seconds (as `srun --kill-on-bad-exit` and torchrun do), so healthy

@@ -265,6 +265,7 @@ def cleanup() -> None:
     Collect garbage first: a gloo worker thread that drops the last tensor reference during
     interpreter shutdown aborted ~8% of 2-rank runs ("terminate called without an active
     exception"); destroying the group while the caller's objects are already released avoids it.
+    The Flight Recorder writes its last entries just before: torch has none once it is gone.
     """
     gc.collect()
     try:
@@ -272,7 +273,10 @@ def cleanup() -> None:
     except ImportError:
         return
     if dist.is_available() and dist.is_initialized():
+        from runtime import flight
+
         try:
             dist.barrier()
         finally:
+            flight.write_now()  # the last entries, while the group still has them
             dist.destroy_process_group()

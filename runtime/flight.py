@@ -5,7 +5,8 @@ The Flight Recorder keeps, per rank, a ring of the newest collectives the proces
 ``TORCH_FR_BUFFER_SIZE`` is set before the group is made. Matched across ranks it says which
 rank never entered which collective of a hung job, and which rank everyone waits for
 (:mod:`ezpz_tui.core.watching.collectives`). So the capture wrapper turns it on (:func:`add_env`;
-``EZPZ_FLIGHT_RECORDER=0``, set from ``[collectives] flight_recorder = false``, leaves it off)
+``EZPZ_FLIGHT_RECORDER=0``, set from ``[collectives] flight_recorder = false``, turns it off,
+torch's own ring too)
 and every rank gets a daemon thread that writes the newest entries to its file in ``flight/``:
 
 * every :data:`INTERVAL_VAR` seconds when they changed, so a reader can follow a live run and
@@ -14,7 +15,8 @@ and every rank gets a daemon thread that writes the newest entries to its file i
   (``S``, and a run that turned ``hung``) write a byte into it, as they send SIGUSR1 for the
   stacks. A thread, because the main thread may be blocked inside the very collective;
 * once more at the interpreter's exit, so a run shorter than an interval, or a rank that
-  raised, leaves its entries too.
+  raised, leaves its entries too; and just before ``runtime.cleanup()`` destroys the group, after
+  which torch has none to give.
 
 The same FIFO carries a request to profile the next N steps (``p<N>``), which this thread keeps
 in :data:`profile_requests` for the step hook (:mod:`runtime.profiling`). It lives only while its
@@ -80,9 +82,11 @@ def wanted(env: Mapping[str, str]) -> bool:
 
 
 def add_env(env: MutableMapping[str, str], dump: str, fifo: str, nccl_prefix: str) -> None:
-    """Turn the Flight Recorder on in a rank's environment, unless it is switched off; values
-    the user set win (a ``TORCH_FR_BUFFER_SIZE=0`` of theirs keeps it empty)."""
+    """Turn the Flight Recorder on in a rank's environment, or off where it is switched off:
+    torch keeps a ring of 2,000 entries when ``TORCH_FR_BUFFER_SIZE`` is unset (2.13; older
+    versions none), so off must say 0. Values the user set win either way."""
     if not wanted(env):
+        env.setdefault(BUFFER_VAR, "0")
         return
     env.setdefault(BUFFER_VAR, str(DEFAULT_BUFFER))
     env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")  # NCCL's own dump when a watchdog fires
@@ -297,6 +301,16 @@ def at_exit() -> None:
     that raised, still leaves them (before the exit hook destroys a group left alive)."""
     if _recorder and _recorder[0].pid == os.getpid():
         _recorder[0].write()
+
+
+def write_now() -> None:
+    """The entries now, from whichever copy of this module runs the recorder: a program that
+    ends cleanly destroys its group before the interpreter exits (``runtime.cleanup``), and
+    torch has nothing left to give :func:`at_exit` then, so the file would keep the last
+    interval's entries, or none in a run shorter than one."""
+    shared = sys.modules.get(SHARED_NAME)
+    if shared is not None:
+        shared.at_exit()
 
 
 class _WhenImported:

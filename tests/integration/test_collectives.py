@@ -281,7 +281,7 @@ def test_config_turns_the_flight_recorder_off(tmp_path: Path, mpiexec: str, on: 
     assert proc.returncode == 0, proc.stderr
     (run,) = run_dirs(outputs)
     said = RunDir(run).log(1).read_text()
-    assert ("buffer 512 thread True" if on else "buffer None thread False") in said
+    assert ("buffer 512 thread True" if on else "buffer 0 thread False") in said
     assert not RunDir(run).flight_request(1).exists()  # removed at the rank's end, if made
     if on:  # shorter than an interval: written at the exit, before the group was destroyed
         data = json.loads(RunDir(run).flight(1).read_text())
@@ -289,6 +289,36 @@ def test_config_turns_the_flight_recorder_off(tmp_path: Path, mpiexec: str, on: 
         assert (data["rank"], data["interval_s"]) == (1, 5.0)
     else:
         assert not RunDir(run).flight(1).exists()
+
+
+# A job that ends cleanly: runtime.cleanup() destroys the group before the interpreter exits.
+CLEAN_END = textwrap.dedent(
+    """
+    import torch, torch.distributed as dist
+    import runtime
+
+    dist.init_process_group("gloo")
+    t = torch.ones(4)
+    for _ in range(5):
+        dist.all_reduce(t)
+    runtime.cleanup()
+    """
+)
+
+
+@pytest.mark.mpi
+def test_a_clean_end_leaves_the_last_collectives(tmp_path: Path, mpiexec: str) -> None:
+    outputs = tmp_path / "outputs"
+    script = tmp_path / "job.py"
+    script.write_text(CLEAN_END)
+    env = {**base_env(outputs), "EZPZ_FLIGHT_INTERVAL_S": "600"}  # no write by the interval
+    proc = cli(["launch", "--ppn", "2", "--quiet", "--", PY, str(script)], env)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = run_dirs(outputs)
+    for rank in (0, 1):
+        entries = json.loads(RunDir(run).flight(rank).read_text())["entries"]
+        names = [e["profiling_name"] for e in entries]
+        assert names == ["gloo:all_reduce"] * 5 + ["gloo:barrier"], names
 
 
 # Every rank records each step with History (the step hook); rank 1 does twice the matmuls.
