@@ -381,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="use the hosts listed in the outputs directory's bad_hosts.txt too",
     )
+    _outputs_arg(p)
     p.set_defaults(command=[])  # -- CMD: each rank's command (default: RUN's)
     p.command_after_dashes = True  # type: ignore[attr-defined]
     _outputs_arg(_command(sub, "runs", json=True))

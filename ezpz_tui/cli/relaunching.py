@@ -65,7 +65,7 @@ def _asked(yes: bool) -> bool | str:
 def cmd_relaunch(args: argparse.Namespace) -> int:
     from ezpz_tui.core.launch_result import NotStarted
     from ezpz_tui.core.launching.change import change_lines, relaunch_change
-    from ezpz_tui.core.launching.elsewhere import Refused, stop_elsewhere
+    from ezpz_tui.core.launching.elsewhere import Refused, stop_elsewhere, stoppable
     from ezpz_tui.core.launching.plan import LaunchRefused
     from ezpz_tui.core.launching.resuming import checked_with_resume, parent_resume
     from ezpz_tui.core.runs.liveness import run_state
@@ -88,6 +88,9 @@ def cmd_relaunch(args: argparse.Namespace) -> int:
     preview = session.preview(checked)
     argv = preview.command.argv if preview.command else ()
     alive = run_state(run).live
+    supervisor = stoppable(run) if alive else None
+    if isinstance(supervisor, Refused):  # said before the preflight's seconds, not after
+        return fail(f"not relaunched: {supervisor.reason}")
     resume = None if args.fresh else parent_resume(run, alive=alive)
     said = "is running: it is stopped first" if alive else "has ended"
     say(f"ezpz-tui: relaunch {run.name}? It {said} (and stays on disk as the new run's parent).")

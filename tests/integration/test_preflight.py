@@ -20,11 +20,12 @@ from ezpz_tui.core.launching.preflight import NOT_PREFLIGHTED, PASSED, run_prefl
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.record import read_run_toml
 from tests.fixtures.cli import PY, REPO, base_env, cli, run_dirs
-from tests.fixtures.runs import wait_for
+from tests.fixtures.runs import make_run, wait_for
 
 pytestmark = pytest.mark.mpi
 
 LONG = ("--steps", "100000", "--sleep", "0.05")
+FINISHED = "20261126-100000-000-tp1pp1cp1"
 
 
 def checked(monkeypatch: pytest.MonkeyPatch, command: tuple[str, ...], **sizes: int):
@@ -127,3 +128,33 @@ def test_relaunch_preflights_stops_the_parent_and_follows_the_child(
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(90)
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["relaunch", "nonesuch", "--tp", "2"], "ezpz-tui: no run 'nonesuch' in "),
+        (
+            ["relaunch", FINISHED, "--tp", "3"],
+            "not relaunched: World size 1 is not divisible by tp*pp*cp = 3.",
+        ),
+        (["relaunch", FINISHED, "--tp", "0"], "argument --tp: 0 must be at least 1"),
+    ],
+)
+def test_bad_input_is_one_line_and_nothing_starts(
+    args: list[str], said: str, outputs: Path
+) -> None:
+    make_run(
+        outputs,
+        run_id=FINISHED,
+        state="succeeded",
+        exit_code=0,
+        sizes={"tp": 1},
+        ranks=2,
+        steps=3,
+        created=1_795_000_000.0,
+    )
+    done = cli(args, base_env(outputs), 60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert said in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
+    assert run_dirs(outputs) == [outputs / FINISHED]
