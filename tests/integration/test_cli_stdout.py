@@ -47,6 +47,7 @@ CASES: dict[str, tuple[list[str], int | None]] = {
     "top --watch": (["top", RUN, "--watch", "0.1"], OUTPUT_LOST),  # stops: nobody reads it
     # A finished run relaunched with another command: followed as launch follows its run.
     "relaunch": (["relaunch", RUN, "--yes", "--no-preflight", "--", PY, "-c", CHATTY], 0),
+    "goodput": (["goodput", RUN], OUTPUT_LOST),
     "sweep": (["sweep", "--ppn", "2", "--", PY, "-c", "pass"], 0),
     "tune --dry-run": (["tune", "--dry-run", "--ppn", "2"], OUTPUT_LOST),
     "compare": (["compare"], OUTPUT_LOST),

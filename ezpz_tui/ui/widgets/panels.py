@@ -194,9 +194,10 @@ class SummaryBar(Static):
         slow: int = 0,
         finish: str | None = None,
         late: bool = False,
+        goodput: float | None = None,
     ) -> None:
         """``finish``: when the run will end at its pace, or the step the walltime ends at
-        (``late``, shown as a warning)."""
+        (``late``, shown as a warning); ``goodput``: the productive share of its wall time."""
         text = Text()
         text.append(" ezpz ", "reverse bold")
         if run is None:
@@ -217,6 +218,8 @@ class SummaryBar(Static):
                 text.append(f"  loss {loss:.4g}")
             if steps_per_s is not None:
                 text.append(f"  {steps_per_s:.2f} it/s")
+            if goodput is not None:
+                text.append(f"  goodput {goodput * 100:.0f}%")
             if slow:
                 text.append(f"  {slow} slow", "bold yellow")
             if finish:
