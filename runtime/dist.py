@@ -194,14 +194,22 @@ def setup(
     """
     import torch
 
-    from runtime import exit_hook, flight, stackdump
+    from runtime import exit_hook, flight, preflight, stackdump
 
     stackdump.register()
     exit_hook.register()
     flight.register()
 
     env = dict(os.environ)
-    info, comm = _discover(env)
+    try:
+        fake = preflight.requested(env)
+    except preflight.PreflightError as exc:
+        raise SetupError(str(exc)) from None
+    if fake is None:
+        info, comm = _discover(env)
+    else:  # one rank of a preflight: its place is the one asked for, its peers are fake
+        info, comm = RankInfo(fake[0], 0, fake[1], 1, 0, preflight.SOURCE), None
+        preflight.set_up(*fake)
     layout = _resolve_layout(info.world_size, tp, pp, cp)
     dev_choice = _device.device_type(env)
     reasons = {"device": dev_choice.reason}
@@ -222,14 +230,19 @@ def setup(
         layout.sizes,
         reasons=reasons,
     )
-    if info.world_size > 1:
+    if info.world_size > 1 and fake is not None:
+        dist_info.backend = "fake"
+        reasons["backend"] = "a preflight: torch's fake process group, no peers"
+        from runtime.fake_group import init_fake_group
+
+        init_fake_group(*fake)
+    elif info.world_size > 1:
         addr, port = _rendezvous(info, comm, env)
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = addr, port
         choice = _device.backend(device.type, env) if backend is None else None
         dist_info.backend = backend or choice.name
         reasons["backend"] = "given to setup()" if choice is None else choice.reason
         import torch.distributed as dist
-        from torch.distributed.device_mesh import init_device_mesh
 
         dist.init_process_group(
             backend=dist_info.backend,
@@ -239,6 +252,9 @@ def setup(
             timeout=_dt.timedelta(seconds=timeout_s),
             device_id=device if device.type in ("cuda", "xpu") else None,
         )
+    if info.world_size > 1:
+        from torch.distributed.device_mesh import init_device_mesh
+
         dist_info.mesh = init_device_mesh(device.type, layout.shape, mesh_dim_names=MESH_ORDER)
     _seed(seed, info.rank)
     return dist_info

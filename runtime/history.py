@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from runtime import profiling, records
+from runtime import preflight, profiling, records
 from runtime.efficiency.flops import FLOPS_PER_TOKEN, HARDWARE_FLOPS_PER_TOKEN
 from runtime.env import RUN_DIR_VAR, rank_info_or_single
 from runtime.rundir import RunDir, metric_files
@@ -143,6 +143,7 @@ class History:
                 raise ValueError(f"{name} must be positive, not {value}")
         first = {name: float(value) for name, value in said.items() if value is not None}
         self._first: dict[str, float] | None = first or None
+        self._preflight = preflight.requested() is not None  # ends at its first record
 
     def record(
         self,
@@ -189,6 +190,9 @@ class History:
             full = self._size >= BUFFER_BYTES
         if full:
             self.flush()
+        if self._preflight:  # a preflight's one step is done: what it came to see
+            self.close()
+            preflight.step_recorded(int(step))
         profiling.step()  # a profile asked for starts or ends at a step's end
 
     def flush(self) -> None:

@@ -27,6 +27,7 @@ from ezpz_tui.cli.reading import (
     cmd_tui,
     cmd_why,
 )
+from ezpz_tui.cli.relaunching import cmd_relaunch
 from ezpz_tui.cli.stdout import exit_status, guard_stdout
 from ezpz_tui.cli.submitting import cmd_submit
 from ezpz_tui.cli.sweeping import cmd_sweep
@@ -39,6 +40,7 @@ COMMANDS = {
     "info": cmd_info,
     "doctor": cmd_doctor,
     "launch": cmd_launch,
+    "relaunch": cmd_relaunch,
     "runs": cmd_runs,
     "plot": cmd_plot,
     "attach": cmd_attach,
@@ -82,7 +84,8 @@ def _run(argv: list[str] | None) -> int:
         code = 130
     except BrokenPipeError:  # ezpz-tui runs | head
         return 0
-    runs = args.cmd == "sweep" or (args.cmd in ("launch", "tune") and not args.dry_run)
+    following = ("launch", "tune")  # unless --dry-run
+    runs = args.cmd in ("sweep", "relaunch") or (args.cmd in following and not args.dry_run)
     return exit_status(code, keeps_status=runs)
 
 

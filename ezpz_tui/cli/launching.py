@@ -152,7 +152,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
         say(f"ezpz-tui: run {handle.run_dir}")
         if handle.staging_note:
             say(f"ezpz-tui: {handle.staging_note}")
-        code = _follow(handle, quiet=args.quiet)
+        code = follow(handle, quiet=args.quiet)
         if handle.state.state != State.FAILED:  # only a failure is retried (Failover.after)
             return code
         if failover is None:  # its failure analysis imported by a run that needs it only
@@ -219,7 +219,7 @@ def stop_reason(signum: int) -> str | None:
     return HUNG_UP if signum == signal.SIGHUP else None
 
 
-def _follow(handle: Any, quiet: bool) -> int:
+def follow(handle: Any, quiet: bool) -> int:
     """Print rank 0's log as it grows until the run ends, as srun would: Ctrl-C, SIGTERM or
     SIGHUP (the terminal closed) stop the run; a closed or full stdout stops the printing only,
     never the supervision."""

@@ -93,10 +93,26 @@ def _seconds(text: str) -> float:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error in one line, as every other error here is."""
+    """argparse that reports a usage error in one line, as every other error here is.
+
+    A command whose ranks' command follows a positional (``relaunch RUN [options] -- CMD``)
+    sets ``command_after_dashes``: what follows the first ``--`` is its ``command``, as is; an
+    ``argparse.REMAINDER`` there would take the options after RUN for the command."""
+
+    command_after_dashes = False
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: list[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if not self.command_after_dashes or args is None or "--" not in args:
+            return super().parse_known_args(args, namespace)
+        at = args.index("--")
+        found, extras = super().parse_known_args(args[:at], namespace)
+        found.command = args[at:]  # with its "--", as launch's REMAINDER gives it
+        return found, extras
 
 
 # Each command's one-line help, and the longer description its own --help shows.
@@ -107,6 +123,18 @@ COMMANDS_HELP = {
         "start a run (default command: the demo training)",
         "Start a run through the right launcher; follows rank 0's log and exits with the run's "
         "exit code. Ctrl-C stops the run cleanly.",
+    ),
+    "relaunch": (
+        "relaunch a run with other sizes, as the TUI's R: preflight, stop it, start the child",
+        "Relaunch RUN with its recorded plan, the sizes and command given changed: the new "
+        "layout is preflighted first (rank 0, and the last pipeline stage's first rank, run one "
+        "step alone on this CPU with fake peers; a script that never calls runtime.setup() is "
+        "not preflighted), then RUN is stopped through its supervisor and the child starts in "
+        "RUN's outputs directory with RUN as its parent, continuing from RUN's newest "
+        "checkpoint unless --fresh, and is followed as launch follows a run. The question's "
+        "lines are printed and asked on a terminal (--yes answers yes). A failed preflight "
+        "exits 2 with the cause and leaves RUN running. After -- : each rank's command "
+        "(default: RUN's).",
     ),
     "runs": ("list runs in the outputs directory", None),
     "attach": (
@@ -344,6 +372,26 @@ def build_parser() -> argparse.ArgumentParser:
         "from a checkpoint folder; the ranks get it in EZPZ_RESUME_FROM",
     )
     _command_args(p)
+    p = _command(sub, "relaunch")
+    p.add_argument("run", help=RUN_HELP)
+    for size, words in SIZES:
+        p.add_argument(f"--{size}", type=_positive, help=f"{words} parallel size (default: RUN's)")
+    p.add_argument("-n", "--nodes", type=_positive, help="nodes to use (default: RUN's)")
+    p.add_argument("--fresh", action="store_true", help="start at step 0, not at a checkpoint")
+    p.add_argument(
+        "--no-preflight", action="store_true", help="relaunch without running a step first"
+    )
+    p.add_argument("-y", "--yes", action="store_true", help="relaunch without asking")
+    p.add_argument("--quiet", action="store_true", help="do not follow the new run's log")
+    p.add_argument(
+        "--no-exclude-bad",
+        dest="exclude_bad",
+        action="store_false",
+        help="use the hosts listed in the outputs directory's bad_hosts.txt too",
+    )
+    _outputs_arg(p)
+    p.set_defaults(command=[])  # -- CMD: each rank's command (default: RUN's)
+    p.command_after_dashes = True  # type: ignore[attr-defined]
     _outputs_arg(_command(sub, "runs", json=True))
     p = _command(sub, "attach")
     p.add_argument("run", help=RUN_HELP)

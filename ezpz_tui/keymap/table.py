@@ -284,6 +284,7 @@ y,enter    | confirm              |          | Yes / keep the choice
 n          | cancel               |          | No
 l          | leave_running        |          | Quitting: leave the runs running, supervised
 f          | switch_resume        |          | Relaunching: resume, or start fresh
+o          | override_preflight   |          | Relaunching: go ahead though the preflight failed
 """
 )
 """The default bindings: every key the UI knows, exactly once."""

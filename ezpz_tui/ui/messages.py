@@ -12,7 +12,7 @@ by identity like any other message.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -76,6 +76,8 @@ class RelaunchAsked(Message):
     checked: CheckedPlan
     lines: list[str]
     resume: Resume | None = None  # the relaunch's default: from the run's newest checkpoint
+    preflight: list[str] = field(default_factory=list)  # its verdict's lines, when it ran
+    refused: str | None = None  # why yes is refused: the preflight failed, with its cause
 
 
 @dataclass(eq=False)

@@ -597,13 +597,16 @@ async def test_launch_relaunch_and_stop_a_real_run(outputs: Path) -> None:
             await settle(pilot)
             assert app.query_one("#tp", Input).value == "2"
             assert "-genv EZPZ_TP 2" in text_of(app.query_one("#preview"))
-            await pilot.press("R")
-            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question", 10)
+            await pilot.press("R")  # the question comes after the new layout's preflight
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question", 120)
+            await settle(pilot)  # the question composed
             question = text_of(app.screen.query_one("#question"))
             assert question.startswith(f"Relaunch? {first.name} is running: it is stopped first")
             details = text_of(app.screen.query_one("#details")).splitlines()
             assert details[:2] == ["TP 1 → 2", "DP 2 → 1"]
-            assert details[-1] == "argv: -genv EZPZ_TP 1 → 2"
+            assert "argv: -genv EZPZ_TP 1 → 2" in details
+            assert details[-2].startswith("Preflight passed: rank 0 of 2 ran a step alone in ")
+            assert details[-1].startswith("peak memory ")
             await pilot.press("y")
             await settle(pilot)
             assert run_state(first).state == "stopped"

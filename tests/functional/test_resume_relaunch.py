@@ -51,7 +51,9 @@ async def test_relaunch_with_tp_changed_resumes_and_joins_the_curves(tmp_path: P
             await settle(pilot)
             assert app.query_one("#tp", Input).value == "2"
             await pilot.press("R")
-            await until(pilot, lambda: isinstance(app.screen, RelaunchScreen), "the question", 20)
+            asked = lambda: isinstance(app.screen, RelaunchScreen)  # noqa: E731
+            await until(pilot, asked, "the question, after the preflight", 120)
+            await settle(pilot)  # the question composed
             start = text_of(app.screen.query_one("#resume"))
             found = RESUMES.match(start)
             assert found is not None, start

@@ -45,6 +45,8 @@ CASES: dict[str, tuple[list[str], int | None]] = {
     "stop": (["stop", RUN], 2),  # a finished run: nothing to stop
     "top": (["top", RUN], OUTPUT_LOST),
     "top --watch": (["top", RUN, "--watch", "0.1"], OUTPUT_LOST),  # stops: nobody reads it
+    # A finished run relaunched with another command: followed as launch follows its run.
+    "relaunch": (["relaunch", RUN, "--yes", "--no-preflight", "--", PY, "-c", CHATTY], 0),
     "goodput": (["goodput", RUN], OUTPUT_LOST),
     "sweep": (["sweep", "--ppn", "2", "--", PY, "-c", "pass"], 0),
     "tune --dry-run": (["tune", "--dry-run", "--ppn", "2"], OUTPUT_LOST),
@@ -54,7 +56,7 @@ CASES: dict[str, tuple[list[str], int | None]] = {
     "submit": (["submit", RUN, "--dry-run", "-A", "proj"], OUTPUT_LOST),
     "the TUI": ([], 2),  # no terminal here
 }
-RUNS = ("launch", "sweep")
+RUNS = ("launch", "relaunch", "sweep")
 
 
 def test_every_command_of_the_parser_is_tried() -> None:
@@ -135,5 +137,5 @@ def test_a_command_whose_stdout_refuses_still_does_its_work(
         # Supervised to its true end by the command itself, not stopped by its tether.
         assert state["state"] == "succeeded" and state["exit_code"] == 0, state
         assert state["supervisor_pid"] == proc.pid and "reason" not in state, state
-    if case == "launch":
+    if case in ("launch", "relaunch"):
         assert f"stdout refused rank 0's log ({why}); the run goes on" in err, err

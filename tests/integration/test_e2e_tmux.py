@@ -268,9 +268,9 @@ def test_newcomer_flow(tmux: Tmux, tmp_path: Path) -> None:
     )
     tmux.keys("R")
     tmux.wait_for(
-        "the relaunch question with the change",
-        lambda s: _has(s, "Relaunch?", "TP 1 → 2", "EZPZ_TP 1 → 2"),
-        timeout=20,
+        "the relaunch question with the change, after the new layout's preflight",
+        lambda s: _has(s, "Relaunch?", "TP 1 → 2", "EZPZ_TP 1 → 2", "Preflight passed"),
+        timeout=120,
     )
     tmux.keys("y")
     relaunched = re.compile(r"tp2pp1cp1.*running")

@@ -90,6 +90,8 @@ def test_relaunch_of_a_live_run_asks_with_what_changes(host: FakeHost) -> None:
     asked = host.posted[-1]
     assert isinstance(asked, RelaunchAsked) and asked.handle is first
     assert "TP 1 → 2" in asked.lines, asked.lines
+    assert asked.preflight[0].startswith("Preflight passed: rank 0 of 2 ran a step alone in ")
+    assert asked.refused is None and "Preflight: one step of TP 2" in host.said()
     launches.relaunch_asked(asked)
     assert first.run_dir.name in host.dialogs.asked[-1].question
     host.dialogs.asked[-1].yes()

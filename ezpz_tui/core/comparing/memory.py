@@ -15,10 +15,12 @@ It is an estimate, made to rank layouts and to prune those far over a limit, not
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ezpz_tui.core.launching.plan import DEMO_MODULE
 from runtime.efficiency.flops import demo_params
 from runtime.examples.schedule import default_microbatches
 
@@ -117,3 +119,39 @@ def estimate(model: DemoModel, tp: int, pp: int, cp: int, dp: int) -> MemoryEsti
         optimizer=params * FLOAT * 2,
         activations=activations,
     )
+
+
+def demo_estimate(
+    command: Sequence[str], tp: int, pp: int, cp: int, dp: int
+) -> MemoryEstimate | None:
+    """The estimate for the model the demo run by ``command`` builds under these sizes (a
+    relaunch's preflight sets it beside what it measured); None for another command, one
+    whose options cannot be read, or sizes the demo refuses."""
+    model = _demo_model_of(command, tp, pp, cp, dp)
+    return None if model is None else estimate(model, tp, pp, cp, dp)
+
+
+def _demo_model_of(command: Sequence[str], tp: int, pp: int, cp: int, dp: int) -> DemoModel | None:
+    """The demo's model, its defaults filled in as the demo fills them (``runtime.examples.
+    train.resolve_layout``, which imports torch)."""
+    if list(command[1:3]) != ["-m", DEMO_MODULE]:
+        return None
+    p = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    for name in ("vocab", "dim", "heads", "layers", "seq-len", "global-batch", "batch-size"):
+        p.add_argument(f"--{name}", type=int)
+    try:
+        args, _ = p.parse_known_args(list(command[3:]))
+    except (argparse.ArgumentError, SystemExit):
+        return None
+    heads = args.heads or tp * math.ceil(4 / tp)
+    model = DemoModel(
+        vocab=args.vocab or 128,
+        dim=args.dim or 16 * heads,
+        heads=heads,
+        layers=args.layers or max(2, pp),
+        seq_len=args.seq_len or cp * math.ceil(64 / cp),
+        global_batch=args.global_batch or (args.batch_size or 8) * dp,
+    )
+    if model.dim % model.heads or demo_problem(model, tp, pp, cp, dp):
+        return None
+    return model

@@ -26,14 +26,20 @@ class ScreenDialogs:
         self.keymap = keymap
         self.on_ui = on_ui
 
-    def confirm(self, question: str, on_yes: Callable[[], None], lines: Sequence[str] = ()) -> None:
+    def confirm(
+        self,
+        question: str,
+        on_yes: Callable[[], None],
+        lines: Sequence[str] = (),
+        refused: str | None = None,
+    ) -> None:
         from ezpz_tui.ui.screens.confirm import ConfirmScreen
 
         def answered(yes: bool | None) -> None:
             if yes:
                 on_yes()
 
-        dialog = ConfirmScreen(question, self.keymap, list(lines) or None)
+        dialog = ConfirmScreen(question, self.keymap, list(lines) or None, refused)
         self.on_ui(self.screen.app.push_screen, dialog, answered)
 
     def confirm_relaunch(
@@ -42,10 +48,11 @@ class ScreenDialogs:
         resumes: str,
         on_yes: Callable[[bool], None],
         lines: Sequence[str] = (),
+        refused: str | None = None,
     ) -> None:
         from ezpz_tui.ui.screens.confirm import RelaunchScreen
 
-        dialog = RelaunchScreen(question, resumes, self.keymap, list(lines) or None)
+        dialog = RelaunchScreen(question, resumes, self.keymap, list(lines) or None, refused)
 
         def answered(yes: bool | None) -> None:
             if yes:

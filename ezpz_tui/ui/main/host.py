@@ -30,8 +30,15 @@ if TYPE_CHECKING:
 class Dialogs(Protocol):
     """What a controller may ask the person, or show them."""
 
-    def confirm(self, question: str, on_yes: Callable[[], None], lines: Sequence[str] = ()) -> None:
-        """Ask ``question`` (``lines`` shown under it); ``on_yes`` runs on a yes."""
+    def confirm(
+        self,
+        question: str,
+        on_yes: Callable[[], None],
+        lines: Sequence[str] = (),
+        refused: str | None = None,
+    ) -> None:
+        """Ask ``question`` (``lines`` shown under it); ``on_yes`` runs on a yes. ``refused``:
+        why yes is refused (a failed preflight), which only the override key passes."""
 
     def confirm_relaunch(
         self,
@@ -39,9 +46,11 @@ class Dialogs(Protocol):
         resumes: str,
         on_yes: Callable[[bool], None],
         lines: Sequence[str] = (),
+        refused: str | None = None,
     ) -> None:
         """Ask ``question`` with where the new run starts: ``resumes`` ("resumes at step N
-        from …") or fresh, one key switching; ``on_yes(resuming)`` runs on a yes."""
+        from …") or fresh, one key switching; ``on_yes(resuming)`` runs on a yes. ``refused``
+        as for :meth:`confirm`."""
 
     def show_error(self, title: str, message: str) -> None:
         """A dialog that stays until read: something must be fixed before trying again."""

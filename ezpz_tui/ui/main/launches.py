@@ -62,9 +62,9 @@ class Launches:
             self.launch()
         elif handle is None or (handle.wait(0) is not None and newest(handle.run_dir) is None):
             self._start(plan, relaunch=handle is not None)
-        else:
-            ask = lambda: self._ask_relaunch(handle, plan)  # noqa: E731
-            self.host.in_thread(ask, "relaunch", exclusive=True, holds_keys=True)
+        else:  # the preflight takes seconds: the keys go on acting meanwhile
+            first = lambda: self._preflight_first(handle, plan)  # noqa: E731
+            self.host.in_thread(first, "relaunch", exclusive=True)
 
     def stop(self) -> None:
         """Stop the opened run (or the session's latest), after a yes."""
@@ -110,20 +110,56 @@ class Launches:
         else:
             self.host.notify(result.text, title=result.title, severity="error")
 
-    def _ask_relaunch(self, handle: RunHandle, plan: LaunchPlan) -> None:
+    def _preflight_first(self, handle: RunHandle, plan: LaunchPlan) -> None:
+        """Run the new layout's preflight (:mod:`~ezpz_tui.core.launching.preflight`), then ask:
+        the question holds the keys typed from then on, not through the preflight's seconds."""
+        from ezpz_tui.core.launch_result import refusal
+        from ezpz_tui.core.launching.plan import LaunchRefused
+
+        session = self.host.session
+        assert session is not None
+        try:  # once: the question and the launch take this plan as it was checked here
+            checked = session.check(plan)
+        except LaunchRefused as exc:
+            self.answer(refusal(exc, "Not relaunched"))
+            return
+        said = self._preflight(checked)
+        ask = lambda: self._ask_relaunch(handle, checked, *said)  # noqa: E731
+        self.host.in_thread(ask, "relaunch-ask", exclusive=True, holds_keys=True)
+
+    def _preflight(self, checked: CheckedPlan) -> tuple[list[str], str | None]:
+        """The preflight's lines for the question, and why yes is refused (None: it is not)."""
+        from ezpz_tui.core.comparing.memory import demo_estimate
+        from ezpz_tui.core.launching.preflight import available_a_rank, run_preflight
+
+        p = checked.plan
+        self.host.notify(f"Preflight: one step of TP {p.tp} PP {p.pp} CP {p.cp} on this CPU…")
+        found = run_preflight(checked)
+        guess = demo_estimate(p.command, p.tp, p.pp, p.cp, p.layout(checked.alloc).dp)
+        lines = found.lines(guess.total if guess else None, available_a_rank(checked))
+        return lines, (f"the preflight failed: {found.cause}" if found.refuses else None)
+
+    def _ask_relaunch(
+        self,
+        handle: RunHandle,
+        plan: LaunchPlan | CheckedPlan,
+        preflight: list[str] | None = None,
+        refused: str | None = None,
+    ) -> None:
         """What the relaunch changes, from the live run's record and the plan's preview. The
         plan is checked here, once: the question carries it checked to the launch, which
-        launches that plan (not the form's, edited since) without checking it again."""
+        launches that plan (not the form's, edited since) without checking it again.
+        ``preflight`` and ``refused`` are what the preflight said."""
         from ezpz_tui.core.launch_result import refusal
         from ezpz_tui.core.launching.change import change_lines, relaunch_change
-        from ezpz_tui.core.launching.plan import LaunchRefused
+        from ezpz_tui.core.launching.plan import CheckedPlan, LaunchRefused
         from ezpz_tui.core.launching.resuming import parent_resume
         from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 
         host, session = self.host, self.host.session
         assert session is not None
         try:
-            checked = session.check(plan)
+            checked = plan if isinstance(plan, CheckedPlan) else session.check(plan)
             preview = session.preview(checked)
             record = read_run_toml(handle.run_dir)
         except LaunchRefused as exc:
@@ -135,7 +171,7 @@ class Launches:
             argv = preview.command.argv if preview.command else ()
             lines = change_lines(relaunch_change(record, handle.run_dir, checked, argv))
         resume = parent_resume(handle.run_dir, alive=handle.wait(0) is None)
-        host.post_message(RelaunchAsked(handle, checked, lines, resume))
+        host.post_message(RelaunchAsked(handle, checked, lines, resume, preflight or [], refused))
 
     def _stop_all(self, handles: list[RunHandle], then_exit: bool) -> None:
         for handle in handles:
@@ -180,8 +216,10 @@ class Launches:
         else:
             question = f"Relaunch? {name} has ended (it stays on disk as the new run's parent):"
         checked, resume = message.checked, message.resume
+        lines, refused = [*message.lines, *message.preflight], message.refused
         if resume is None:
-            self.host.dialogs.confirm(question, lambda: self._start(checked, True), message.lines)
+            start = lambda: self._start(checked, True)  # noqa: E731
+            self.host.dialogs.confirm(question, start, lines, refused)
             return
         resumes = resume.describe()
         if alive:
@@ -190,7 +228,7 @@ class Launches:
         def start_it(resuming: bool) -> None:
             self._start(checked_with_resume(checked, resume if resuming else None), relaunch=True)
 
-        self.host.dialogs.confirm_relaunch(question, resumes, start_it, message.lines)
+        self.host.dialogs.confirm_relaunch(question, resumes, start_it, lines, refused)
 
     def stop_elsewhere_asked(self, message: StopElsewhereAsked) -> None:
         path = message.run_dir

@@ -51,6 +51,13 @@ class ConfirmScreen(ModalScreen[bool]):
         max-width: 100;
         margin-top: 1;
     }
+    ConfirmScreen #refused {
+        width: auto;
+        max-width: 100;
+        margin-top: 1;
+        color: $error;
+        text-style: bold;
+    }
     ConfirmScreen #answers {
         width: auto;
         margin-top: 1;
@@ -58,17 +65,24 @@ class ConfirmScreen(ModalScreen[bool]):
     }
     """
 
-    BINDINGS = bindings_for("dialog", only={"confirm", "cancel", "close"})
+    BINDINGS = bindings_for("dialog", only={"confirm", "cancel", "close", "override_preflight"})
 
     def __init__(
-        self, question: str, keymap: Keymap = DEFAULT_KEYMAP, details: list[str] | None = None
+        self,
+        question: str,
+        keymap: Keymap = DEFAULT_KEYMAP,
+        details: list[str] | None = None,
+        refused: str | None = None,
     ) -> None:
         """`keymap` is the one in force, used only to show the right answer keys; `details`
-        are lines under the question (what a relaunch changes), changes (`→`) highlighted."""
+        are lines under the question (what a relaunch changes), changes (`→`) highlighted.
+        `refused`: why yes is refused (a relaunch whose preflight failed); one other key
+        (`override_preflight`) says yes all the same."""
         super().__init__(classes="-detailed" if details else "")
         self._question = question
         self._keymap = keymap
         self._details = details or []
+        self._refused = refused
 
     def compose(self) -> ComposeResult:
         yes = self._keymap["confirm"].label
@@ -79,9 +93,30 @@ class ConfirmScreen(ModalScreen[bool]):
                 yield Static(_details_text(self._details), id="details")
             yield Static(f"{yes}: yes    {no}: no", id="answers", markup=False)
 
+    def on_mount(self) -> None:
+        if self._refused is None:
+            return
+        keys = self._keymap
+        said = (
+            f"{keys['confirm'].first_label} is refused: {self._refused}. "
+            f"{keys['override_preflight'].label}: relaunch anyway."
+        )
+        answers = self.query_one("#answers", Static)
+        refusal = Static(said, id="refused", markup=False)
+        answers.parent.mount(refusal, before=answers)  # type: ignore[union-attr]
+
     def action_confirm(self) -> None:
-        """Yes."""
-        self.dismiss(True)
+        """Yes, unless it is refused."""
+        if self._refused is None:
+            self.dismiss(True)
+        else:
+            self.app.bell()
+
+    def action_override_preflight(self) -> None:
+        """Yes, though the preflight failed: the person knows better (a flaky check, a fix on
+        its way to the nodes)."""
+        if self._refused is not None:
+            self.dismiss(True)
 
     def action_cancel(self) -> None:
         """No."""
@@ -123,7 +158,9 @@ class RelaunchScreen(ConfirmScreen):
     where the new run starts ("resumes at step N from …" or "starts fresh"), and one key
     switches between the two. Dismisses with True for yes; :attr:`resuming` is the choice."""
 
-    BINDINGS = bindings_for("dialog", only={"confirm", "cancel", "close", "switch_resume"})
+    BINDINGS = bindings_for(
+        "dialog", only={"confirm", "cancel", "close", "switch_resume", "override_preflight"}
+    )
 
     def __init__(
         self,
@@ -131,8 +168,9 @@ class RelaunchScreen(ConfirmScreen):
         resumes: str,
         keymap: Keymap = DEFAULT_KEYMAP,
         details: list[str] | None = None,
+        refused: str | None = None,
     ) -> None:
-        super().__init__(question, keymap, details)
+        super().__init__(question, keymap, details, refused)
         self._resumes = resumes
         self.resuming = True
 
