@@ -32,7 +32,7 @@ from runtime.rundir import RunDir
 MAX_AGE_S = 1800.0  # [checkpoint] max_age: 30 minutes of training
 READ_SAMPLE = 16 << 20  # bytes of rank 0's shard read to measure the read rate
 SHARD = "__0_0.distcp"  # rank 0's file of a torch.distributed.checkpoint save
-FIRST_LINE = 64 << 10  # bytes of rank 0's metrics read for its first record
+FIRST_LINE = 16 << 10  # bytes of rank 0's metrics read for its first record
 MARK_BYTES = 64 << 10  # a completion mark is a few hundred bytes; more is not one
 LAST_LOAD = "last load"
 READ_RATE = "size / read rate"
