@@ -12,6 +12,7 @@ import sys
 
 from ezpz_tui.cli.comparing import cmd_compare
 from ezpz_tui.cli.finishing import cmd_export, cmd_finalize
+from ezpz_tui.cli.goodput import cmd_goodput
 from ezpz_tui.cli.launching import cmd_launch
 from ezpz_tui.cli.parser import build_parser
 from ezpz_tui.cli.reading import (
@@ -49,6 +50,7 @@ COMMANDS = {
     "tune": cmd_tune,
     "compare": cmd_compare,
     "top": cmd_top,
+    "goodput": cmd_goodput,
     "finalize": cmd_finalize,
     "export": cmd_export,
     "submit": cmd_submit,

@@ -162,6 +162,7 @@ def table_lines(comparison: Any) -> list[str]:
         lead_cells,
         legend,
     )
+    from ezpz_tui.core.words import percent_of
     from runtime.rundir import RUN_TOML
 
     runs = comparison.runs
@@ -181,7 +182,8 @@ def table_lines(comparison: Any) -> list[str]:
     lines += legend(comparison)
     for i, facts in enumerate(runs):
         parent = f"  (parent {facts.parent})" if facts.parent else ""
-        lines.append(f"{i + 1:>2} {facts.run_id}{parent}")
+        goodput = f"  goodput {percent_of(facts.goodput)}" if facts.goodput is not None else ""
+        lines.append(f"{i + 1:>2} {facts.run_id}{parent}{goodput}")
         lines += [f"     {note}" for note in facts.notes]
     if comparison.changes:
         lines.append(f"{RUN_TOML} differs:")

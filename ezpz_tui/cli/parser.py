@@ -164,6 +164,14 @@ COMMANDS_HELP = {
         "max_age or when a save takes longer to write than its interval. "
         "--watch N prints it again every N seconds (JSON Lines with --json).",
     ),
+    "goodput": (
+        "where the wall time of a run or an allocation went: productive, startup, redone...",
+        "Split the wall time of RUN, or of JOB's runs (default: this job's, else the runs made "
+        "outside a job), into staging, startup, productive steps, checkpoint stalls, steps "
+        "redone after a restart, restart, hung, after the last step and (a job) idle between "
+        "runs; goodput is the productive fraction. --json prints wall_s, goodput and the "
+        "seconds of each segment.",
+    ),
     "sweep": (
         "run every valid TP/PP/CP combination in turn, then compare them",
         "Run each valid combination of --tp, --pp and --cp (invalid ones are listed with the "
@@ -364,6 +372,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "top", json=True)
     p.add_argument("run", help=RUN_HELP)
     p.add_argument("--watch", type=_seconds, metavar="N", help="print again every N seconds")
+    _outputs_arg(p)
+    p = _command(sub, "goodput", json=True)
+    p.add_argument(
+        "target", nargs="?", metavar="JOB|RUN", help=f"a job id or its number, or {RUN_HELP}"
+    )
     _outputs_arg(p)
     p = _command(sub, "sweep")
     for size, words in SIZES:

@@ -96,6 +96,15 @@ class OverlayLoaded(Message):
 
 
 @dataclass(eq=False)
+class GoodputRead(Message):
+    """The productive share of the opened run ``run``'s wall time, read from its files (and
+    its parents'): the summary bar's ``goodput 91%``."""
+
+    run: OpenedRun
+    goodput: float | None
+
+
+@dataclass(eq=False)
 class FailureExplained(Message):
     """Why the opened run ``run`` failed (None: it has not), read from its files; ``show``
     when the person asked to see it."""

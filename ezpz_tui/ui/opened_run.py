@@ -21,6 +21,7 @@ from ezpz_tui.core.watching.collectives import read_collectives
 from ezpz_tui.core.watching.efficiency import PeakSettings
 from ezpz_tui.core.watching.finish import total_steps
 from ezpz_tui.core.watching.followers import RunFollower
+from ezpz_tui.core.watching.goodput import Ancestry, run_ledger
 from ezpz_tui.core.watching.monitor import RunMonitor
 from ezpz_tui.core.watching.progress import Progress
 from ezpz_tui.ui.messages import BatchRead, Handoff, ParentFound, RanksExpected
@@ -46,6 +47,8 @@ FIRST_READS = 512  # files read for the first time per poll: rows show before ev
 TAKEN_POLL_S = 0.05  # how often a thread waiting for the UI looks whether it should stop
 COLLECTIVES_EVERY_S = 5.0  # the ranks rewrite their Flight Recorder files at most this often
 COLLECTIVES_SHARE = 10  # ... and reading them takes at most a tenth of this thread's time
+GOODPUT_EVERY_S = 5.0  # a live run's goodput is read again this often, or more seldom:
+GOODPUT_SHARE = 50  # ... so that reading it takes at most a fiftieth of a core
 CHECKPOINTS_EVERY_S = 5.0  # how often a live run's completion marks are read for the gauge
 
 
@@ -84,6 +87,12 @@ class OpenedRun:
         self.failure: Failure | None = None
         self.explaining = False
         self.watched = False
+        # The productive share of its wall time (the summary bar's), read in a worker when
+        # the run opens and again while it is live (:meth:`goodput_due`).
+        self.goodput: float | None = None
+        self._ancestry = Ancestry()  # its ended parents' steps, read once
+        self._goodput_next: float | None = 0.0  # monotonic; None while one is read
+        self._goodput_final = False  # read after the run's end was seen
         self.checkpoints: OnDisk | None = None  # what the gauge reads, until the first look
 
     def start(self, read_only: bool) -> None:
@@ -117,6 +126,30 @@ class OpenedRun:
             return False
         self.progress.update(batch.records[lowest])
         return True
+
+    def goodput_due(self, now: float) -> bool:
+        """Whether to read the goodput again (``now``: monotonic): at once when the run
+        opens, then while it is live, spaced so the reads take at most a fiftieth of the time,
+        and once after its end is seen (its figures then stay as they are)."""
+        due = self._goodput_next
+        if due is None or now < due or self._goodput_final:
+            return False
+        run = self.monitor.run_state
+        self._goodput_final = run is not None and not run.live
+        self._goodput_next = None
+        return True
+
+    def read_goodput(self, stall_after: float) -> float | None:
+        """The goodput as of now (in a worker: reads the run's and its parents' files); None
+        when it cannot be had (a bug must not take the UI down)."""
+        start = time.monotonic()
+        try:
+            return run_ledger(self.path, stall_after=stall_after, ancestry=self._ancestry).goodput
+        except Exception:
+            return None
+        finally:
+            took = time.monotonic() - start
+            self._goodput_next = time.monotonic() + max(GOODPUT_EVERY_S, GOODPUT_SHARE * took)
 
     def _watch_collectives(self) -> None:
         """Read the ranks' Flight Recorder files (:mod:`runtime.flight`) while the run is live,

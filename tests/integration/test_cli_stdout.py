@@ -45,6 +45,7 @@ CASES: dict[str, tuple[list[str], int | None]] = {
     "stop": (["stop", RUN], 2),  # a finished run: nothing to stop
     "top": (["top", RUN], OUTPUT_LOST),
     "top --watch": (["top", RUN, "--watch", "0.1"], OUTPUT_LOST),  # stops: nobody reads it
+    "goodput": (["goodput", RUN], OUTPUT_LOST),
     "sweep": (["sweep", "--ppn", "2", "--", PY, "-c", "pass"], 0),
     "tune --dry-run": (["tune", "--dry-run", "--ppn", "2"], OUTPUT_LOST),
     "compare": (["compare"], OUTPUT_LOST),

@@ -10,13 +10,14 @@ killed after it) beside a real succeeded one. Each file of the failed run's dire
   anything; for the TUI, which runs in this process as root, a folder takes the file's place
   (``Is a directory``), which no permission lets anyone read as a file.
 
-Then the readers: ``runs``, ``why``, ``stacks``, ``top``, ``plot`` and ``compare`` (in one
-interpreter, tests/fixtures/read_all.py), and ``attach`` through Pilot (the follower and the
-monitor behind the Run tab). Each must answer with its documented status and no traceback,
-still show what the broken file does not hold (the other run, the other rank, the rank's log),
-and say which file could not be used where it would have shown what it holds
-(docs/run-directory.md: "A corrupt or unreadable file costs only what it holds"). ``hostfile``
-is written only when a plan uses fewer hosts than the allocation: this one-host run has none.
+Then the readers: ``runs``, ``why``, ``stacks``, ``top``, ``goodput``, ``plot`` and
+``compare`` (in one interpreter, tests/fixtures/read_all.py), and ``attach`` through Pilot
+(the follower and the monitor behind the Run tab). Each must answer with its documented status
+and no traceback, still show what the broken file does not hold (the other run, the other
+rank, the rank's log), and say which file could not be used where it would have shown what
+it holds (docs/run-directory.md: "A corrupt or unreadable file costs only what it holds").
+``hostfile`` is written only when a plan uses fewer hosts than the allocation: this one-host
+run has none.
 """
 
 from __future__ import annotations
@@ -128,6 +129,7 @@ def _readers(runs: Finished) -> dict[str, tuple[list[str], int, str]]:
         # An ended run has no stacks to dump: 2, with each rank's reason (rank 0's intact).
         "stacks": (["stacks", bad], 2, "rank 0: ended (killed)"),
         "top": (["top", bad], 0, "2 ranks on 1 host"),
+        "goodput": (["goodput", bad], 0, f"run {bad}\ngoodput "),
         "plot": (["plot", bad, "--metric", "loss"], 0, f"loss — {bad}"),
         "compare": (["compare", good, bad], 0, good),
     }

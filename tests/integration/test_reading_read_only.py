@@ -95,6 +95,7 @@ def _commands(runs: Finished) -> list[tuple[list[str], int, str]]:
         # An ended run has no stacks to dump: 2, with one line saying why.
         (["stacks", bad], 2, f"no stacks from {bad}: rank 0: ended (killed)"),
         (["top", good], 0, "2 ranks on 1 host"),
+        (["goodput", bad], 0, f"run {bad}\ngoodput "),
         (["plot", good, "--metric", "loss"], 0, f"loss — {good} (2 ranks)"),
         (["compare", good, bad], 0, "run.toml differs"),
     ]

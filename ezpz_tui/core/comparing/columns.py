@@ -60,6 +60,7 @@ FIGURES: tuple[Column, ...] = (  # widths hold the figure and its best mark
     Column("LOSS", 7, "final loss", "final_loss", short_number),
     Column("BEST", 7, "best loss", "best_loss", short_number),
     Column("@STEP", 7, "loss @ step", "loss_at_common_step", short_number),
+    Column("GOOD", 6, "goodput", "goodput", percent_of),
 )
 
 
@@ -71,8 +72,9 @@ has neither)."""
 def figure_columns(comparison: Comparison, narrow: bool = False) -> list[Column]:
     """The figure columns this comparison has rows for, the loss column named by its step.
 
-    ``narrow`` (the CLI's 100 columns): TFLOPS is left to ``--json``, and where the MFU column
-    shows, so is the time to the first step."""
+    ``narrow`` (the CLI's 100 columns): TFLOPS is left to ``--json``, goodput to the line of
+    each run below the table, and where the MFU column shows, so is the time to the first
+    step."""
     step = comparison.common_step
     columns = []
     for c in FIGURES:
@@ -84,7 +86,7 @@ def figure_columns(comparison: Comparison, narrow: bool = False) -> list[Column]
         columns.append(c)
     if narrow:
         mfu = any(c.key == "mfu" for c in columns)
-        drop = {"tflops"} | ({"first_step_s", "stage_s"} if mfu else set())
+        drop = {"tflops", "goodput"} | ({"first_step_s", "stage_s"} if mfu else set())
         columns = [c for c in columns if c.key not in drop]
     return columns
 

@@ -131,6 +131,7 @@ _FIGURES: tuple[tuple[str, str, str, Callable[[RunFacts], float | None]], ...] =
     ("peak_mem_gb", "peak GiB", "lower", lambda f: f.numbers.peak_mem_max_gb),
     ("final_loss", "final loss", "lower", lambda f: f.numbers.final_loss),
     ("best_loss", "best loss", "lower", lambda f: f.numbers.best_loss),
+    ("goodput", "goodput", "higher", lambda f: f.goodput),
 )
 
 

@@ -24,6 +24,7 @@ from ezpz_tui.core.watching.efficiency import (
     PeakSettings,
     run_efficiency,
 )
+from ezpz_tui.core.watching.goodput import run_ledger
 from ezpz_tui.core.watching.numbers import RunNumbers, read_numbers, warmup
 from runtime.rundir import RunState, State
 
@@ -93,6 +94,7 @@ class RunFacts:
     numbers: RunNumbers
     first_step_s: float | None  # from the run's start to its first metric record
     stage_s: float | None  # staging its environment, before the run's start (``--stage``)
+    goodput: float | None  # the productive share of its wall time (core/watching/goodput.py)
     notes: tuple[str, ...]
     record: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     record_problem: str | None = None  # why its run.toml cannot be read: no record to compare
@@ -162,6 +164,7 @@ def read_facts(run_dir: str | os.PathLike[str], peaks: PeakSettings | None = Non
         numbers=numbers,
         first_step_s=first - start if first is not None and start is not None else None,
         stage_s=stage_seconds(path),
+        goodput=run_ledger(path).goodput,
         notes=_notes(state, numbers, error),
         record=record,
         record_problem=error,

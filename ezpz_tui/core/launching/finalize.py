@@ -194,7 +194,15 @@ def build_summary(run_dir: Path, ds: Any, settings: FinishSettings | None = None
         "launch": {k: v for k, v in meta.items() if k != "plan"},
         "stage": _stage_summary(run_dir),
         "verdicts": _verdicts(run_dir, settings.slow_factor),
+        "goodput": _goodput(run_dir),
     }
+
+
+def _goodput(run_dir: Path) -> Mapping[str, Any]:
+    """Where the run's wall time went (:mod:`ezpz_tui.core.watching.goodput`)."""
+    from ezpz_tui.core.watching.goodput import as_summary, run_ledger
+
+    return as_summary(run_ledger(run_dir))
 
 
 def _verdicts(run_dir: Path, slow_factor: float) -> dict[str, Any]:
@@ -253,6 +261,7 @@ def report(summary: Mapping[str, Any]) -> str:
         f"step time median {speed['step_time_s_median']} s, "
         f"tokens/s {speed['tokens_per_s_median']}, samples/s {speed['samples_per_s_median']}",
         "",
+        *_goodput_lines(summary.get("goodput")),
         *_verdict_lines(summary.get("verdicts")),
         "| metric | first | last | min | max | mean last 10% | rank spread |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -271,6 +280,21 @@ def _verdict_lines(verdicts: Any) -> list[str]:
     said = verdicts.get("collective")
     lines += list(said.get("lines") or ()) if isinstance(said, Mapping) else []
     return [f"- {line.strip()}" for line in lines] + ([""] if lines else [])
+
+
+def _goodput_lines(goodput: Any) -> list[str]:
+    """The goodput of the wall time and the seconds of each segment that took any, then a
+    blank line."""
+    if not isinstance(goodput, Mapping) or not isinstance(goodput.get("segments"), Mapping):
+        return []
+    fraction, wall = goodput.get("goodput"), goodput.get("wall_s")
+    said = f"{fraction * 100:.1f}%" if isinstance(fraction, float) else "n/a"
+    parts = [
+        f"{name[:-2]} {seconds:.1f} s"
+        for name, seconds in sorted(goodput["segments"].items(), key=lambda kv: -kv[1])
+        if isinstance(seconds, int | float) and seconds > 0
+    ]
+    return [f"goodput {said} of {wall} s wall: " + ", ".join(parts), ""]
 
 
 def _cell(value: float | str) -> str:

@@ -14,6 +14,7 @@ what it shows is decided by the models it is handed (``core.watching``).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from textual.widgets import TabbedContent
 
 from ezpz_tui.ui.main.comparison import COMPARE_TAB
-from ezpz_tui.ui.messages import OverlayLoaded
+from ezpz_tui.ui.messages import GoodputRead, OverlayLoaded
 from ezpz_tui.ui.widgets.runs import RunsPanel
 
 if TYPE_CHECKING:
@@ -103,6 +104,7 @@ class RunViews:
         self.opened.start(read_only=self.launches.handle_of(path) is None)
         self.screen.query_one(TabbedContent).active = "tab-run"
         self.opened_changed()
+        self._read_goodput()
 
     def close(self) -> None:
         if self.opened is not None:
@@ -113,6 +115,18 @@ class RunViews:
         if self.opened is not None:
             self.run_panel.tick()
             self.update_heatmap()
+            self._read_goodput()
+
+    def _read_goodput(self) -> None:
+        """The opened run's goodput for the summary bar, in a worker, when it is due."""
+        run = self.opened
+        if run is None or not run.goodput_due(time.monotonic()):
+            return
+
+        def read() -> None:
+            self.screen.post_message(GoodputRead(run, run.read_goodput(self.settings.stall_after)))
+
+        self.screen.run_worker(read, group="goodput", thread=True)
 
     def update_heatmap(self) -> None:
         """Every rank one cell, filled only while its tab shows: a 16k-rank job's cells cost

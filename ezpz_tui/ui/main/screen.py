@@ -53,6 +53,7 @@ from ezpz_tui.ui.messages import (
     ComparisonReady,
     ExclusionPlanned,
     FailureExplained,
+    GoodputRead,
     KeysReleased,
     Launched,
     OverlayLoaded,
@@ -465,6 +466,11 @@ class MainScreen(Screen[None]):
         if self.views.overlay_loaded(message):
             self.refresh_comparison()
 
+    def on_goodput_read(self, message: GoodputRead) -> None:
+        if message.run is self.opened:
+            message.run.goodput = message.goodput
+            self._update_summary()
+
     def on_parent_found(self, message: ParentFound) -> None:
         self.views.parent_found(message.run, message.parent, message.resumed)
 
@@ -615,6 +621,7 @@ class MainScreen(Screen[None]):
             walltime=walltime,
             doctor_errors=None if checks is None else sum(c.level == "error" for c in checks),
             slow=slow,
+            goodput=opened.goodput if opened else None,
             checkpoint=self._checkpoint_gauge(),
         )
 

@@ -195,10 +195,12 @@ class SummaryBar(Static):
         slow: int = 0,
         finish: str | None = None,
         late: bool = False,
+        goodput: float | None = None,
         checkpoint: Gauge | None = None,
     ) -> None:
         """``finish``: when the run will end at its pace, or the step the walltime ends at
-        (``late``, shown as a warning); ``checkpoint``: the opened run's checkpoint gauge."""
+        (``late``, shown as a warning); ``goodput``: the productive share of its wall time;
+        ``checkpoint``: the opened run's checkpoint gauge."""
         text = Text()
         text.append(" ezpz ", "reverse bold")
         if run is None:
@@ -219,6 +221,8 @@ class SummaryBar(Static):
                 text.append(f"  loss {loss:.4g}")
             if steps_per_s is not None:
                 text.append(f"  {steps_per_s:.2f} it/s")
+            if goodput is not None:
+                text.append(f"  goodput {goodput * 100:.0f}%")
             if slow:
                 text.append(f"  {slow} slow", "bold yellow")
             if finish:

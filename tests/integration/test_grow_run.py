@@ -1,0 +1,86 @@
+"""bench/grow_run.py grows a real finished run into the run directory of a bigger one.
+
+The scale benches measure readers on grown runs, so a grown run must hold every file a real
+run of that size writes, each naming its own rank, host and sizes: a reader that opens a file
+per rank, or keys by host, then meets what it would meet on a real job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import tomllib
+
+from runtime.rundir import RunDir, read_statuses
+from tests.fixtures.cli import REPO, cli
+from tests.fixtures.finished import Finished
+
+RANKS, PER_NODE = 24, 12
+
+
+def grow(src: Path, dst: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, str(REPO / "bench" / "grow_run.py"), str(src), str(dst), *extra]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_a_grown_run_holds_every_ranks_files_naming_it(finished: Finished, tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    shutil.copytree(finished.good, source)
+    for rank in (0, 1):
+        flight = RunDir(source).flight(rank)
+        flight.parent.mkdir(exist_ok=True)
+        flight.write_text(f'{{"rank":{rank},"pid":7,"entries":[]}}')
+    os.mkfifo(RunDir(source).flight_request(0))
+    with RunDir(source).log(1).open("a") as log:
+        log.write(
+            "11:53:23 [INFO][rank 1] ezpz.train: rank 1/2 (local 1, node 0, via pmi) on cpu\n"
+        )
+
+    done = grow(source, tmp_path / "grown", str(RANKS), "--ranks-per-node", str(PER_NODE))
+    assert done.returncode == 0, done.stderr
+    assert "skipped flight/rank-00000.fifo: not a regular file" in done.stdout
+
+    grown = RunDir(tmp_path / "grown")
+    for rank in range(RANKS):
+        for path in (grown.log(rank), grown.metrics(rank), grown.telemetry(rank)):
+            assert path.is_file(), path
+        records = [json.loads(line) for line in grown.metrics(rank).read_text().splitlines()]
+        assert records and {r["rank"] for r in records} == {rank}
+        assert json.loads(grown.flight(rank).read_text())["rank"] == rank
+    said = "[rank 13] ezpz.train: rank 13/24 (local 1, node 1, via pmi)"
+    assert said in grown.log(13).read_text()
+    assert not any(p.is_fifo() for p in grown.flight_dir.iterdir())
+    statuses = read_statuses(grown.path)
+    assert [s.rank for s in statuses] == list(range(RANKS))
+    assert {s.world_size for s in statuses} == {RANKS}
+    hosts = [s.host for s in statuses]
+    assert len(set(hosts)) == RANKS // PER_NODE
+    assert hosts[0] == hosts[PER_NODE - 1] != hosts[PER_NODE]
+    plan = tomllib.loads(grown.run_toml.read_text())
+    assert plan["sizes"]["world_size"] == RANKS and plan["ranks_per_node"] == PER_NODE
+    assert plan["hosts"] == sorted(set(hosts), key=hosts.index)
+    assert json.loads(grown.summary_json.read_text())["ranks"] == RANKS
+
+    listed = cli(["runs", "--outputs", str(tmp_path), "--json"], dict(os.environ))
+    (row,) = [r for r in json.loads(listed.stdout) if r["run_id"] == "grown"]
+    assert (row["world_size"], row["state"]) == (RANKS, "succeeded")
+
+
+def test_what_only_the_failing_rank_wrote_stays_with_it(finished: Finished, tmp_path: Path) -> None:
+    done = grow(finished.bad, tmp_path / "grown", "8")
+    assert done.returncode == 0, done.stderr
+    grown = RunDir(tmp_path / "grown")
+    raised = sorted(p.name for p in grown.status_dir.glob("*.raised"))
+    assert raised == sorted(p.name for p in RunDir(finished.bad).status_dir.glob("*.raised"))
+    assert grown.raised(1).name in raised and grown.raised(3).name not in raised
+
+
+def test_a_directory_that_is_no_run_is_refused(tmp_path: Path) -> None:
+    done = grow(tmp_path, tmp_path / "grown", "8")
+    assert done.returncode == 2
+    assert f"{tmp_path} is not a run directory (no run.toml)" in done.stderr
