@@ -31,6 +31,7 @@ variable EZPZ_TUI_CONFIG_DIR points elsewhere, which tests and site-wide setups 
 
     [checkpoint]
     before_walltime = 300     # seconds of walltime left when the ranks are asked to checkpoint
+    max_age = 1800            # seconds of training without a newer checkpoint before a warning
 
     [efficiency]
     peak_tflops = 989.4       # every device's peak, instead of the table's or the CPU probe's
@@ -131,6 +132,9 @@ class Config:
     """`[checkpoint] before_walltime`: when the job's walltime left falls below this, the
     supervisor asks the run's ranks to checkpoint now (``runtime.checkpoint`` watches for
     it), so the end of the job loses nothing; 0 never asks."""
+    checkpoint_max_age_s: float = 1800.0
+    """`[checkpoint] max_age`: the summary bar and `top` warn when a crash now would redo
+    more than this many seconds of training (no complete checkpoint is newer); 0 never warns."""
     peak_tflops: float | None = None
     """`[efficiency] peak_tflops`: the peak dense TFLOPS of one device that MFU divides by, for
     every run, instead of the sourced table's figure for its device (or the CPU probe's); for
@@ -148,7 +152,7 @@ SCHEMA: Mapping[str, frozenset[str] | None] = {
     "collectives": frozenset({"flight_recorder"}),
     "launch": frozenset({"kill_on_bad_exit", "raised_grace_s", "retries"}),
     "follow": frozenset({"stats_per_second", "slowest"}),
-    "checkpoint": frozenset({"before_walltime"}),
+    "checkpoint": frozenset({"before_walltime", "max_age"}),
     "efficiency": frozenset({"peak_tflops", "dtype"}),
 }
 """Every section of config.toml and the keys each may hold."""
@@ -262,7 +266,10 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
     before, more = _number_in(
         table, "checkpoint before_walltime", Config.before_walltime_s, (0, 86400), path
     )
-    problems += more
+    max_age, wrong = _number_in(
+        table, "checkpoint max_age", Config.checkpoint_max_age_s, (0, 604800), path
+    )
+    problems += more + wrong
     peak, dtype, more = _efficiency_settings(data.get("efficiency", {}), path)
     flight, wrong = _flight_recorder(data.get("collectives", {}), path)
     problems += more + wrong + unknown_names(data, path)
@@ -277,6 +284,7 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
         raised_grace_s=grace,
         retries=retries,
         before_walltime_s=before,
+        checkpoint_max_age_s=max_age,
         stats_per_second=rate,
         slowest=slowest,
         peak_tflops=peak,

@@ -170,7 +170,9 @@ class Checkpointer:
         same step: each rank's writer learns it at its own moment."""
         import torch.distributed.checkpoint as dcp
 
-        self.wait()
+        asked, waiting = time.time(), time.perf_counter()
+        self.wait()  # a previous save still being written: it took longer than this interval
+        waited = time.perf_counter() - waiting
         path = step_dir(self.run_dir, step)
         start = time.perf_counter()
         state = self._state(step)
@@ -188,19 +190,31 @@ class Checkpointer:
         self._saved_step = step
         finished = threading.Event()
         self._pending = (future, path, finished)
+        timing = {"asked_at": asked, "waited_s": waited}
         if future is None:
-            self._finish(None, step, path, start, held, finished)
+            self._finish(None, step, path, start, held, timing, finished)
             self.wait()
         else:
             future.add_done_callback(
-                lambda done: self._finish(done, step, path, start, held, finished)
+                lambda done: self._finish(done, step, path, start, held, timing, finished)
             )
 
     def _finish(
-        self, future: Any, step: int, path: Path, start: float, held: float, finished: Any
+        self,
+        future: Any,
+        step: int,
+        path: Path,
+        start: float,
+        held: float,
+        timing: dict[str, float],
+        finished: Any,
     ) -> None:
         """When a save's files are all written (in the writer's thread): rank 0 marks it
-        complete and prunes, at once, so that a fault a moment later finds it loadable."""
+        complete and prunes, at once, so that a fault a moment later finds it loadable.
+
+        The mark also holds when the save was asked for, how long it waited for the one
+        before and how long it took to write, with the interval it was asked at: what a
+        reader needs to tell a save slower than its interval without the ranks' records."""
         try:
             if future is not None and future.exception() is not None:
                 return
@@ -208,7 +222,15 @@ class Checkpointer:
             figures["ckpt_write_s"] = time.perf_counter() - start
             if self.rank == 0:
                 size = _size(path)
-                mark = {"step": step, "bytes": size, "saved_at": time.time(), **self.describe}
+                mark = {
+                    "step": step,
+                    "bytes": size,
+                    "saved_at": time.time(),
+                    "write_s": figures["ckpt_write_s"],
+                    "every": self.every,
+                    **timing,
+                    **self.describe,
+                }
                 try:
                     write_atomic(path / COMPLETE, json.dumps(mark).encode())
                 except OSError as exc:

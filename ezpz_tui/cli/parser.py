@@ -186,6 +186,10 @@ COMMANDS_HELP = {
         "accelerator's utilisation, memory, power and temperature, its recent step time and its "
         "arrival lag at the collectives (Flight Recorder); a running rank slower than [monitor] "
         "slow_factor times the median, or last to arrive at most collectives, is marked slow. "
+        "Then the checkpoint gauge: the newest complete checkpoint's step and age, the steps "
+        "and time a crash now would redo, the expected restore (the run's last load, else "
+        "the checkpoint's size over a measured read rate), and a warning past [checkpoint] "
+        "max_age or when a save takes longer to write than its interval. "
         "--watch N prints it again every N seconds (JSON Lines with --json).",
     ),
     "goodput": (

@@ -29,10 +29,14 @@ def cmd_top(args: argparse.Namespace) -> int:
     clear = args.watch is not None and sys.stdout.isatty() and not args.json
     left = detect_allocation().walltime_left()  # this job's, read once: counted down after
     end = None if left is None else time.time() + left
+    read_mb_s = None  # the storage's read rate, measured by the first look
     try:
         while True:
             now = time.time()
-            top = read_top(run_dir, settings.slow_factor, peaks)
+            top = read_top(
+                run_dir, settings.slow_factor, peaks, settings.checkpoint_max_age_s, read_mb_s
+            )
+            read_mb_s = top.checkpoint.read_mb_s if top.checkpoint else None
             walltime = None if end is None else end - now
             if args.json:  # with --watch, one object a line (JSON Lines)
                 indent = None if args.watch is not None else 2

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ezpz_tui.core.runs.record import ranks_on_disk, read_record
+from ezpz_tui.core.watching.checkpoint_gauge import Gauge, OnDisk, gauge, read_on_disk
 from ezpz_tui.core.watching.collectives import read_collectives
 from ezpz_tui.core.watching.efficiency import PeakSettings
 from ezpz_tui.core.watching.finish import total_steps
@@ -48,6 +49,7 @@ COLLECTIVES_EVERY_S = 5.0  # the ranks rewrite their Flight Recorder files at mo
 COLLECTIVES_SHARE = 10  # ... and reading them takes at most a tenth of this thread's time
 GOODPUT_EVERY_S = 5.0  # a live run's goodput is read again this often, or more seldom:
 GOODPUT_SHARE = 50  # ... so that reading it takes at most a fiftieth of a core
+CHECKPOINTS_EVERY_S = 5.0  # how often a live run's completion marks are read for the gauge
 
 
 class OpenedRun:
@@ -91,6 +93,7 @@ class OpenedRun:
         self._ancestry = Ancestry()  # its ended parents' steps, read once
         self._goodput_next: float | None = 0.0  # monotonic; None while one is read
         self._goodput_final = False  # read after the run's end was seen
+        self.checkpoints: OnDisk | None = None  # what the gauge reads, until the first look
 
     def start(self, read_only: bool) -> None:
         self._run_panel.open(self.monitor, read_only=read_only)
@@ -100,6 +103,8 @@ class OpenedRun:
         threading.Thread(target=context.run, args=(self._follow,), name=name, daemon=True).start()
         name = f"collectives {self.path.name}"
         threading.Thread(target=self._watch_collectives, name=name, daemon=True).start()
+        name = f"checkpoints {self.path.name}"
+        threading.Thread(target=self._watch_checkpoints, name=name, daemon=True).start()
 
     def stop(self) -> None:
         self._stop.set()
@@ -184,6 +189,34 @@ class OpenedRun:
             said = headline
             if not live:
                 return
+
+    def _watch_checkpoints(self) -> None:
+        """Read the run's checkpoints for the summary bar's gauge: at once, every few seconds
+        while the run is live and once after its end. The read rate is measured once."""
+        wait = 0.0
+        while not self._stop.wait(wait):
+            run = self.monitor.run_state
+            try:
+                rate = self.checkpoints.read_mb_s if self.checkpoints else None
+                self.checkpoints = read_on_disk(self.path, rate)
+            except Exception:  # a bug must not take the UI down: the next look may read
+                pass
+            if run is not None and not run.live:
+                return
+            wait = CHECKPOINTS_EVERY_S
+
+    def checkpoint_gauge(self, now: float, max_age_s: float) -> Gauge | None:
+        """The gauge as of ``now`` (an ended run's: as of its end), None before the first
+        look at its checkpoints."""
+        disk = self.checkpoints
+        if disk is None:
+            return None
+        run, step_s = self.monitor.run_state, self.monitor.steps.median
+        if step_s is None and self.progress.steps_per_s:
+            step_s = 1 / self.progress.steps_per_s
+        as_of = run.end if run is not None and not run.live and run.end is not None else now
+        step = self.progress.step
+        return gauge(disk, step=step, step_s=step_s, as_of=as_of, max_age_s=max_age_s)
 
     def _handed_over(self, message: Handoff) -> bool:
         """Post ``message`` and wait until the screen took it; False when it never will."""

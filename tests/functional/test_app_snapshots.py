@@ -34,11 +34,12 @@ from ezpz_tui.ui.screens.help import HelpScreen
 from ezpz_tui.ui.widgets.launch_form import LaunchForm
 from ezpz_tui.ui.widgets.logview import LogView
 from ezpz_tui.ui.widgets.metrics import MetricsView
+from ezpz_tui.ui.widgets.panels import SummaryBar
 from ezpz_tui.ui.widgets.ranks import RankList
 from ezpz_tui.ui.widgets.runs import RunsPanel
 from ezpz_tui.ui.widgets.topology import TopologyGrid
 from tests.fixtures.runs import POLARIS_HOSTS, make_run
-from tests.pilots import painted, started, until, workers_done
+from tests.pilots import painted, started, text_of, until, workers_done
 
 SNAP_ROOT = Path("/tmp/ezpz-tui-snapshots")
 OUTPUTS = SNAP_ROOT / "outputs"
@@ -218,6 +219,9 @@ async def open_failed(pilot: Pilot[None]) -> None:
     # The sidebars have made room for the log (after a refresh): the log's height follows.
     center = main.query_one("#center")
     await until(pilot, lambda: center.size.width >= RUN_VIEW_MIN, "room for the log", 10)
+    # Its checkpoints are read by a thread of their own, shown at the summary bar's next tick.
+    bar = pilot.app.query_one(SummaryBar)
+    await until(pilot, lambda: "no checkpoints" in text_of(bar), "the checkpoint gauge", 10)
     await settle(pilot)
 
 

@@ -68,6 +68,23 @@ def test_follow_budget_defaults_and_a_bad_value(cfg_dir: Path) -> None:
     ]
 
 
+def test_checkpoint_max_age_is_half_an_hour_by_default_and_a_bad_value(cfg_dir: Path) -> None:
+    cfg_dir.mkdir()
+    (cfg_dir / "config.toml").write_text("[checkpoint]\nbefore_walltime = 60\n")
+    settings, problems = load_config()
+    assert problems == [] and settings.checkpoint_max_age_s == 1800.0
+    (cfg_dir / "config.toml").write_text("[checkpoint]\nmax_age = 0.5\n")
+    settings, problems = load_config()
+    assert problems == [] and settings.checkpoint_max_age_s == 0.5
+    (cfg_dir / "config.toml").write_text("[checkpoint]\nmax_age = -1\n")
+    settings, problems = load_config()
+    assert settings.checkpoint_max_age_s == 1800.0
+    assert problems == [
+        f"{cfg_dir / 'config.toml'}: [checkpoint] max_age should be a number from 0 to 604800; "
+        "using 1800."
+    ]
+
+
 def test_flight_recorder_on_by_default_off_by_config_and_a_bad_value(cfg_dir: Path) -> None:
     cfg_dir.mkdir()
     assert load_config()[0].flight_recorder is True

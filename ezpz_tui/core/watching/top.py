@@ -23,6 +23,7 @@ from typing import Any
 from ezpz_tui.core.runs.ending import derived_state
 from ezpz_tui.core.runs.record import positive_int, read_record
 from ezpz_tui.core.runs.unreadable import named, unreadable, unusable_statuses
+from ezpz_tui.core.watching.checkpoint_gauge import MAX_AGE_S, Gauge, gauge, read_on_disk
 from ezpz_tui.core.watching.collectives import Lags, arrival_lags, lags_of, read_flights
 from ezpz_tui.core.watching.efficiency import Efficiency, PeakSettings, run_efficiency, suspect
 from ezpz_tui.core.watching.finish import Finish, duration, expected_finish, total_steps
@@ -96,6 +97,7 @@ class Top:
     live: bool = False
     efficiency: Efficiency | None = None  # once the run said its FLOPs per token
     judged_at: float | None = None  # the end an ended run's summary judged its stragglers at
+    checkpoint: Gauge | None = None  # its newest checkpoint, the crash's cost, the restore
 
     def finish(self, walltime_s: float | None) -> Finish | None:
         """When a live run will finish at the median step time, against ``walltime_s``."""
@@ -120,14 +122,21 @@ class Top:
             "ranks": [row.to_json(now) for row in self.rows],
             "notes": list(self.notes),
             "efficiency": None if self.efficiency is None else self.efficiency.as_dict(None),
+            "checkpoint": None if self.checkpoint is None else self.checkpoint.to_json(),
         }
 
 
 def read_top(
-    run_dir: Path, slow_factor: float = SLOW_FACTOR, peaks: PeakSettings | None = None
+    run_dir: Path,
+    slow_factor: float = SLOW_FACTOR,
+    peaks: PeakSettings | None = None,
+    max_age_s: float = MAX_AGE_S,
+    read_mb_s: float | None = None,
 ) -> Top:
     """Every rank found in the run directory (by its status, telemetry or metrics file);
-    ``peaks``: how the run's peak is found, for each rank's MFU."""
+    ``peaks``: how the run's peak is found, for each rank's MFU; ``max_age_s``: the
+    checkpoint gauge's ``[checkpoint] max_age``; ``read_mb_s``: the read rate an earlier
+    look measured (a watch measures it once)."""
     run = RunDir(run_dir)
     state = read_state(run_dir)
     statuses: dict[int, RankStatus] = {s.rank: s for s in read_statuses(run_dir)}
@@ -185,6 +194,14 @@ def read_top(
             )
         )
     last = max(recorded) if recorded else None
+    as_of = time.time() if state.live or state.end is None else state.end
+    checkpoint = gauge(
+        read_on_disk(run_dir, read_mb_s),
+        step=last,
+        step_s=steps.median,
+        as_of=as_of,
+        max_age_s=max_age_s,
+    )
     return Top(
         run_dir.name,
         rows,
@@ -196,6 +213,7 @@ def read_top(
         live=state.live,
         efficiency=efficiency,
         judged_at=None if said is None else _number(said.get("judged_at")),
+        checkpoint=checkpoint,
     )
 
 
@@ -321,6 +339,8 @@ def format_top(top: Top, now: float | None = None, walltime_s: float | None = No
     if eff is not None:
         lines.append(f"MFU {eff.why_not}" if eff.peak is None else f"MFU of {eff.peak.label}")
         lines += _suspect_lines(top)
+    if top.checkpoint is not None:
+        lines += top.checkpoint.lines()
     return lines + list(top.notes)
 
 

@@ -79,6 +79,7 @@ if TYPE_CHECKING:
     from ezpz_tui.core.launching.allocation import Allocation
     from ezpz_tui.core.launching.plan import LaunchPlan
     from ezpz_tui.core.session import Preview, Session
+    from ezpz_tui.core.watching.checkpoint_gauge import Gauge
     from ezpz_tui.keymap.table import Keymap
     from ezpz_tui.ui.opened_run import OpenedRun
     from ezpz_tui.ui.typeahead import TypeAhead
@@ -621,7 +622,12 @@ class MainScreen(Screen[None]):
             doctor_errors=None if checks is None else sum(c.level == "error" for c in checks),
             slow=slow,
             goodput=opened.goodput if opened else None,
+            checkpoint=self._checkpoint_gauge(),
         )
+
+    def _checkpoint_gauge(self) -> Gauge | None:
+        opened, max_age_s = self.opened, self.settings.checkpoint_max_age_s
+        return opened.checkpoint_gauge(self.clock(), max_age_s) if opened else None
 
     async def _step_tab(self, step: int) -> None:
         tabs = self.query_one(TabbedContent)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ezpz_tui.core.checking.check import Check
     from ezpz_tui.core.launching.allocation import Allocation
     from ezpz_tui.core.launching.plan import LaunchPlan
+    from ezpz_tui.core.watching.checkpoint_gauge import Gauge
 
 Clock = Callable[[], float]
 
@@ -195,9 +196,11 @@ class SummaryBar(Static):
         finish: str | None = None,
         late: bool = False,
         goodput: float | None = None,
+        checkpoint: Gauge | None = None,
     ) -> None:
         """``finish``: when the run will end at its pace, or the step the walltime ends at
-        (``late``, shown as a warning); ``goodput``: the productive share of its wall time."""
+        (``late``, shown as a warning); ``goodput``: the productive share of its wall time;
+        ``checkpoint``: the opened run's checkpoint gauge."""
         text = Text()
         text.append(" ezpz ", "reverse bold")
         if run is None:
@@ -224,6 +227,8 @@ class SummaryBar(Static):
                 text.append(f"  {slow} slow", "bold yellow")
             if finish:
                 text.append(f"  {finish}", "bold yellow" if late else "")
+            if checkpoint is not None:
+                _append_gauge(text, checkpoint)
         text.append(f"  walltime {_duration(walltime)}")
         if doctor_errors is None:
             text.append("  doctor …")
@@ -232,6 +237,14 @@ class SummaryBar(Static):
         else:
             text.append("  doctor ok", "green")
         self.update(text, layout=False)  # one line, always: no relayout per tick
+
+
+def _append_gauge(text: Text, checkpoint: Gauge) -> None:
+    """The gauge's words, and its first warning in full (``top`` lists them all)."""
+    text.append(f"  {checkpoint.words()}")
+    if checkpoint.warnings:
+        more = f" (+{len(checkpoint.warnings) - 1})" if len(checkpoint.warnings) > 1 else ""
+        text.append(f"  ⚠ {checkpoint.warnings[0]}{more}", "bold yellow")
 
 
 def _duration(seconds: float | None) -> str:
