@@ -31,6 +31,7 @@ variable EZPZ_TUI_CONFIG_DIR points elsewhere, which tests and site-wide setups 
 
     [checkpoint]
     before_walltime = 300     # seconds of walltime left when the ranks are asked to checkpoint
+    relaunch_save_s = 120     # how long a relaunch waits for the run it replaces to save now
 
     [efficiency]
     peak_tflops = 989.4       # every device's peak, instead of the table's or the CPU probe's
@@ -131,6 +132,10 @@ class Config:
     """`[checkpoint] before_walltime`: when the job's walltime left falls below this, the
     supervisor asks the run's ranks to checkpoint now (``runtime.checkpoint`` watches for
     it), so the end of the job loses nothing; 0 never asks."""
+    relaunch_save_s: float = 120.0
+    """`[checkpoint] relaunch_save_s`: how long a relaunch (`R`, `ezpz-tui relaunch`) waits for
+    the live run it replaces to save at the step it is at; after it, the run is stopped and the
+    new one continues from its newest complete checkpoint, which the progress line names."""
     peak_tflops: float | None = None
     """`[efficiency] peak_tflops`: the peak dense TFLOPS of one device that MFU divides by, for
     every run, instead of the sourced table's figure for its device (or the CPU probe's); for
@@ -148,7 +153,7 @@ SCHEMA: Mapping[str, frozenset[str] | None] = {
     "collectives": frozenset({"flight_recorder"}),
     "launch": frozenset({"kill_on_bad_exit", "raised_grace_s", "retries"}),
     "follow": frozenset({"stats_per_second", "slowest"}),
-    "checkpoint": frozenset({"before_walltime"}),
+    "checkpoint": frozenset({"before_walltime", "relaunch_save_s"}),
     "efficiency": frozenset({"peak_tflops", "dtype"}),
 }
 """Every section of config.toml and the keys each may hold."""
@@ -262,7 +267,10 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
     before, more = _number_in(
         table, "checkpoint before_walltime", Config.before_walltime_s, (0, 86400), path
     )
-    problems += more
+    save_s, wrong = _number_in(
+        table, "checkpoint relaunch_save_s", Config.relaunch_save_s, (1, 86400), path
+    )
+    problems += more + wrong
     peak, dtype, more = _efficiency_settings(data.get("efficiency", {}), path)
     flight, wrong = _flight_recorder(data.get("collectives", {}), path)
     problems += more + wrong + unknown_names(data, path)
@@ -277,6 +285,7 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
         raised_grace_s=grace,
         retries=retries,
         before_walltime_s=before,
+        relaunch_save_s=save_s,
         stats_per_second=rate,
         slowest=slowest,
         peak_tflops=peak,

@@ -20,9 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ezpz_tui.core.launch_result import LaunchResult, Started, not_started
+from ezpz_tui.core.launch_result import LaunchResult, NotStarted, Started, not_started
 from ezpz_tui.core.launching.allocation import Allocation, probe_node_address
 from ezpz_tui.core.launching.bad_hosts import add_bad_hosts, exclude_listed
+from ezpz_tui.core.launching.handover import Handover, Progress, hand_over, pending_stop
 from ezpz_tui.core.launching.launcher import (
     Launch,
     LaunchConfig,
@@ -34,6 +35,7 @@ from ezpz_tui.core.launching.making import RunMaker, record_launch, record_shrun
 from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan, LaunchRefused, Problem, check
 from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S
 from ezpz_tui.core.launching.rendezvous import resolves
+from ezpz_tui.core.launching.resuming import continues_from
 from ezpz_tui.core.launching.stage_shortfall import without_unstaged
 from ezpz_tui.core.launching.staging import stage_problems
 from ezpz_tui.core.launching.supervisor import RunHandle, Shrink, StopResult, Supervisor
@@ -90,6 +92,7 @@ class Session:
         # (a default bound when the module is imported would be whichever ran first).
         self.python = python or sys.executable
         self.current: RunHandle | None = None
+        self.handing_over: RunHandle | None = None  # a run saving for a relaunch, meanwhile
         self._addresses: dict[str, str] = {}
         self._resolved: dict[str, bool] = {}
 
@@ -153,15 +156,20 @@ class Session:
         hosts = list(launch.hostfile_hosts) or _listed_hosts(launch.hostfile)
         return Preview(list(checked.warnings), launch, hosts, checked)
 
-    def _prepare(self, plan: LaunchPlan | CheckedPlan, parent: str | None) -> tuple[Launch, Shrink]:
+    def _prepare(
+        self, plan: LaunchPlan | CheckedPlan, parent: str | None, handover: Handover | None = None
+    ) -> tuple[Launch, Shrink]:
         """A recorded launch of ``plan`` in a new run directory, and how it goes on without
         nodes that cannot stage; :class:`LaunchRefused` for a plan with errors, before
         anything is made. A plan :meth:`check` cleared (the one a question showed) is
-        launched as it was checked: it is frozen, so nothing edited since can come with it."""
+        launched as it was checked: it is frozen, so nothing edited since can come with it.
+        ``handover``: how its parent was saved and stopped for it, recorded as its own."""
         checked = plan if isinstance(plan, CheckedPlan) else self.check(plan)
         meta = checked.meta
         if self.submission:
             meta["submission"] = self.submission
+        if handover is not None:
+            meta["handover"] = handover.record()
         run_dir = self.store.create(checked.plan.to_dict(), checked.sizes, parent=parent, meta=meta)
         launch = build_launch(checked, run_dir, self._config())
         left = self.alloc.walltime_left()
@@ -216,14 +224,46 @@ class Session:
         plan: LaunchPlan | CheckedPlan,
         grace_s: tuple[float, float] = DEFAULT_GRACE_S,
         parent: str | None = None,
+        progress: Progress | None = None,
     ) -> LaunchResult:
         """Stop the current run (waiting until none of its processes is left, or only its
         leftovers when it has ended), start ``plan``; its parent is ``parent``, else the run
-        stopped. A failover names the failed run, which may no longer be the current one."""
+        stopped. A failover names the failed run, which may no longer be the current one.
+
+        When ``plan`` continues from the current run and that run is alive, the run is first
+        asked to save at the step it is at and stop (:func:`~ezpz_tui.core.launching.handover.
+        hand_over`, bounded by the supervisor's ``relaunch_save_s``), ``progress`` told how the
+        save goes, one line at a time; the new run records the handover's times. A second
+        relaunch while a save runs is refused, with what it waits for."""
         old = self.current
         if parent is None and old is not None:
             parent = old.run_dir.name
-        return self._run(plan, parent, old, grace_s, "relaunch")
+        handover = None
+        if old is not None and old.wait(0) is None and continues_from(plan, old.run_dir):
+            busy = self._busy(old)
+            if busy is not None:
+                return NotStarted("Not relaunched", (busy,), "busy")
+            self.handing_over = old
+            try:
+                wait_s = self.supervisor.relaunch_save_s
+                handover = hand_over(old, wait_s, grace_s, progress)
+            finally:
+                self.handing_over = None
+        return self._run(plan, parent, old, grace_s, "relaunch", handover)
+
+    def _busy(self, old: RunHandle) -> str | None:
+        """Why ``old`` cannot be asked to save and stop now: a save asked of it already runs
+        (asked here, or by another process)."""
+        name = old.run_dir.name
+        if self.handing_over is not None:
+            return (
+                f"{self.handing_over.run_dir.name} is saving for a relaunch already: wait for it."
+            )
+        asked = pending_stop(old.run_dir)
+        if asked is not None:
+            ago = f" {time.time() - asked:.0f} s ago" if asked else ""
+            return f"{name} was asked to save and stop{ago} already: wait for it."
+        return None
 
     def _run(
         self,
@@ -232,9 +272,10 @@ class Session:
         old: RunHandle | None,
         grace_s: tuple[float, float],
         verb: str,
+        handover: Handover | None = None,
     ) -> LaunchResult:
         try:
-            launch, shrink = self._prepare(plan, parent)
+            launch, shrink = self._prepare(plan, parent, handover)
             self.current = self._start(launch, shrink, old, grace_s)
         except (OSError, RunStoreError, ValueError) as exc:  # LaunchRefused is a ValueError
             return not_started(exc, self.store.outputs, verb)

@@ -350,6 +350,7 @@ class MainScreen(Screen[None]):
             launch.flight_recorder,
             PeakSettings(launch.peak_tflops, launch.peak_dtype),
             launch.slow_factor,
+            relaunch_save_s=launch.relaunch_save_s,
         )
         session = Session(alloc or detect_allocation(), self.start.outputs, supervisor)
         plan = default_plan(session.alloc)
@@ -621,6 +622,7 @@ class MainScreen(Screen[None]):
             doctor_errors=None if checks is None else sum(c.level == "error" for c in checks),
             slow=slow,
             goodput=opened.goodput if opened else None,
+            saving=self.launches.saving,
         )
 
     async def _step_tab(self, step: int) -> None:

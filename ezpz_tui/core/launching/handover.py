@@ -1,0 +1,201 @@
+"""A live run handed to its relaunch: saved at the step it is at, then stopped, then said.
+
+A relaunch that continues from the run it replaces asks that run to save now and stop (the
+request the walltime uses, :data:`runtime.checkpoint_dirs.REQUEST`, with ``"stop": true``):
+its ranks save at the step they are at, run no step after it and end by themselves, status 0
+(:class:`runtime.checkpoint.SaveAndStop`), so the child continues at exactly that step. The
+wait is bounded (``[checkpoint] relaunch_save_s``); what the save is doing is said while it
+runs (the folder it writes and its size); whatever happens (no answer in time, the run dies or
+its disk fills during the save) the run is then stopped, and the newest complete checkpoint is
+what the child continues from, said in words. A run with no Checkpointer never gets a request
+(its rank 0 never said it answers: :data:`runtime.checkpoint_dirs.ANSWERS`): it is stopped at
+once, and the words say where the child starts.
+
+The times kept (asked, saved, stopped) go into the child's record as ``[handover]``, from
+which :mod:`ezpz_tui.core.runs.restart` measures the restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S
+from ezpz_tui.core.launching.supervisor import RunHandle, StopResult
+from runtime.checkpoint_dirs import (
+    Checkpoint,
+    answers_path,
+    newest,
+    read_request,
+    request_done_path,
+    request_path,
+    torn,
+)
+from runtime.rundir import RunDir
+
+Progress = Callable[[str], None]
+POLL_S = 0.2  # how often the wait looks at the run directory: two stats and a listing
+SAY_EVERY_S = 0.5  # how often the progress line is said again
+END_WAIT_S = 30.0  # after the save: how long the ranks may take to end by themselves
+TAIL_BYTES = 8192  # the end of rank 0's metrics read for the step it is at
+
+
+def answers(run_dir: Path) -> bool:
+    """Whether the run's rank 0 made a Checkpointer that looks for requests."""
+    return answers_path(run_dir).is_file()
+
+
+def steps_done(run_dir: Path) -> int | None:
+    """The optimizer steps rank 0 has recorded (its last record's step + 1): the step a save
+    now would hold, give or take the steps that run before it is answered."""
+    path = RunDir(run_dir).metrics(0)
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - TAIL_BYTES))
+            tail = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    for line in reversed(tail.splitlines()[1:] if len(tail) >= TAIL_BYTES else tail.splitlines()):
+        try:
+            step = json.loads(line).get("step")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(step, int):
+            return step + 1
+    return None
+
+
+def pending_stop(run_dir: Path) -> float | None:
+    """When a save-and-stop asked of the run (by this process or another) was asked, while it
+    is unanswered; None when none is."""
+    asked = read_request(request_path(run_dir))
+    if not asked or asked.get("stop") is not True:
+        return None
+    when = asked.get("asked")
+    return float(when) if isinstance(when, int | float) else 0.0
+
+
+def checkpoint_words(found: Checkpoint | None, done: int | None) -> str:
+    """Where a child starts from ``found`` when its parent had done ``done`` steps."""
+    if found is None:
+        return "at step 0 (no complete checkpoint)"
+    redone = f" ({done - found.step} steps redone)" if done is not None else ""
+    return f"at step {found.step}, the newest checkpoint{redone}"
+
+
+@dataclass(frozen=True)
+class Handover:
+    """What handing a live run to its relaunch came to."""
+
+    run_id: str
+    asked: float  # when the save (or the stop, for a run that cannot save) was asked
+    saved: float | None  # when the save asked for was complete; None: it was not
+    step: int | None  # the step saved now
+    stopped: float  # when none of the run's processes was left (or the stop gave up)
+    found: Checkpoint | None  # what the child continues from: the newest complete checkpoint
+    said: str  # the outcome in words, as the progress line ends
+    stop: StopResult
+
+    def record(self) -> dict[str, Any]:
+        """The child's ``[handover]`` entry: the times its restart is measured from."""
+        entry: dict[str, Any] = {"parent": self.run_id, "asked": self.asked}
+        entry["stopped"] = self.stopped
+        if self.saved is not None and self.step is not None:
+            entry |= {"saved": self.saved, "step": self.step}
+        if self.found is not None:
+            entry["resumed_step"] = self.found.step
+        entry["said"] = self.said
+        return entry
+
+
+def hand_over(
+    handle: RunHandle,
+    wait_s: float,
+    grace_s: tuple[float, float] = DEFAULT_GRACE_S,
+    progress: Progress | None = None,
+) -> Handover:
+    """Ask ``handle``'s live run to save now and stop, wait for the save at most ``wait_s``
+    seconds (saying how it goes through ``progress``), then stop the run; blocks, so call it
+    from a worker."""
+    run, name = handle.run_dir, handle.run_dir.name
+    say = progress or (lambda line: None)
+    asked = time.time()
+    done = steps_done(run)
+    request_id = handle.ask_save_and_stop() if answers(run) else None
+    if request_id is None:
+        found = newest(run)
+        why = "it saves no checkpoints" if not answers(run) else "it cannot be asked"
+        said = f"{name}: not saved now ({why}); the new run starts {checkpoint_words(found, done)}"
+        say(said)
+        stop = handle.stop(grace_s)
+        return Handover(name, asked, None, None, time.time(), found, said, stop)
+    saved, step = _wait_for_save(handle, request_id, asked, wait_s, say)
+    if saved is not None:
+        say(f"{name}: saved step {step} in {saved - asked:.1f} s; waiting for it to end")
+        handle.wait(END_WAIT_S)  # its ranks end by themselves after the save
+    ended = handle.wait(0) is not None
+    stop = handle.stop(grace_s)
+    found = newest(run)
+    if saved is not None and found is not None and found.step == step:
+        said = f"{name}: saved step {step} now and stopped; the new run continues at step {step}"
+    elif saved is None and ended:
+        said = (
+            f"{name} ended before its save was complete ({handle.state.state}): the new run "
+            f"starts {checkpoint_words(found, done)}"
+        )
+    elif saved is None:
+        said = (
+            f"{name}: no save within {wait_s:g} s, stopped; the new run starts "
+            f"{checkpoint_words(found, done)}"
+        )
+    else:
+        where = checkpoint_words(found, done)
+        said = f"{name}: saved step {step}, stopped; the new run starts {where}"
+    say(said)
+    return Handover(name, asked, saved, step, time.time(), found, said, stop)
+
+
+def _wait_for_save(
+    handle: RunHandle, request_id: str, asked: float, wait_s: float, say: Progress
+) -> tuple[float | None, int | None]:
+    """When the save asked for was complete and its step; (None, None) when the run ended
+    before it was, or ``wait_s`` passed."""
+    run, name = handle.run_dir, handle.run_dir.name
+    before = newest(run)
+    deadline = time.monotonic() + wait_s
+    said_at = 0.0
+    while True:
+        answer = read_request(request_done_path(run))
+        if answer and answer.get("id") == request_id and isinstance(answer.get("step"), int):
+            when = answer.get("answered")
+            return (float(when) if isinstance(when, int | float) else time.time()), answer["step"]
+        if handle.wait(0) is not None or time.monotonic() >= deadline:
+            return None, None
+        now = time.monotonic()
+        if now - said_at >= SAY_EVERY_S:
+            said_at = now
+            say(_saving_line(run, name, before, time.time() - asked))
+        time.sleep(POLL_S)
+
+
+def _saving_line(run: Path, name: str, before: Checkpoint | None, elapsed: float) -> str:
+    """What the save is doing: the folder it writes (newer than the newest complete one
+    before it) and what is in it so far."""
+    floor = before.step if before is not None else -1
+    writing = [p for p in torn(run) if int(p.name.split("-")[1]) > floor]
+    if not writing:
+        return f"{name}: asked to save at the step it is at ({elapsed:.1f} s)"
+    folder = writing[-1]
+    size = 0
+    for entry in folder.iterdir() if folder.is_dir() else ():
+        try:
+            size += entry.stat().st_size
+        except OSError:
+            continue
+    return f"{name}: saving {folder.name}: {size / 1e6:.1f} MB written ({elapsed:.1f} s)"
