@@ -139,10 +139,10 @@ class Checkpointer:
     def _say_answers(self) -> None:
         """Tell whoever would ask (a relaunch) that this run answers a request, and how soon."""
         said = {"pid": os.getpid(), "poll_every": self.poll_every, "every": self.every}
-        with contextlib.suppress(OSError):
-            write_atomic(
-                answers_path(self.run_dir), json.dumps({**said, "time": time.time()}).encode()
-            )
+        said["time"] = time.time()
+        with contextlib.suppress(OSError):  # a run directory a script names may not exist yet
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            write_atomic(answers_path(self.run_dir), json.dumps(said).encode())
 
     # -- the state ------------------------------------------------------------------------
 

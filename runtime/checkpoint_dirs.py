@@ -14,8 +14,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from runtime.atomic import write_atomic
 
 CHECKPOINTS = "checkpoints"
 COMPLETE = "COMPLETE"
@@ -64,6 +67,29 @@ def request_done_path(run_dir: str | os.PathLike[str]) -> Path:
 
 def answers_path(run_dir: str | os.PathLike[str]) -> Path:
     return Path(run_dir) / ANSWERS
+
+
+def ask_to_save_and_stop(run_dir: str | os.PathLike[str], by: str) -> str:
+    """Ask the run's ranks to save at the step they are at and then end (``by``: who asks,
+    e.g. "relaunch"); the request's id, which the answer repeats. Whoever supervises the run
+    records its end as a stop asked for (:func:`stop_asked`). Raises :class:`OSError` when
+    the request cannot be written."""
+    asked = time.time()
+    request_id = f"{os.getpid()}-{asked:.6f}"
+    data = {"stop": True, "id": request_id, "asked": asked, "by": by}
+    request_done_path(run_dir).unlink(missing_ok=True)  # an older request's answer
+    write_atomic(request_path(run_dir), json.dumps(data).encode())
+    return request_id
+
+
+def stop_asked(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether the run was asked to save and stop (the request pending or answered): its
+    ranks' own end after it is the stop someone asked for, not a success."""
+    for path in (request_path(run_dir), request_done_path(run_dir)):
+        found = read_request(Path(path))
+        if found and found.get("stop") is True:
+            return True
+    return False
 
 
 def read_request(path: Path) -> dict[str, object] | None:

@@ -32,7 +32,8 @@ class NotStarted:
 
     ``kind`` says which check stopped it: ``refused`` (the plan's errors), ``outputs`` (the
     outputs directory cannot take a run), ``invalid`` (a value the launcher cannot use) or
-    ``busy`` (the run a relaunch replaces is saving for one already).
+    ``busy`` (the run a relaunch replaces is saving for one already, or cannot be stopped
+    from here).
     ``must_fix``: trying again as it stands cannot work and nothing else on screen says why (the
     outputs directory, no host left to retry on), so the TUI shows a dialog that stays rather
     than a notification that fades; the form already lists a refused plan's errors.

@@ -207,3 +207,95 @@ def test_a_save_the_disk_cannot_hold_leaves_the_newest_complete_checkpoint(
         assert said[-1].endswith(" steps redone)")
         assert "the new run starts at step 20, the newest checkpoint (" in said[-1]
         assert newest(run) == done.found
+
+
+@pytest.mark.timeout(180)
+def test_the_ranks_answer_a_save_and_stop_the_step_after_it_is_seen(
+    mpiexec: str, tmp_path: Path
+) -> None:
+    """Rank 0 writes the request at step 5, before its look: the look goes into the all-reduce
+    that every rank reads at step 6, where they save, run no step more and end with status 0
+    (tests/ranks/asked_to_stop.py), having said at their start that they answer."""
+    run = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EZPZ_", "PMI_"))}
+    env |= {"EZPZ_RUN_DIR": str(run), "EZPZ_DIST_TIMEOUT": "60", "OMP_NUM_THREADS": "1"}
+    script = str(Path(__file__).parents[1] / "ranks" / "asked_to_stop.py")
+    proc = subprocess.run(
+        [mpiexec, "-n", "2", sys.executable, script, "5"],
+        env=env,
+        timeout=150,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "checkpoint: saved step 6; stopping, as asked" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    for rank in range(2):  # step 6 saved, its record not written: step_done ended the rank
+        assert (run / "steps" / f"rank-{rank:05d}.txt").read_text().split() == list("12345")
+    assert [c.step for c in complete(run)] == [6]
+    answer = json.loads((run / "checkpoint.request.done").read_text())
+    assert answer["id"] == "test" and answer["step"] == 6
+    assert json.loads((run / "checkpoint.answers").read_text())["poll_every"] == 1
+
+
+@pytest.mark.timeout(300)
+def test_a_run_another_process_supervises_is_handed_over_through_its_directory(
+    tmp_path: Path,
+) -> None:
+    """What the headless ``ezpz-tui relaunch RUN`` meets: RUN was started by ``ezpz-tui
+    launch`` in another terminal, whose supervisor records its end. The relaunch asks through
+    the run directory; the ranks save and end by themselves; that supervisor records the run
+    stopped by the user (the request says a stop was asked), and the child continues at the
+    saved step."""
+    from tests.fixtures.cli import REPO, base_env, kill_leftovers
+
+    outputs = tmp_path / "outputs"
+    command = [sys.executable, *TINY, "--sleep", "0.05"]
+    with (tmp_path / "cli.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ezpz_tui", "launch", "--ppn", "2", "--", *command],
+            env=base_env(outputs),
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    session = Session(LOCAL, outputs)
+    try:
+        deadline = time.monotonic() + 180
+        while not outputs.is_dir() or not any(outputs.iterdir()):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        [run] = [p for p in outputs.iterdir() if p.is_dir()]
+        while len(steps_of(run)) < 10:
+            assert proc.poll() is None, (tmp_path / "cli.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "fewer than 10 steps"
+            time.sleep(0.2)
+        plan = checked_with_resume(
+            session.check(LaunchPlan(ppn=2, tp=2, command=tuple(command))),
+            parent_resume(run, alive=True),
+        )
+        said: list[str] = []
+        result = session.relaunch(plan, progress=said.append, replacing=run)
+        assert isinstance(result, Started), result
+        assert proc.wait(timeout=60) is not None
+        saved = newest(run)
+        assert saved is not None and max(steps_of(run)) == saved.step - 1
+        assert said[-1].endswith(
+            f"saved step {saved.step} now and stopped; the new run continues at step {saved.step}"
+        )
+        state = read_state(run)
+        assert state.state == "stopped" and state.stopped_by_user and state.exit_code == 0
+        child = result.handle
+        assert read_run_toml(child.run_dir)["parent"] == run.name
+        deadline = time.monotonic() + 180
+        while not steps_of(child.run_dir):
+            assert child.wait(0.2) is None and time.monotonic() < deadline
+        assert min(steps_of(child.run_dir)) == saved.step
+    finally:
+        session.supervisor.stop_all(grace_s=(1.0, 1.0))
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        kill_leftovers(outputs)

@@ -17,6 +17,7 @@ which :mod:`ezpz_tui.core.runs.restart` measures the restart.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -25,11 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ezpz_tui.core.launching.elsewhere import Refused, stop_elsewhere
 from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S
-from ezpz_tui.core.launching.supervisor import RunHandle, StopResult
+from ezpz_tui.core.launching.supervisor import RunHandle
+from ezpz_tui.core.runs.liveness import run_state
 from runtime.checkpoint_dirs import (
     Checkpoint,
     answers_path,
+    ask_to_save_and_stop,
     newest,
     read_request,
     request_done_path,
@@ -100,7 +104,7 @@ class Handover:
     stopped: float  # when none of the run's processes was left (or the stop gave up)
     found: Checkpoint | None  # what the child continues from: the newest complete checkpoint
     said: str  # the outcome in words, as the progress line ends
-    stop: StopResult
+    left: str | None = None  # why the run may still be there (it would not stop); None: gone
 
     def record(self) -> dict[str, Any]:
         """The child's ``[handover]`` entry: the times its restart is measured from."""
@@ -114,39 +118,96 @@ class Handover:
         return entry
 
 
+class _Here:
+    """A run this process supervises, through its handle."""
+
+    def __init__(self, handle: RunHandle) -> None:
+        self.handle, self.run_dir = handle, handle.run_dir
+
+    def ask(self) -> str | None:
+        return self.handle.ask_save_and_stop()
+
+    def ended(self, wait_s: float = 0.0) -> bool:
+        return self.handle.wait(wait_s) is not None
+
+    def state(self) -> str:
+        return str(self.handle.state.state)
+
+    def stop(self, grace_s: tuple[float, float]) -> str | None:
+        done = self.handle.stop(grace_s)
+        left = ", ".join(map(str, done.remaining))
+        return None if done.clean else f"processes of {self.run_dir.name} would not die ({left})"
+
+
+class _Elsewhere:
+    """A run another process on this node supervises (an ``ezpz-tui launch``, a tether): asked
+    through its directory, stopped through its supervisor when it does not end by itself."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+
+    def ask(self) -> str | None:
+        try:
+            return ask_to_save_and_stop(self.run_dir, "relaunch")
+        except OSError:
+            return None
+
+    def ended(self, wait_s: float = 0.0) -> bool:
+        deadline = time.monotonic() + wait_s
+        while run_state(self.run_dir).live:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(POLL_S)
+        return True
+
+    def state(self) -> str:
+        return str(run_state(self.run_dir).state)
+
+    def stop(self, grace_s: tuple[float, float]) -> str | None:
+        if self.ended():
+            return None
+        ended = stop_elsewhere(self.run_dir, timeout_s=sum(grace_s) + END_WAIT_S)
+        return ended.reason if isinstance(ended, Refused) else None
+
+
 def hand_over(
-    handle: RunHandle,
+    run: RunHandle | Path,
     wait_s: float,
     grace_s: tuple[float, float] = DEFAULT_GRACE_S,
     progress: Progress | None = None,
 ) -> Handover:
-    """Ask ``handle``'s live run to save now and stop, wait for the save at most ``wait_s``
-    seconds (saying how it goes through ``progress``), then stop the run; blocks, so call it
-    from a worker."""
-    run, name = handle.run_dir, handle.run_dir.name
+    """Ask the live run (a handle of this process's, or the directory of one another process
+    supervises) to save now and stop, wait for the save at most ``wait_s`` seconds (saying how
+    it goes through ``progress``), then stop the run; blocks, so call it from a worker."""
+    live = _Here(run) if isinstance(run, RunHandle) else _Elsewhere(run)
+    run_dir = live.run_dir
+    name = run_dir.name
     say = progress or (lambda line: None)
     asked = time.time()
-    done = steps_done(run)
-    request_id = handle.ask_save_and_stop() if answers(run) else None
+    done = steps_done(run_dir)
+    request_id = live.ask() if answers(run_dir) else None
     if request_id is None:
-        found = newest(run)
-        why = "it saves no checkpoints" if not answers(run) else "it cannot be asked"
+        found = newest(run_dir)
+        why = "it saves no checkpoints" if not answers(run_dir) else "it cannot be asked"
         said = f"{name}: not saved now ({why}); the new run starts {checkpoint_words(found, done)}"
         say(said)
-        stop = handle.stop(grace_s)
-        return Handover(name, asked, None, None, time.time(), found, said, stop)
-    saved, step = _wait_for_save(handle, request_id, asked, wait_s, say)
+        left = live.stop(grace_s)
+        return Handover(name, asked, None, None, time.time(), found, said, left)
+    saved, step = _wait_for_save(live, request_id, asked, wait_s, say)
     if saved is not None:
         say(f"{name}: saved step {step} in {saved - asked:.1f} s; waiting for it to end")
-        handle.wait(END_WAIT_S)  # its ranks end by themselves after the save
-    ended = handle.wait(0) is not None
-    stop = handle.stop(grace_s)
-    found = newest(run)
+        live.ended(END_WAIT_S)  # its ranks end by themselves after the save
+    ended = live.ended()
+    left = live.stop(grace_s)
+    if saved is None:  # unanswered: a run that would not stop must not end later for it
+        with contextlib.suppress(OSError):
+            request_path(run_dir).unlink(missing_ok=True)
+    found = newest(run_dir)
     if saved is not None and found is not None and found.step == step:
         said = f"{name}: saved step {step} now and stopped; the new run continues at step {step}"
     elif saved is None and ended:
         said = (
-            f"{name} ended before its save was complete ({handle.state.state}): the new run "
+            f"{name} ended before its save was complete ({live.state()}): the new run "
             f"starts {checkpoint_words(found, done)}"
         )
     elif saved is None:
@@ -158,15 +219,15 @@ def hand_over(
         where = checkpoint_words(found, done)
         said = f"{name}: saved step {step}, stopped; the new run starts {where}"
     say(said)
-    return Handover(name, asked, saved, step, time.time(), found, said, stop)
+    return Handover(name, asked, saved, step, time.time(), found, said, left)
 
 
 def _wait_for_save(
-    handle: RunHandle, request_id: str, asked: float, wait_s: float, say: Progress
+    live: _Here | _Elsewhere, request_id: str, asked: float, wait_s: float, say: Progress
 ) -> tuple[float | None, int | None]:
     """When the save asked for was complete and its step; (None, None) when the run ended
     before it was, or ``wait_s`` passed."""
-    run, name = handle.run_dir, handle.run_dir.name
+    run, name = live.run_dir, live.run_dir.name
     before = newest(run)
     deadline = time.monotonic() + wait_s
     said_at = 0.0
@@ -175,7 +236,7 @@ def _wait_for_save(
         if answer and answer.get("id") == request_id and isinstance(answer.get("step"), int):
             when = answer.get("answered")
             return (float(when) if isinstance(when, int | float) else time.time()), answer["step"]
-        if handle.wait(0) is not None or time.monotonic() >= deadline:
+        if live.ended() or time.monotonic() >= deadline:
             return None, None
         now = time.monotonic()
         if now - said_at >= SAY_EVERY_S:

@@ -336,18 +336,15 @@ class RunHandle:
         id, which the answer repeats. None when the run has ended or the request cannot be
         written. Its end is then the user's stop, not a success; a rank that fails meanwhile
         still fails it."""
-        from runtime.checkpoint_dirs import request_done_path, request_path
+        from runtime.checkpoint_dirs import ask_to_save_and_stop
 
-        request_id = f"{os.getpid()}-{time.time():.6f}"
-        asked = {"stop": True, "id": request_id, "asked": time.time(), "by": "relaunch"}
         with self._lock:
             if self._done.is_set():
                 return None
             self._handing_over = True
-            self._write(self._state.state, stop_requested=asked["asked"])
+            self._write(self._state.state, stop_requested=time.time())
         try:
-            request_done_path(self.run_dir).unlink(missing_ok=True)  # an older request's
-            write_atomic(request_path(self.run_dir), json.dumps(asked).encode())
+            request_id = ask_to_save_and_stop(self.run_dir, "relaunch")
             with open(RunDir(self.run_dir).launcher_log, "a", encoding="utf-8") as fh:
                 fh.write("ezpz-tui: asked the ranks to save now and stop (a relaunch)\n")
         except OSError as exc:
@@ -402,15 +399,24 @@ class RunHandle:
             target=self._processes.stop, args=(FAIL_FAST_GRACE_S,), daemon=True
         ).start()
 
+    def _asked_to_stop(self, code: int) -> bool:
+        """The ranks ended by themselves after a save and stop asked of them (by this process,
+        or another: a headless relaunch writes the request into the run directory)."""
+        if self._handing_over:
+            return True
+        from runtime.checkpoint_dirs import stop_asked
+
+        return code == 0 and stop_asked(self.run_dir)
+
     def _record_end(self, code: int) -> None:
         """The launcher has exited: every rank's end, then the run's (the order readers rely on:
         a final run has final ranks)."""
         with self._lock:
             if self._failure is not None:  # a rank's failure ended it, whatever else happened
                 name, by_user = State.FAILED, False
-            elif self._stop_requested or self._handing_over:  # a stop asked for before the
-                # exit (the ranks' own end after a save asked of them too): the user, unless
-                # the stop said what else asked for it (the terminal hung up)
+            elif self._stop_requested or self._asked_to_stop(code):  # a stop asked for
+                # before the exit: the user, unless the stop said what else asked for it (the
+                # terminal hung up)
                 name, by_user = State.STOPPED, self._stop_reason is None
             else:
                 name, by_user = (State.SUCCEEDED if code == 0 else State.FAILED), False

@@ -62,7 +62,7 @@ class Launches:
 
         plan, handle, session = self.host.plan, self.current(), self.host.session
         if session is not None and session.handing_over is not None:
-            name = session.handing_over.run_dir.name
+            name = session.handing_over.name
             said = f"{name} is saving for a relaunch already: {self.saving or 'wait for it'}"
             self.host.notify(said, severity="warning")
         elif plan is None or session is None:
