@@ -32,6 +32,7 @@ torch is imported when a :class:`Checkpointer` is made, not with this module.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import pickle
@@ -191,6 +192,9 @@ class Checkpointer:
             if self.rank == 0:
                 sys.stderr.write(f"checkpoint: saved step {step}; stopping, as asked\n")
                 sys.stderr.flush()
+            # The relaunch waits for this process to end: the interpreter's teardown would
+            # collect the whole heap of a torch process (seconds); what lives now is left out.
+            gc.freeze()
             raise SaveAndStop(step)
 
     def _answered(self, step: int) -> None:
