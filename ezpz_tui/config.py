@@ -32,6 +32,7 @@ variable EZPZ_TUI_CONFIG_DIR points elsewhere, which tests and site-wide setups 
     [checkpoint]
     before_walltime = 300     # seconds of walltime left when the ranks are asked to checkpoint
     max_age = 1800            # seconds of training without a newer checkpoint before a warning
+    relaunch_save_s = 120     # how long a relaunch waits for the run it replaces to save now
 
     [efficiency]
     peak_tflops = 989.4       # every device's peak, instead of the table's or the CPU probe's
@@ -135,6 +136,10 @@ class Config:
     checkpoint_max_age_s: float = 1800.0
     """`[checkpoint] max_age`: the summary bar and `top` warn when a crash now would redo
     more than this many seconds of training (no complete checkpoint is newer); 0 never warns."""
+    relaunch_save_s: float = 120.0
+    """`[checkpoint] relaunch_save_s`: how long a relaunch (`R`, `ezpz-tui relaunch`) waits for
+    the live run it replaces to save at the step it is at; after it, the run is stopped and the
+    new one continues from its newest complete checkpoint, which the progress line names."""
     peak_tflops: float | None = None
     """`[efficiency] peak_tflops`: the peak dense TFLOPS of one device that MFU divides by, for
     every run, instead of the sourced table's figure for its device (or the CPU probe's); for
@@ -152,7 +157,7 @@ SCHEMA: Mapping[str, frozenset[str] | None] = {
     "collectives": frozenset({"flight_recorder"}),
     "launch": frozenset({"kill_on_bad_exit", "raised_grace_s", "retries"}),
     "follow": frozenset({"stats_per_second", "slowest"}),
-    "checkpoint": frozenset({"before_walltime", "max_age"}),
+    "checkpoint": frozenset({"before_walltime", "max_age", "relaunch_save_s"}),
     "efficiency": frozenset({"peak_tflops", "dtype"}),
 }
 """Every section of config.toml and the keys each may hold."""
@@ -270,6 +275,10 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
         table, "checkpoint max_age", Config.checkpoint_max_age_s, (0, 604800), path
     )
     problems += more + wrong
+    save_s, wrong = _number_in(
+        table, "checkpoint relaunch_save_s", Config.relaunch_save_s, (1, 86400), path
+    )
+    problems += wrong
     peak, dtype, more = _efficiency_settings(data.get("efficiency", {}), path)
     flight, wrong = _flight_recorder(data.get("collectives", {}), path)
     problems += more + wrong + unknown_names(data, path)
@@ -285,6 +294,7 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
         retries=retries,
         before_walltime_s=before,
         checkpoint_max_age_s=max_age,
+        relaunch_save_s=save_s,
         stats_per_second=rate,
         slowest=slowest,
         peak_tflops=peak,

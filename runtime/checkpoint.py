@@ -15,7 +15,13 @@ collectives never wait on them. The completion mark is written by rank 0 once ev
 files and the metadata are written, from the writer's thread; a failed save is raised at the
 next save or at :meth:`Checkpointer.close`, the same step on every rank. When the supervisor
 asks for a checkpoint (the job's walltime is about to end: ``[checkpoint] before_walltime``),
-every rank saves at the same step, within ``poll_every`` steps, and waits until it is written.
+every rank saves at the same step and waits until it is written; when a relaunch asks it to
+save and stop, every rank then ends (:class:`SaveAndStop`, exit status 0) without running
+another step, so the run that replaces it continues at exactly that step. Whether one is asked
+is looked at every step by default, for nothing: rank 0's look goes into an all-reduce started
+at one step and read at the next, on a group of its own, so no step waits on it and a request
+is answered one step after rank 0 sees it. A Checkpointer says that it answers
+(:data:`~runtime.checkpoint_dirs.ANSWERS`) when it is made.
 A load that fails names what a person needs: the file (one shorter than the checkpoint's index
 says: a copy or a save cut short), the newest earlier complete checkpoint, and the command that
 resumes from it, in the exception itself, which is what a failure report quotes.
@@ -26,6 +32,7 @@ torch is imported when a :class:`Checkpointer` is made, not with this module.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import pickle
@@ -45,8 +52,11 @@ from runtime.checkpoint_dirs import (
     RESUME_VAR,
     Checkpoint,
     CheckpointError,
+    answers_path,
     complete,
     earlier,
+    read_request,
+    request_done_path,
     request_path,
     resolve,
     step_dir,
@@ -56,6 +66,17 @@ from runtime.checkpoint_dirs import (
 KEEP = 2
 SHOWN = 3  # names of keys listed in a message before "(+N more)"
 METADATA = ".metadata"  # DCP's index of a checkpoint's files: which bytes of which hold what
+SAVE, SAVE_AND_STOP = 1, 2  # what rank 0 found asked, as the ranks agree on it
+
+
+class SaveAndStop(SystemExit):
+    """Raised by :meth:`Checkpointer.step_done` on every rank once the checkpoint a relaunch
+    asked for is complete: the script ends there, exit status 0, with no step after ``step``
+    run. A script with something to do before it ends catches it and raises it again."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__(0)
+        self.step = step
 
 
 def resume_target(explicit: str | os.PathLike[str] | None = None) -> Checkpoint | None:
@@ -85,7 +106,7 @@ class Checkpointer:
         keep: int = KEEP,
         async_save: bool = True,
         describe: dict[str, Any] | None = None,
-        poll_every: int = 10,
+        poll_every: int = 1,
     ) -> None:
         import torch.distributed as dist
 
@@ -103,14 +124,26 @@ class Checkpointer:
         self.async_save = async_save
         # Whether the supervisor asks for a checkpoint (checkpoint_dirs.REQUEST) is read by
         # rank 0 every ``poll_every`` steps and agreed on over a group of its own, so that
-        # every rank saves at the same step.
+        # every rank saves at the same step: the all-reduce started at one look is read at
+        # the next, so no step waits on it.
         self.poll_every = poll_every
         self._poll_group = dist.new_group(backend="gloo") if self._dist and poll_every else None
+        self._poll: tuple[Any, Any] | None = None  # the look in flight: its work and tensor
         self._saved_step: int | None = None
         self._pending: tuple[Any, Path, threading.Event] | None = None
         self._error: CheckpointError | None = None  # rank 0's, marking a save complete
         self._lock = threading.Lock()  # the figures, added to by the writer's thread
         self._figures: dict[str, float] = {}
+        if self.rank == 0 and poll_every:
+            self._say_answers()
+
+    def _say_answers(self) -> None:
+        """Tell whoever would ask (a relaunch) that this run answers a request, and how soon."""
+        said = {"pid": os.getpid(), "poll_every": self.poll_every, "every": self.every}
+        said["time"] = time.time()
+        with contextlib.suppress(OSError):  # a run directory a script names may not exist yet
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            write_atomic(answers_path(self.run_dir), json.dumps(said).encode())
 
     # -- the state ------------------------------------------------------------------------
 
@@ -137,31 +170,69 @@ class Checkpointer:
 
     def step_done(self, step: int) -> None:
         """After optimizer step ``step`` (counted from 1): save when it is a multiple of
-        ``every``, or when the supervisor asked for a checkpoint (its walltime is ending):
-        then the save is written before the step returns."""
+        ``every``, or when the supervisor asked for a checkpoint (its walltime is ending, or a
+        relaunch): then the save is written before the step returns, and a relaunch's
+        request ends the script here (:class:`SaveAndStop`)."""
         if self.every and step % self.every == 0:
             self.save(step)
-        if self.poll_every and step % self.poll_every == 0 and self._requested():
-            if self._saved_step != step:
-                self.save(step)
-            self.wait()
+        if not self.poll_every or step % self.poll_every:
+            return
+        asked = self._requested()
+        if not asked:
+            return
+        if self._saved_step != step:
+            self.save(step)
+        self.wait()
+        if self.rank == 0:
+            self._answered(step)
+        with self._lock:
+            self._figures["ckpt_requested"] = 1.0
+        if asked == SAVE_AND_STOP:
+            self.close()
             if self.rank == 0:
-                with contextlib.suppress(OSError):
-                    request = request_path(self.run_dir)
-                    request.rename(request.with_name(request.name + ".done"))
-            with self._lock:
-                self._figures["ckpt_requested"] = 1.0
+                sys.stderr.write(f"checkpoint: saved step {step}; stopping, as asked\n")
+                sys.stderr.flush()
+            # The relaunch waits for this process to end: the interpreter's teardown would
+            # collect the whole heap of a torch process (seconds); what lives now is left out.
+            gc.freeze()
+            raise SaveAndStop(step)
 
-    def _requested(self) -> bool:
-        asked = self.rank == 0 and request_path(self.run_dir).is_file()
+    def _answered(self, step: int) -> None:
+        """Rank 0: the request, answered with the step saved, where the asker looks for it."""
+        request = request_path(self.run_dir)
+        asked = read_request(request) or {}
+        answer = {**asked, "step": step, "answered": time.time()}
+        with contextlib.suppress(OSError):
+            write_atomic(request_done_path(self.run_dir), json.dumps(answer).encode())
+            request.unlink()
+
+    def _looked(self) -> int:
+        """What rank 0 finds asked now: nothing, a save, or a save and a stop."""
+        if self.rank != 0:
+            return 0
+        asked = read_request(request_path(self.run_dir))
+        if asked is None:
+            return 0
+        return SAVE_AND_STOP if asked.get("stop") is True else SAVE
+
+    def _requested(self) -> int:
+        """What every rank agrees was asked: rank 0's look of the previous poll, agreed on
+        while the steps ran; a new look is started unless one is answered now."""
         if self._poll_group is None:
-            return asked
+            return self._looked()
         import torch
         import torch.distributed as dist
 
-        flag = torch.tensor([int(asked)], dtype=torch.int32)
-        dist.all_reduce(flag, group=self._poll_group)
-        return bool(flag.item())
+        agreed = 0
+        if self._poll is not None:
+            work, flag = self._poll
+            self._poll = None
+            work.wait()
+            agreed = int(flag.item())
+        if not agreed:
+            flag = torch.tensor([self._looked()], dtype=torch.int32)
+            self._poll = (dist.all_reduce(flag, group=self._poll_group, async_op=True), flag)
+        return agreed
 
     def save(self, step: int) -> None:
         """Start saving the state after ``step`` optimizer steps; returns once it is copied.
@@ -278,6 +349,12 @@ class Checkpointer:
         return figures
 
     def close(self) -> None:
+        """Wait for the save in flight, and for the look for a request in flight (every rank
+        started it: it ends at once)."""
+        if self._poll is not None:
+            work, _ = self._poll
+            self._poll = None
+            work.wait()
         self.wait()
 
     # -- loading --------------------------------------------------------------------------

@@ -11,17 +11,29 @@ them needs torch for it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from runtime.atomic import write_atomic
 
 CHECKPOINTS = "checkpoints"
 COMPLETE = "COMPLETE"
 REQUEST = "checkpoint.request"
 """In the run directory: the supervisor's request that the ranks checkpoint now (the job's
-walltime is about to end); :class:`runtime.checkpoint.Checkpointer` renames it to
-``checkpoint.request.done`` once the checkpoint it asked for is complete."""
+walltime is about to end), a JSON object; with ``"stop": true`` (a relaunch's) they save at
+the step they are at and then end, running no step after it. Once the checkpoint it asked for
+is complete, :class:`runtime.checkpoint.Checkpointer` writes the request back as
+:data:`REQUEST_DONE` with the step saved, and removes it."""
+REQUEST_DONE = REQUEST + ".done"
+ANSWERS = "checkpoint.answers"
+"""In the run directory: written by rank 0's :class:`runtime.checkpoint.Checkpointer` when it
+is made (a JSON object: its pid, how often it looks for a request, how often it saves). A live
+run without it has no Checkpointer yet, or none at all: nobody would answer a request, and a
+relaunch knows that at once instead of after a timeout."""
 STEP_DIR = re.compile(r"step-(\d+)")
 RESUME_VAR = "EZPZ_RESUME_FROM"
 """The checkpoint a launch resumes from, set for every rank by ``ezpz-tui launch
@@ -47,6 +59,52 @@ def step_dir(run_dir: str | os.PathLike[str], step: int) -> Path:
 
 def request_path(run_dir: str | os.PathLike[str]) -> Path:
     return Path(run_dir) / REQUEST
+
+
+def request_done_path(run_dir: str | os.PathLike[str]) -> Path:
+    return Path(run_dir) / REQUEST_DONE
+
+
+def answers_path(run_dir: str | os.PathLike[str]) -> Path:
+    return Path(run_dir) / ANSWERS
+
+
+def ask_to_save_and_stop(run_dir: str | os.PathLike[str], by: str) -> str:
+    """Ask the run's ranks to save at the step they are at and then end (``by``: who asks,
+    e.g. "relaunch"); the request's id, which the answer repeats. Whoever supervises the run
+    records its end as a stop asked for (:func:`stop_asked`). Raises :class:`OSError` when
+    the request cannot be written."""
+    asked = time.time()
+    request_id = f"{os.getpid()}-{asked:.6f}"
+    data = {"stop": True, "id": request_id, "asked": asked, "by": by}
+    request_done_path(run_dir).unlink(missing_ok=True)  # an older request's answer
+    write_atomic(request_path(run_dir), json.dumps(data).encode())
+    return request_id
+
+
+def stop_asked(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether the run was asked to save and stop (the request pending or answered): its
+    ranks' own end after it is the stop someone asked for, not a success."""
+    for path in (request_path(run_dir), request_done_path(run_dir)):
+        found = read_request(Path(path))
+        if found and found.get("stop") is True:
+            return True
+    return False
+
+
+def read_request(path: Path) -> dict[str, object] | None:
+    """A request (or a request answered) as the object it holds; None when there is none or
+    it cannot be read. An empty or foreign file is a plain request: the walltime's of an
+    older version wrote one without ``stop``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except ValueError:
+        data = {}
+    return data if isinstance(data, dict) else {}
 
 
 def is_complete(path: Path) -> bool:

@@ -117,6 +117,7 @@ def as_json(comparison: Any) -> dict[str, Any]:
                 "memory_metric": n.memory_metric,
                 "peak_mem_gb_by_rank": {str(rank): gb for rank, gb in n.peak_mem_gb},
                 "efficiency": facts.efficiency.as_dict(n.tokens_per_s),
+                "restart": None if facts.restart is None else facts.restart.parts(),
                 "notes": list(facts.notes),
             }
         )

@@ -111,6 +111,7 @@ def session_for(args: argparse.Namespace) -> Any:
         settings.flight_recorder,
         PeakSettings(settings.peak_tflops, settings.peak_dtype),
         settings.slow_factor,
+        relaunch_save_s=settings.relaunch_save_s,
     )
     return Session(
         detect_allocation(),

@@ -18,7 +18,7 @@ from ezpz_tui.core.launching.supervisor import RunHandle
 from ezpz_tui.core.runs.outputs import launch_error
 from ezpz_tui.core.runs.record import RunStoreError
 
-Kind = Literal["refused", "outputs", "invalid"]
+Kind = Literal["refused", "outputs", "invalid", "busy"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,9 @@ class NotStarted:
     """A launch that made no run: ``reasons`` as the person should read them, one a line.
 
     ``kind`` says which check stopped it: ``refused`` (the plan's errors), ``outputs`` (the
-    outputs directory cannot take a run) or ``invalid`` (a value the launcher cannot use).
+    outputs directory cannot take a run), ``invalid`` (a value the launcher cannot use) or
+    ``busy`` (the run a relaunch replaces is saving for one already, or cannot be stopped
+    from here).
     ``must_fix``: trying again as it stands cannot work and nothing else on screen says why (the
     outputs directory, no host left to retry on), so the TUI shows a dialog that stays rather
     than a notification that fades; the form already lists a refused plan's errors.

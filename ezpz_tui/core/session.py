@@ -20,9 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ezpz_tui.core.launch_result import LaunchResult, Started, not_started
+from ezpz_tui.core.launch_result import LaunchResult, NotStarted, Started, not_started
 from ezpz_tui.core.launching.allocation import Allocation, probe_node_address
 from ezpz_tui.core.launching.bad_hosts import add_bad_hosts, exclude_listed
+from ezpz_tui.core.launching.elsewhere import Refused, stop_elsewhere
+from ezpz_tui.core.launching.handover import Handover, Progress, hand_over, pending_stop
 from ezpz_tui.core.launching.launcher import (
     Launch,
     LaunchConfig,
@@ -32,12 +34,14 @@ from ezpz_tui.core.launching.launcher import (
 )
 from ezpz_tui.core.launching.making import RunMaker, record_launch, record_shrunk
 from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan, LaunchRefused, Problem, check
-from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S
+from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S, KILL_WAIT_S
 from ezpz_tui.core.launching.rendezvous import resolves
+from ezpz_tui.core.launching.resuming import continues_from
 from ezpz_tui.core.launching.stage_shortfall import without_unstaged
 from ezpz_tui.core.launching.staging import stage_problems
 from ezpz_tui.core.launching.supervisor import RunHandle, Shrink, StopResult, Supervisor
 from ezpz_tui.core.runs.bad_hosts import bad_hosts_path, read_bad_hosts
+from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.outputs import default_outputs
 from ezpz_tui.core.runs.record import RunStoreError
 from runtime.rundir import BAD_HOSTS
@@ -90,6 +94,7 @@ class Session:
         # (a default bound when the module is imported would be whichever ran first).
         self.python = python or sys.executable
         self.current: RunHandle | None = None
+        self.handing_over: Path | None = None  # the run saving for a relaunch, meanwhile
         self._addresses: dict[str, str] = {}
         self._resolved: dict[str, bool] = {}
 
@@ -153,15 +158,20 @@ class Session:
         hosts = list(launch.hostfile_hosts) or _listed_hosts(launch.hostfile)
         return Preview(list(checked.warnings), launch, hosts, checked)
 
-    def _prepare(self, plan: LaunchPlan | CheckedPlan, parent: str | None) -> tuple[Launch, Shrink]:
+    def _prepare(
+        self, plan: LaunchPlan | CheckedPlan, parent: str | None, handover: Handover | None = None
+    ) -> tuple[Launch, Shrink]:
         """A recorded launch of ``plan`` in a new run directory, and how it goes on without
         nodes that cannot stage; :class:`LaunchRefused` for a plan with errors, before
         anything is made. A plan :meth:`check` cleared (the one a question showed) is
-        launched as it was checked: it is frozen, so nothing edited since can come with it."""
+        launched as it was checked: it is frozen, so nothing edited since can come with it.
+        ``handover``: how its parent was saved and stopped for it, recorded as its own."""
         checked = plan if isinstance(plan, CheckedPlan) else self.check(plan)
         meta = checked.meta
         if self.submission:
             meta["submission"] = self.submission
+        if handover is not None:
+            meta["handover"] = handover.record()
         run_dir = self.store.create(checked.plan.to_dict(), checked.sizes, parent=parent, meta=meta)
         launch = build_launch(checked, run_dir, self._config())
         left = self.alloc.walltime_left()
@@ -216,14 +226,80 @@ class Session:
         plan: LaunchPlan | CheckedPlan,
         grace_s: tuple[float, float] = DEFAULT_GRACE_S,
         parent: str | None = None,
+        progress: Progress | None = None,
+        replacing: Path | None = None,
     ) -> LaunchResult:
         """Stop the current run (waiting until none of its processes is left, or only its
         leftovers when it has ended), start ``plan``; its parent is ``parent``, else the run
-        stopped. A failover names the failed run, which may no longer be the current one."""
+        stopped. A failover names the failed run, which may no longer be the current one.
+        ``replacing``: the run to replace when it is not this session's (the headless
+        ``ezpz-tui relaunch RUN``): another process on this node supervises it.
+
+        When ``plan`` continues from the run replaced and that run is alive, the run is first
+        asked to save at the step it is at and stop (:func:`~ezpz_tui.core.launching.handover.
+        hand_over`, bounded by the supervisor's ``relaunch_save_s``), ``progress`` told how the
+        save goes, one line at a time; the new run records the handover's times. A second
+        relaunch while a save runs is refused, with what it waits for."""
         old = self.current
+        if replacing is not None and (old is None or old.run_dir != replacing.absolute()):
+            return self._relaunch_elsewhere(plan, replacing.absolute(), grace_s, parent, progress)
         if parent is None and old is not None:
             parent = old.run_dir.name
-        return self._run(plan, parent, old, grace_s, "relaunch")
+        handover = None
+        if old is not None and old.wait(0) is None and continues_from(plan, old.run_dir):
+            busy = self._busy(old.run_dir)
+            if busy is not None:
+                return NotStarted("Not relaunched", (busy,), "busy")
+            self.handing_over = old.run_dir
+            try:
+                handover = hand_over(old, self.supervisor.relaunch_save_s, grace_s, progress)
+            finally:
+                self.handing_over = None
+        return self._run(plan, parent, old, grace_s, "relaunch", handover)
+
+    def _relaunch_elsewhere(
+        self,
+        plan: LaunchPlan | CheckedPlan,
+        run_dir: Path,
+        grace_s: tuple[float, float],
+        parent: str | None,
+        progress: Progress | None,
+    ) -> LaunchResult:
+        """:meth:`relaunch` of a run another process supervises: handed over (or stopped)
+        through its directory and its supervisor; nothing starts while it may still run."""
+        handover = None
+        if run_state(run_dir).live:
+            busy = self._busy(run_dir)
+            if busy is not None:
+                return NotStarted("Not relaunched", (busy,), "busy")
+            if continues_from(plan, run_dir):
+                self.handing_over = run_dir
+                try:
+                    wait_s = self.supervisor.relaunch_save_s
+                    handover = hand_over(run_dir, wait_s, grace_s, progress)
+                finally:
+                    self.handing_over = None
+                left = handover.left
+            else:
+                ended = stop_elsewhere(run_dir, timeout_s=sum(grace_s) + KILL_WAIT_S * 2)
+                left = ended.reason if isinstance(ended, Refused) else None
+            if left is not None:
+                return NotStarted(
+                    "Not relaunched", (f"{run_dir.name} is not stopped: {left}",), "busy"
+                )
+        return self._run(plan, parent or run_dir.name, None, grace_s, "relaunch", handover)
+
+    def _busy(self, run_dir: Path) -> str | None:
+        """Why the run in ``run_dir`` cannot be asked to save and stop now: a save asked of it
+        already runs (asked here, or by another process)."""
+        if self.handing_over is not None:
+            saving = self.handing_over.name
+            return f"{saving} is saving for a relaunch already: wait for it."
+        asked = pending_stop(run_dir)
+        if asked is not None:
+            ago = f" {time.time() - asked:.0f} s ago" if asked else ""
+            return f"{run_dir.name} was asked to save and stop{ago} already: wait for it."
+        return None
 
     def _run(
         self,
@@ -232,9 +308,10 @@ class Session:
         old: RunHandle | None,
         grace_s: tuple[float, float],
         verb: str,
+        handover: Handover | None = None,
     ) -> LaunchResult:
         try:
-            launch, shrink = self._prepare(plan, parent)
+            launch, shrink = self._prepare(plan, parent, handover)
             self.current = self._start(launch, shrink, old, grace_s)
         except (OSError, RunStoreError, ValueError) as exc:  # LaunchRefused is a ValueError
             return not_started(exc, self.store.outputs, verb)

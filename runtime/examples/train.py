@@ -23,7 +23,9 @@ rounding (tests/integration/test_parallel_equivalence.py). ``--checkpoint-every 
 model, optimizer, data position and RNG states with torch.distributed.checkpoint
 (runtime.checkpoint), and ``--resume PATH`` (or ``EZPZ_RESUME_FROM`` from the launcher)
 continues from one in any layout, the losses those of the run that was never stopped
-(tests/integration/test_checkpoint_resume.py). Run under any launcher, e.g.
+(tests/integration/test_checkpoint_resume.py). With or without ``--checkpoint-every`` it
+answers a request to save now (the walltime's, a relaunch's save-and-stop: then it ends after
+that step, status 0). Run under any launcher, e.g.
 ``mpiexec -n 4 python -m runtime.examples.train --pp 2 --tp 2 --steps 20``.
 """
 
@@ -38,7 +40,7 @@ from typing import Any, NoReturn
 import torch
 
 import runtime
-from runtime.checkpoint import Checkpointer, resume_target
+from runtime.checkpoint import Checkpointer, SaveAndStop, resume_target
 from runtime.checkpoint_dirs import Checkpoint, CheckpointError
 from runtime.dist import DistInfo, replica_mesh
 from runtime.efficiency.flops import demo_flops_per_token
@@ -322,21 +324,21 @@ def _train_loop(
     flops = demo_flops_per_token(args.vocab, args.dim, args.heads, args.layers, args.seq_len)
     history = runtime.History(memory=True, flops_per_token=flops)
     log.info("metrics -> %s", history.path)
-    ckpt = None
-    if args.checkpoint_every or resume is not None:
-        sizes = {d: info.size(d) for d in MESH_ORDER}
-        ckpt = Checkpointer(
-            model,
-            opt,
-            history.run_dir,
-            data=batches,
-            every=args.checkpoint_every,
-            keep=args.checkpoint_keep,
-            async_save=not args.checkpoint_sync,
-            describe={"sizes": sizes, "strategy": args.strategy},
-        )
+    # Always made, saving or not: a relaunch's request to save now and stop is answered, so
+    # the run that replaces this one continues at the step it stopped at.
+    sizes = {d: info.size(d) for d in MESH_ORDER}
+    ckpt = Checkpointer(
+        model,
+        opt,
+        history.run_dir,
+        data=batches,
+        every=args.checkpoint_every,
+        keep=args.checkpoint_keep,
+        async_save=not args.checkpoint_sync,
+        describe={"sizes": sizes, "strategy": args.strategy},
+    )
     start = 0
-    if ckpt is not None and resume is not None:
+    if resume is not None:
         start = ckpt.load(resume)
         log.info("resumed at step %d from %s", start, resume.path)
     samples, tokens = args.global_batch, args.global_batch * args.seq_len
@@ -352,14 +354,16 @@ def _train_loop(
         opt.step()
         if args.sleep:
             time.sleep(args.sleep)
-        if ckpt is not None:
+        stopping = None
+        try:
             ckpt.step_done(step + 1)  # the step pays for copying a checkpoint, not writing it
+        except SaveAndStop as asked:  # saved: the run ends after this step's record
+            stopping = asked
         dt = time.perf_counter() - t0
         if step == args.spike_at:
             loss *= args.spike_factor
         metrics = {"loss": loss, "lr": lr, "grad_norm": grad_norm, "dt": dt}
-        if ckpt is not None:
-            metrics.update(ckpt.metrics())
+        metrics.update(ckpt.metrics())
         history.record(step, metrics, tokens=tokens, samples=samples)
         if step % args.log_every == 0 or step == args.steps - 1:
             log.info(
@@ -371,8 +375,10 @@ def _train_loop(
                 dt * 1e3,
                 tokens / dt,
             )
-    if ckpt is not None:
-        ckpt.close()
+        if stopping is not None:
+            history.close()
+            raise stopping
+    ckpt.close()
     history.close()
     return history.summary()
 

@@ -601,7 +601,9 @@ async def test_launch_relaunch_and_stop_a_real_run(outputs: Path) -> None:
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question", 120)
             await settle(pilot)  # the question composed
             question = text_of(app.screen.query_one("#question"))
-            assert question.startswith(f"Relaunch? {first.name} is running: it is stopped first")
+            assert question.startswith(
+                f"Relaunch? {first.name} is running: it saves at the step it is at and stops first"
+            )
             details = text_of(app.screen.query_one("#details")).splitlines()
             assert details[:2] == ["TP 1 → 2", "DP 2 → 1"]
             assert "argv: -genv EZPZ_TP 1 → 2" in details

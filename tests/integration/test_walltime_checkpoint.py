@@ -4,8 +4,8 @@ A real 2-rank demo (mpiexec, gloo) launched through the real Session and Supervi
 allocation that says 120 s of walltime are left (what the probe reads from a Slurm job's
 ``SLURM_JOB_END_TIME`` or PBS's qstat; the scheduler itself cannot run here), with
 ``[checkpoint] before_walltime`` at 300 s. The demo saves only every 100,000 steps, so the
-checkpoint on disk is the one the request made: every rank saves at the same step (a multiple
-of the 10-step poll), written and marked complete before training goes on.
+checkpoint on disk is the one the request made: every rank saves at the same step (the request
+is looked for at every step), written and marked complete before training goes on.
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ def test_the_ranks_checkpoint_when_the_walltime_is_about_to_end(tmp_path: Path) 
             pass
         found = newest(run)
         assert found is not None, (RunDir(run).launcher_log).read_text()[-2000:]
-        assert found.step % 10 == 0
         log = RunDir(run).launcher_log.read_text()
         assert "s of walltime left: asked the ranks to checkpoint" in log
         deadline = time.monotonic() + 30

@@ -98,6 +98,44 @@ def test_a_resumed_runs_restore_is_its_own_row_not_a_step_time(tmp_path: Path) -
     assert sorted(row.values, key=lambda v: v is None) == [7.5, None]
 
 
+def test_a_relaunched_runs_restart_is_a_row_and_its_parts_are_in_the_json(tmp_path: Path) -> None:
+    """The child records its handover (asked at T0, saved 1.5 s later, the parent gone 0.5 s
+    after); its first step ends at T0 + 10 after 0.5 s, 2 s of them after a 2 s load: start is
+    what is left, 10 - 1.5 - 0.5 - 2 - 0.5 = 5.5 s."""
+    from ezpz_tui.cli.comparing import as_json
+    from ezpz_tui.core.comparing.columns import figure_columns
+    from ezpz_tui.core.launching.making import update_run_meta
+
+    parent, child = _run(tmp_path, "00"), _run(tmp_path, "01", tp=2, parent="x")
+    _speed(parent, 100.0)
+    resumed = [{"loss": 2.0, "dt": 0.5, "tokens_per_s": 100.0} for _ in range(20)]
+    resumed[0]["ckpt_load_s"] = 2.0
+    _metrics(child, 0, resumed)
+    handover = {"parent": parent.name, "asked": T0, "saved": T0 + 1.5, "step": 389}
+    update_run_meta(child, {"handover": {**handover, "stopped": T0 + 2.0}})
+    restart = read_facts(child).restart
+    assert restart is not None and restart.parts() == {
+        "save_s": 1.5,
+        "stop_s": 0.5,
+        "start_s": 5.5,
+        "load_s": 2.0,
+        "first_step_s": 0.5,
+    }
+    assert restart.total_s == 10.0
+    assert restart.line() == (
+        f"restart 10.0 s after {parent.name}: save 1.5 · stop 0.5 · start 5.5 · load 2.0 · "
+        "first step 0.5"
+    )
+    assert compare([parent]).row("restart_s") is None  # no child compared: no row
+    both = compare([parent, child])
+    row = both.row("restart_s")
+    assert row is not None and sorted(row.values, key=lambda v: v is None) == [10.0, None]
+    assert "restart_s" in [c.key for c in figure_columns(both)]
+    runs = {r["run_id"]: r for r in as_json(both)["runs"]}
+    assert runs[child.name]["figures"]["restart_s"] == 10.0
+    assert runs[child.name]["restart"] == restart.parts() and runs[parent.name]["restart"] is None
+
+
 def test_step_time_from_timestamps_when_no_dt(tmp_path: Path) -> None:
     run = _run(tmp_path, "00")
     _metrics(run, 0, [{"loss": 1.0}] * 12, dt=0.75)

@@ -54,6 +54,20 @@ def test_launch_defaults_fail_fast_with_a_ten_second_grace(cfg_dir: Path) -> Non
     assert (settings.kill_on_bad_exit, settings.raised_grace_s) == (True, 10.0)
 
 
+def test_a_relaunch_waits_120_s_for_the_save_unless_told(cfg_dir: Path) -> None:
+    cfg_dir.mkdir()
+    (cfg_dir / "config.toml").write_text("[checkpoint]\nrelaunch_save_s = 30\n")
+    settings, problems = load_config()
+    assert problems == [] and settings.relaunch_save_s == 30.0
+    (cfg_dir / "config.toml").write_text("[checkpoint]\nrelaunch_save_s = 0\n")
+    settings, problems = load_config()
+    assert settings.relaunch_save_s == 120.0
+    assert problems == [
+        f"{cfg_dir / 'config.toml'}: [checkpoint] relaunch_save_s should be a number from 1 to "
+        "86400; using 120."
+    ]
+
+
 def test_follow_budget_defaults_and_a_bad_value(cfg_dir: Path) -> None:
     cfg_dir.mkdir()
     (cfg_dir / "config.toml").write_text("[follow]\nslowest = 30\n")

@@ -61,6 +61,25 @@ def test_unwritable_outputs_open_a_dialog_that_stays(host: FakeHost, tmp_path: P
     assert not host.posted  # no run to open
 
 
+def test_a_second_relaunch_while_a_save_runs_is_said_not_queued(host: FakeHost) -> None:
+    """``R`` again while the run a relaunch replaces is saving: said, with how the save goes,
+    and nothing asked or started (the session's worker holds the save)."""
+    assert host.session is not None
+    launches = Launches(host)
+    host.session.handing_over = Path("/outputs/20261128-120000-000-tp1pp1cp1")
+    launches.saving = "20261128-120000-000-tp1pp1cp1: saving step-389: 0.6 MB written (0.4 s)"
+    launches.relaunch()
+    assert host.notes == [
+        (
+            "20261128-120000-000-tp1pp1cp1 is saving for a relaunch already: "
+            "20261128-120000-000-tp1pp1cp1: saving step-389: 0.6 MB written (0.4 s)",
+            "",
+            "warning",
+        )
+    ]
+    assert not host.groups and not host.posted
+
+
 def test_launch_then_stop_after_a_yes(host: FakeHost) -> None:
     launches = Launches(host)
     launches.launch()

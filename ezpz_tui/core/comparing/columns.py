@@ -51,6 +51,7 @@ class Column:
 FIGURES: tuple[Column, ...] = (  # widths hold the figure and its best mark
     Column("STG s", 6, "stage s", "stage_s", three),
     Column("1ST s", 6, "first step s", "first_step_s", three),
+    Column("RST s", 6, "restart s", "restart_s", three),
     Column("STEP ms", 8, "step ms", "step_time_s", milli),
     Column("SMP/s", 6, "samples/s", "samples_per_s", short_number),
     Column("TOK/s", 6, "tokens/s", "tokens_per_s", short_number),

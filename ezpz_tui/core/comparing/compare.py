@@ -114,15 +114,16 @@ def _common_step(runs: Sequence[RunFacts]) -> int | None:
     return max(steps) if steps else None
 
 
-ONLY_WHEN_RECORDED = frozenset({"restore_s", "stage_s"})
+ONLY_WHEN_RECORDED = frozenset({"restore_s", "stage_s", "restart_s"})
 """Rows left out when no run compared has the figure: a checkpoint's restore (resumed runs),
-the environment's staging (``--stage``)."""
+the environment's staging (``--stage``), a relaunch's restart (its children)."""
 
 # key, label, better, the figure of one run
 _FIGURES: tuple[tuple[str, str, str, Callable[[RunFacts], float | None]], ...] = (
     ("stage_s", "stage s", "lower", lambda f: f.stage_s),
     ("first_step_s", "first step s", "lower", lambda f: f.first_step_s),
     ("restore_s", "restore s", "lower", lambda f: f.numbers.restore_s),
+    ("restart_s", "restart s", "lower", lambda f: f.restart.total_s if f.restart else None),
     ("step_time_s", "step s", "lower", lambda f: f.numbers.step_time_s),
     ("samples_per_s", "samples/s", "higher", lambda f: f.numbers.samples_per_s),
     ("tokens_per_s", "tokens/s", "higher", lambda f: f.numbers.tokens_per_s),

@@ -18,6 +18,7 @@ from typing import Any
 
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.record import positive_int, read_record
+from ezpz_tui.core.runs.restart import Restart, restart_of
 from ezpz_tui.core.runs.staged import stage_seconds
 from ezpz_tui.core.watching.efficiency import (
     Efficiency,
@@ -99,6 +100,7 @@ class RunFacts:
     record: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     record_problem: str | None = None  # why its run.toml cannot be read: no record to compare
     efficiency: Efficiency = field(default=Efficiency(None, None, None), compare=False)
+    restart: Restart | None = None  # a relaunch's child: from its parent's save to its 1st step
 
     @property
     def tflops(self) -> float | None:
@@ -169,4 +171,5 @@ def read_facts(run_dir: str | os.PathLike[str], peaks: PeakSettings | None = Non
         record=record,
         record_problem=error,
         efficiency=efficiency,
+        restart=restart_of(path, record),
     )

@@ -3,8 +3,9 @@
 A launch resumes by giving every rank ``EZPZ_RESUME_FROM`` (:data:`runtime.checkpoint_dirs.
 RESUME_VAR`) in the plan's environment, so the run's ``run.toml`` records where it continued
 from. It names a checkpoint folder when the run that saved it has ended, and the run itself
-when that run is still alive: a relaunch stops it first, it may complete a save while it stops,
-and each rank then takes the newest complete checkpoint when it starts. The demo and any
+when that run is still alive: a relaunch asks it to save now and stop first
+(:mod:`~ezpz_tui.core.launching.handover`), and each rank then takes the newest complete
+checkpoint when it starts: the one just saved, or the newest before it. The demo and any
 script that uses :mod:`runtime.checkpoint`'s helper read it; the checkpoints are found with
 :mod:`runtime.checkpoint_dirs`, which needs no torch.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ezpz_tui.core.launching.handover import answers, steps_done
 from ezpz_tui.core.launching.plan import DEMO_MODULE, CheckedPlan, LaunchPlan
 from runtime.checkpoint_dirs import RESUME_VAR, Checkpoint, newest, resolve
 
@@ -21,13 +23,28 @@ from runtime.checkpoint_dirs import RESUME_VAR, Checkpoint, newest, resolve
 @dataclass(frozen=True)
 class Resume:
     """A launch's continuation: ``given`` goes to the ranks; ``found`` is the checkpoint that
-    is newest now (what the question and the log name)."""
+    is newest now (what the question and the log name). ``saved_now``: the parent is alive
+    and answers a request, so the relaunch has it save at the step it is at (this one when
+    asked) and the child continues there. ``done``: the steps a live parent that cannot be
+    asked has run, of which those after ``found`` are redone."""
 
     given: Path
-    found: Checkpoint
+    found: Checkpoint | None
+    saved_now: int | None = None
+    done: int | None = None
 
     def describe(self) -> str:
-        return f"resumes at step {self.found.step} from {self.found.path}"
+        if self.saved_now is not None or self.found is None:
+            return f"continues at step {self.saved_now or 0} (saved now)"
+        step = self.found.step
+        if self.done is not None:
+            return f"starts at step {step}, the newest checkpoint ({self.done - step} steps redone)"
+        return f"resumes at step {step} from {self.found.path}"
+
+
+def no_checkpoint_words(parent: Path) -> str:
+    """Where the child of a run that neither has a checkpoint nor can save one starts."""
+    return f"starts at step 0: {parent.name} saves no checkpoints (see runtime.checkpoint)"
 
 
 def resume_of(target: str | Path) -> Resume:
@@ -38,12 +55,32 @@ def resume_of(target: str | Path) -> Resume:
 
 
 def parent_resume(parent: Path, alive: bool) -> Resume | None:
-    """The relaunch's default: the parent's newest complete checkpoint, None without one. A
-    live parent is named itself, so a save it completes while being stopped is not lost."""
+    """The relaunch's default: continue from the parent, None when there is nothing to
+    continue from. A live parent is named itself, so that the save it is asked to make now
+    (one that answers: :func:`~ezpz_tui.core.launching.handover.answers`), or one it completes
+    while being stopped, is what the child loads; an ended one, its newest complete
+    checkpoint."""
     found = newest(parent)
+    done = steps_done(parent) if alive else None
+    if alive and answers(parent):
+        return Resume(parent, found, saved_now=done or 0)
     if found is None:
         return None
-    return Resume(parent if alive else found.path, found)
+    if not alive:
+        return Resume(found.path, found)
+    return Resume(parent, found, done=max(done or 0, found.step))
+
+
+def continues_from(plan: LaunchPlan | CheckedPlan, run_dir: Path) -> bool:
+    """Whether ``plan`` continues from the run in ``run_dir`` itself (its newest checkpoint
+    when it starts): what a relaunch of a live run gives, and why it asks that run to save."""
+    given = dict((plan.plan if isinstance(plan, CheckedPlan) else plan).env).get(RESUME_VAR)
+    if not given:
+        return False
+    try:
+        return Path(given).resolve() == Path(run_dir).resolve()
+    except (OSError, RuntimeError):
+        return False
 
 
 def with_resume(plan: LaunchPlan, resume: Resume | None) -> LaunchPlan:

@@ -180,6 +180,7 @@ class RunHandle:
         self._state = recorded
         self._stop_requested = False
         self._stop_reason: str | None = None  # what asked for the stop, when not the user
+        self._handing_over = False  # asked to save now and stop: its end is the user's stop
         # The rank whose failure is ending the run, and that failure in words.
         self._failure: tuple[RankStatus, str] | None = None
         self._live: list[RankStatus] = []  # ranks whose status said running at the last look
@@ -316,6 +317,8 @@ class RunHandle:
     def _ask_checkpoint(self) -> None:
         """Ask the ranks to checkpoint now: the job's walltime ends within ``before_walltime``.
         The request is a file :mod:`runtime.checkpoint` looks for; the launcher log says so."""
+        if self._handing_over:  # saving now already, for a relaunch
+            return
         left = self.launch.walltime_end - time.time() if self.launch.walltime_end else 0.0
         line = f"ezpz-tui: {max(left, 0):.0f} s of walltime left: asked the ranks to checkpoint\n"
         from runtime.checkpoint_dirs import request_path
@@ -326,6 +329,28 @@ class RunHandle:
                 fh.write(line)
         except OSError as exc:
             log.warning("cannot ask %s to checkpoint: %s", self.run_dir, exc)
+
+    def ask_save_and_stop(self) -> str | None:
+        """Ask the live run's ranks to save at the step they are at and then end, running no
+        step after it (a relaunch's request, answered by :mod:`runtime.checkpoint`); its
+        id, which the answer repeats. None when the run has ended or the request cannot be
+        written. Its end is then the user's stop, not a success; a rank that fails meanwhile
+        still fails it."""
+        from runtime.checkpoint_dirs import ask_to_save_and_stop
+
+        with self._lock:
+            if self._done.is_set():
+                return None
+            self._handing_over = True
+            self._write(self._state.state, stop_requested=time.time())
+        try:
+            request_id = ask_to_save_and_stop(self.run_dir, "relaunch")
+            with open(RunDir(self.run_dir).launcher_log, "a", encoding="utf-8") as fh:
+                fh.write("ezpz-tui: asked the ranks to save now and stop (a relaunch)\n")
+        except OSError as exc:
+            log.warning("cannot ask %s to save and stop: %s", self.run_dir, exc)
+            return None
+        return request_id
 
     def _fail_fast(self, stamp: int | None) -> int | None:
         """Stop the job when a rank has failed on its own account; returns the folder stamp."""
@@ -374,14 +399,24 @@ class RunHandle:
             target=self._processes.stop, args=(FAIL_FAST_GRACE_S,), daemon=True
         ).start()
 
+    def _asked_to_stop(self, code: int) -> bool:
+        """The ranks ended by themselves after a save and stop asked of them (by this process,
+        or another: a headless relaunch writes the request into the run directory)."""
+        if self._handing_over:
+            return True
+        from runtime.checkpoint_dirs import stop_asked
+
+        return code == 0 and stop_asked(self.run_dir)
+
     def _record_end(self, code: int) -> None:
         """The launcher has exited: every rank's end, then the run's (the order readers rely on:
         a final run has final ranks)."""
         with self._lock:
             if self._failure is not None:  # a rank's failure ended it, whatever else happened
                 name, by_user = State.FAILED, False
-            elif self._stop_requested:  # a stop asked for before the exit: the user, unless
-                # the stop said what else asked for it (the terminal hung up)
+            elif self._stop_requested or self._asked_to_stop(code):  # a stop asked for
+                # before the exit: the user, unless the stop said what else asked for it (the
+                # terminal hung up)
                 name, by_user = State.STOPPED, self._stop_reason is None
             else:
                 name, by_user = (State.SUCCEEDED if code == 0 else State.FAILED), False
@@ -553,6 +588,7 @@ class Supervisor:
         flight_recorder: bool = True,
         peaks: PeakSettings | None = None,
         slow_factor: float = FinishSettings.slow_factor,
+        relaunch_save_s: float = 120.0,
     ) -> None:
         from ezpz_tui.core.watching.efficiency import PeakSettings
 
@@ -562,6 +598,9 @@ class Supervisor:
         # ``[checkpoint] before_walltime``: the ranks are asked to checkpoint this long before
         # the launch's ``walltime_end`` (0: never).
         self.before_walltime_s = before_walltime_s
+        # ``[checkpoint] relaunch_save_s``: how long a relaunch waits for the save it asked of
+        # the run it replaces (:mod:`~ezpz_tui.core.launching.handover`).
+        self.relaunch_save_s = relaunch_save_s
         self.telemetry_s = telemetry_s  # the ranks' sampler interval, unless their env says
         self.flight_recorder = flight_recorder  # ``[collectives]``, unless their env says
         self._handles: list[RunHandle] = []

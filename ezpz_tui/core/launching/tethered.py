@@ -19,6 +19,7 @@ from ezpz_tui.core.launching.reserve import release_reserve
 from ezpz_tui.core.runs.culprit import culprit_cause, verdict
 from ezpz_tui.core.runs.ending import cause_in, finalise, first_failure, world_size_of
 from ezpz_tui.core.runs.pids import process_alive
+from runtime.checkpoint_dirs import stop_asked
 from runtime.rundir import (
     HEARTBEAT_S,
     RankState,
@@ -95,6 +96,8 @@ def _record_end_from_ranks(run_dir: Path) -> RunState:
     end = replace(recorded, state=State.SUCCEEDED if ok else State.FAILED, end=time.time())
     if ok:
         end = replace(end, exit_code=0)
+        if stop_asked(run_dir):  # its ranks ended after the save a relaunch asked of them
+            end = replace(end, state=State.STOPPED, stopped_by_user=True)
     else:
         cause = (
             culprit_cause(run_dir, culprit, statuses)

@@ -25,6 +25,9 @@ class Launches:
 
     def __init__(self, host: Host) -> None:
         self.host = host
+        # While a relaunch waits for the run it replaces to save: how the save goes, in one
+        # line (the summary bar shows it); written by the worker, read by the UI's tick.
+        self.saving: str | None = None
 
     # --- what is alive ------------------------------------------------------------------------
 
@@ -57,8 +60,12 @@ class Launches:
         checkpoint, or one alive, is asked about first."""
         from runtime.checkpoint_dirs import newest
 
-        plan, handle = self.host.plan, self.current()
-        if plan is None or self.host.session is None:
+        plan, handle, session = self.host.plan, self.current(), self.host.session
+        if session is not None and session.handing_over is not None:
+            name = session.handing_over.name
+            said = f"{name} is saving for a relaunch already: {self.saving or 'wait for it'}"
+            self.host.notify(said, severity="warning")
+        elif plan is None or session is None:
             self.launch()
         elif handle is None or (handle.wait(0) is not None and newest(handle.run_dir) is None):
             self._start(plan, relaunch=handle is not None)
@@ -90,12 +97,36 @@ class Launches:
         """Launch ``plan`` in a worker; one already checked (the one a question showed) is not
         checked again."""
         launch = lambda: self._launch_worker(plan, relaunch)  # noqa: E731
-        self.host.in_thread(launch, "launch", holds_keys=True)  # the keys act on the run it opens
+        # The keys act on the run it opens; not while a save of the run it replaces is waited
+        # for (up to [checkpoint] relaunch_save_s): they act on what is on screen meanwhile.
+        self.host.in_thread(launch, "launch", holds_keys=not self._hands_over(plan, relaunch))
+
+    def _hands_over(self, plan: LaunchPlan | CheckedPlan, relaunch: bool) -> bool:
+        """Whether the relaunch of ``plan`` asks the live run it replaces to save first."""
+        from ezpz_tui.core.launching.resuming import continues_from
+
+        handle = self.current()
+        if not relaunch or handle is None or handle.wait(0) is not None:
+            return False
+        return continues_from(plan, handle.run_dir)
 
     def _launch_worker(self, plan: LaunchPlan | CheckedPlan, relaunch: bool) -> None:
         session = self.host.session
         assert session is not None
-        self.answer(session.relaunch(plan) if relaunch else session.launch(plan))
+        if not relaunch:
+            self.answer(session.launch(plan))
+            return
+
+        def saving(line: str) -> None:
+            self.saving = line
+
+        try:
+            result = session.relaunch(plan, progress=saving)
+        finally:
+            said, self.saving = self.saving, None
+        if said is not None:  # the handover's outcome: what the new run continues from
+            self.host.notify(said, timeout=10)
+        self.answer(result)
 
     def answer(self, result: LaunchResult) -> None:
         """Open the run that started, or say why none did: in a dialog that stays when
@@ -205,24 +236,32 @@ class Launches:
     # --- what the workers reported -----------------------------------------------------------
 
     def relaunch_asked(self, message: RelaunchAsked) -> None:
-        from ezpz_tui.core.launching.resuming import checked_with_resume
+        from ezpz_tui.core.launching.resuming import checked_with_resume, no_checkpoint_words
 
         name, alive = message.handle.run_dir.name, message.handle.wait(0) is None
-        if alive:
+        checked, resume = message.checked, message.resume
+        saves = resume is not None and resume.saved_now is not None
+        if alive and saves:
+            question = (
+                f"Relaunch? {name} is running: it saves at the step it is at and stops first "
+                "(and stays on disk as the new run's parent), then:"
+            )
+        elif alive:
             question = (
                 f"Relaunch? {name} is running: it is stopped first "
                 "(and stays on disk as the new run's parent), then:"
             )
         else:
             question = f"Relaunch? {name} has ended (it stays on disk as the new run's parent):"
-        checked, resume = message.checked, message.resume
         lines, refused = [*message.lines, *message.preflight], message.refused
         if resume is None:
-            start = lambda: self._start(checked, True)  # noqa: E731
-            self.host.dialogs.confirm(question, start, lines, refused)
+            start = f"The new run {no_checkpoint_words(message.handle.run_dir)}."
+            start_fresh = lambda: self._start(checked, True)  # noqa: E731
+            said = [*message.lines, start, *message.preflight]
+            self.host.dialogs.confirm(question, start_fresh, said, refused)
             return
         resumes = resume.describe()
-        if alive:
+        if alive and not saves:
             resumes += " (or a newer one it completes while stopping)"
 
         def start_it(resuming: bool) -> None:

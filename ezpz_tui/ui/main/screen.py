@@ -351,6 +351,7 @@ class MainScreen(Screen[None]):
             launch.flight_recorder,
             PeakSettings(launch.peak_tflops, launch.peak_dtype),
             launch.slow_factor,
+            relaunch_save_s=launch.relaunch_save_s,
         )
         session = Session(alloc or detect_allocation(), self.start.outputs, supervisor)
         plan = default_plan(session.alloc)
@@ -623,6 +624,7 @@ class MainScreen(Screen[None]):
             slow=slow,
             goodput=opened.goodput if opened else None,
             checkpoint=self._checkpoint_gauge(),
+            saving=self.launches.saving,
         )
 
     def _checkpoint_gauge(self) -> Gauge | None:

@@ -197,10 +197,12 @@ class SummaryBar(Static):
         late: bool = False,
         goodput: float | None = None,
         checkpoint: Gauge | None = None,
+        saving: str | None = None,
     ) -> None:
         """``finish``: when the run will end at its pace, or the step the walltime ends at
         (``late``, shown as a warning); ``goodput``: the productive share of its wall time;
-        ``checkpoint``: the opened run's checkpoint gauge."""
+        ``checkpoint``: the opened run's checkpoint gauge. ``saving``: how the save a relaunch
+        waits for goes, in place of the run's figures."""
         text = Text()
         text.append(" ezpz ", "reverse bold")
         if run is None:
@@ -215,19 +217,21 @@ class SummaryBar(Static):
             }.get(state or "", "")
             text.append(f"  {run} ")
             text.append(f"● {state or '…'}", style)  # … until the run's state is read
-            if step is not None:
+            if saving:
+                text.append(f"  {saving}", "bold cyan")
+            elif step is not None:
                 text.append(f"  step {step}")
-            if loss is not None:
+            if loss is not None and not saving:
                 text.append(f"  loss {loss:.4g}")
-            if steps_per_s is not None:
+            if steps_per_s is not None and not saving:
                 text.append(f"  {steps_per_s:.2f} it/s")
-            if goodput is not None:
+            if goodput is not None and not saving:
                 text.append(f"  goodput {goodput * 100:.0f}%")
-            if slow:
+            if slow and not saving:
                 text.append(f"  {slow} slow", "bold yellow")
-            if finish:
+            if finish and not saving:
                 text.append(f"  {finish}", "bold yellow" if late else "")
-            if checkpoint is not None:
+            if checkpoint is not None and not saving:
                 _append_gauge(text, checkpoint)
         text.append(f"  walltime {_duration(walltime)}")
         if doctor_errors is None:

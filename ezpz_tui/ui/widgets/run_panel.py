@@ -154,6 +154,8 @@ class RunPanel(Vertical):
             header.append("  (read-only: not started here)", "dim")
         if details.plan.get("parent"):
             header.append(f"\nparent {details.plan['parent']}", "dim")
+            if details.restart:  # a relaunch's child: what its restart cost, on the same line
+                header.append(f" · {details.restart}", "dim")
         if details.problem:
             header.append(f"\n{details.problem}: ranks as their files show", "yellow")
         if details.state.reason:

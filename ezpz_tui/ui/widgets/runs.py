@@ -213,15 +213,18 @@ class RunDetails:
     trackers: str | None = None  # which trackers it feeds and where, in one line
     stage: str | None = None  # where its environment was staged and how long that took
     problem: str | None = None  # why its run.toml cannot be read, when it cannot
+    restart: str | None = None  # a relaunch's child: what its restart cost, by part
 
 
 def read_run_details(path: Path) -> RunDetails:
     """State and plan of a run, never raising on a half-written or foreign run."""
     from ezpz_tui.core.runs.liveness import run_state
     from ezpz_tui.core.runs.record import read_record
+    from ezpz_tui.core.runs.restart import restart_line
     from ezpz_tui.core.runs.staged import stage_line
     from ezpz_tui.core.watching.tracked import tracker_line
 
     meta, problem = read_record(path)  # a foreign or broken record still opens
     state = run_state(path)
-    return RunDetails(path, state, meta, tracker_line(path), stage_line(path), problem)
+    restart = restart_line(path, meta)
+    return RunDetails(path, state, meta, tracker_line(path), stage_line(path), problem, restart)
