@@ -5,6 +5,7 @@ variable EZPZ_TUI_CONFIG_DIR points elsewhere, which tests and site-wide setups 
 
     [ui]
     theme = "ezpz-nord"
+    launch_more = false       # the launch form's rarely used fields shown (za keeps it)
 
     [keys]
     launch = "r"
@@ -97,6 +98,9 @@ class Config:
     validates it (`keymap.apply_overrides`), so every key problem is worded in one place."""
 
     theme: str | None = None
+    launch_more: bool = False
+    """`[ui] launch_more`: the launch form opens with its rarely used fields shown; ``za``
+    in the form sets it (the fold as the person left it)."""
     keys: Mapping[str, object] = field(default_factory=dict)
     stall_after: float = 60.0
     slow_factor: float = 1.5
@@ -150,7 +154,7 @@ class Config:
 
 
 SCHEMA: Mapping[str, frozenset[str] | None] = {
-    "ui": frozenset({"theme"}),
+    "ui": frozenset({"theme", "launch_more"}),
     "keys": None,  # any action name: the keymap checks them (`keymap.apply_overrides`)
     "monitor": frozenset({"stall_after", "slow_factor"}),
     "telemetry": frozenset({"interval"}),
@@ -234,6 +238,10 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
     if theme is not None and not (isinstance(theme, str) and theme.strip()):
         problems.append(f'{path}: [ui] theme should be a theme name such as "ezpz-nord"; ignored.')
         theme = None
+    launch_more = ui.get("launch_more", False)
+    if not isinstance(launch_more, bool):
+        problems.append(f"{path}: [ui] launch_more should be true or false; using false.")
+        launch_more = False
     keys = data.get("keys", {})
     if not isinstance(keys, dict):
         problems.append(f'{path}: [keys] should be a table of action = "keys"; ignored.')
@@ -284,6 +292,7 @@ def load_config(path: Path | None = None) -> tuple[Config, list[str]]:
     problems += more + wrong + unknown_names(data, path)
     settings = Config(
         theme=theme,
+        launch_more=launch_more,
         keys=keys,
         stall_after=float(stall),
         slow_factor=slow,

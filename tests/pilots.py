@@ -49,9 +49,13 @@ async def until(pilot: Pilot[None], ready: Callable[[], bool], what: str, timeou
 
 async def started(pilot: Pilot[None]) -> None:
     """Let the app run until its main screen has mounted every region (they mount after the
-    first frame) and has a session."""
+    first frame), has a session and is ready (the runs list read after the plan's frame)."""
     main = pilot.app.main  # type: ignore[attr-defined]
-    await until(pilot, lambda: main.started and main.session is not None, "the start-up", 10)
+
+    def ready() -> bool:
+        return main.started and main.session is not None and not main._arriving
+
+    await until(pilot, ready, "the start-up", 10)
 
 
 async def painted(pilot: Pilot[None]) -> None:

@@ -278,6 +278,9 @@ escape     | leave_field          |          | Leave the field (single keys act 
 i,enter    | edit_field           |          | Edit the field under the cursor
 +          | step_up              | +/- size | Next size that fits
 -          | step_down            |          | Previous size that fits
+# vim's za: the fields most plans leave alone (hosts excluded, launcher, its flags, staging,
+# env, trackers) open or fold away; the form keeps the choice for the next start.
+z a        | toggle_more          |          | Show or fold away the rarely used fields
 [dialog]
 # The answers in a dialog (ConfirmScreen, theme picker).
 y,enter    | confirm              |          | Yes / keep the choice

@@ -35,7 +35,7 @@ from ezpz_tui.ui.screens.confirm import ConfirmScreen
 from ezpz_tui.ui.screens.help import HelpScreen
 from ezpz_tui.ui.screens.search import SearchScreen
 from ezpz_tui.ui.screens.theme_picker import ThemePicker
-from ezpz_tui.ui.widgets.launch_form import LaunchForm
+from ezpz_tui.ui.widgets.launch_form import FOLDED, LaunchForm
 from ezpz_tui.ui.widgets.logview import LogView
 from ezpz_tui.ui.widgets.panels import SummaryBar
 from ezpz_tui.ui.widgets.runs import RunsPanel
@@ -126,7 +126,8 @@ def run_dirs(outputs: Path) -> list[Path]:
 
 async def focus_field(pilot: Pilot[None], field: str) -> Input:
     """Reach a launch form field with keys: J (main region), back to the Launch tab if another
-    one is showing (shift+Tab to the tab strip, then left), j (first field), then Tab."""
+    one is showing (shift+Tab to the tab strip, then left), j (first field), za when the field
+    is folded away, then Tab."""
     app = pilot.app
     await pilot.press("escape", "J")
     main = app.query_one(TabbedContent)
@@ -137,6 +138,8 @@ async def focus_field(pilot: Pilot[None], field: str) -> Input:
         assert main.active == "tab-launch"
         await pilot.press("tab")
     await pilot.press("j")
+    if field in FOLDED and not app.query_one(LaunchForm).more:
+        await pilot.press("z", "a")
     target = app.query_one(f"#{field}", Input)
     for _ in range(len(app.query("LaunchForm Input, LaunchForm Select")) + 1):
         if app.focused is target:
@@ -543,10 +546,11 @@ async def test_typed_launcher_flags_change_the_preview(outputs: Path) -> None:
     app = make_app(outputs)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        flags, preview = app.query_one("#launcher_args", Input), app.query_one("#preview", Static)
+        preview = app.query_one("#preview", Static)
         before = text_of(preview)
         assert "-prepend-rank" not in before
-        await type_into(pilot, "launcher_args", "-prepend-rank")
+        await type_into(pilot, "launcher_args", "-prepend-rank")  # behind the fold: za first
+        flags = app.query_one("#launcher_args", Input)
         assert flags.value == "-prepend-rank" and not flags.has_class("-invalid")
         shown = text_of(preview)
         # Hydra's flag, right after the launcher's own and before the ranks' program.

@@ -193,6 +193,20 @@ def test_launch_form_with_invalid_tp(snap_compare: Snap, polaris: EzpzApp) -> No
     assert snap_compare(polaris, terminal_size=SMALL, run_before=run_before(invalid_tp))
 
 
+def test_launch_form_unfolded(snap_compare: Snap, polaris: EzpzApp) -> None:
+    """``za`` on the form: the rarely used fields in rows under the command, their values (a
+    plan's staging and env) in them, the preview below."""
+
+    async def unfold(pilot: Pilot[None]) -> None:
+        await set_field(pilot, "command", "python train.py")
+        await pilot.press("z", "a")
+        await settle(pilot)
+        await set_field(pilot, "env", "NCCL_DEBUG=INFO")
+        assert pilot.app.query_one(LaunchForm).more
+
+    assert snap_compare(polaris, terminal_size=(120, 40), run_before=run_before(unfold))
+
+
 async def open_failed(pilot: Pilot[None]) -> None:
     """L g ] Enter: the failed run, followed until its rank list and first failure show."""
     await pilot.press("L", "g", "]", "enter")

@@ -19,6 +19,7 @@ async def test_the_minimum_of_staged_nodes_goes_into_the_plan(tmp_path: Path) ->
         await started(pilot)
         await workers_done(pilot)
         form = app.query_one(LaunchForm)
+        await pilot.press("z", "a")  # the form has the focus: its folded fields open
         form.query_one("#stage", Select).value = "on"
         form.query_one("#stage_min_nodes", Input).value = "0.9"
         plan, problems = form.read_plan()

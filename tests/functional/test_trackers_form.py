@@ -20,6 +20,7 @@ async def test_trackers_field_becomes_the_ranks_environment(tmp_path: Path) -> N
         await started(pilot)
         await workers_done(pilot)
         form = app.query_one(LaunchForm)
+        await pilot.press("z", "a")  # the form has the focus: its folded fields open
         form.query_one("#trackers", Input).value = "TensorBoard, csv"
         form.query_one("#env", Input).value = "A=1 EZPZ_TRACKERS=wandb"  # the field wins
         plan, problems = form.read_plan()

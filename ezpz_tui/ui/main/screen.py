@@ -16,17 +16,21 @@ show it are :mod:`.run_views`; what the command palette offers is :mod:`.command
 
 The first frame is the frame of the regions alone: their widgets (the form, the lists, the grid)
 are imported and mounted right after it has been painted, the Run and Metrics views the first
-time a run opens or their tab shows. Keys typed before the screen can act on them (the regions,
-the attached run and the allocation in the form not yet there) are kept by the app's
-:class:`~ezpz_tui.ui.typeahead.TypeAhead` and applied in order once :class:`MainScreen.Ready`
-is posted; a worker whose answer opens a dialog or a run holds them too (``in_thread(...,
-holds_keys=True)``).
+time a run opens or their tab shows. The next frame is the plan's: nothing is painted between
+the two (for ``PLAN_WAIT_S`` at most), so the regions and the plan filling them are laid out
+and painted once, and the session's worker is not slowed by paints of a form still empty; the
+runs list and the doctor start after that frame. Keys typed before the screen can act on them
+(the regions, the attached run and the allocation in the form not yet there) are kept by the
+app's :class:`~ezpz_tui.ui.typeahead.TypeAhead` and applied in order once
+:class:`MainScreen.Ready` is posted; a worker whose answer opens a dialog or a run holds them
+too (``in_thread(..., holds_keys=True)``).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -98,6 +102,7 @@ TABS = (
     ("Heatmap", HEATMAP_TAB),
 )
 RUNS_REFRESH_S = 2.0
+PLAN_WAIT_S = 3.0  # the longest the mounted regions wait for the plan before being painted
 NARROW = 110  # below this width the right sidebar starts hidden
 NARROW_LEFT = 100  # below this width the left sidebar and the grid shrink
 
@@ -144,6 +149,7 @@ class MainScreen(Screen[None]):
         # The plan whose preview came with the session: the Changed its filling posts asks
         # for no second one.
         self._preview_given: LaunchPlan | None = None
+        self._unpainted = ExitStack()  # holds the paints while the regions wait for the plan
         self.started = False  # every region mounted and the start-up run (if any) opened
         self._ui_thread = threading.get_ident()  # the app's: it builds its screens
         self.dialogs = ScreenDialogs(self, keymap, self._on_ui)
@@ -190,6 +196,8 @@ class MainScreen(Screen[None]):
         from ezpz_tui.ui.widgets.topology import TopologyGrid
 
         start = self.start
+        self._unpainted.enter_context(self.app.batch_update())
+        self.set_timer(PLAN_WAIT_S, self._unpainted.close)
         self._start_session(start.alloc)  # first: the probes run while the widgets mount
         tabs = TabbedContent(id="main", classes="region")
         for title, pane in TABS:
@@ -198,7 +206,7 @@ class MainScreen(Screen[None]):
         await self.query_one("#left").mount(DoctorPanel(id="doctor"))
         await self.query_one("#center").mount_all([self.grid, tabs])
         await self.query_one("#right").mount(RunsPanel(id="runs"))
-        self.form = LaunchForm(id="form")
+        self.form = LaunchForm(self.settings.launch_more, id="form")
         await self.query_one("#tab-launch").mount(self.form)
         # What Textual's auto focus does once a screen is composed; without a run to attach,
         # the form takes the focus once the plan is painted (each focus change restyles the
@@ -237,6 +245,7 @@ class MainScreen(Screen[None]):
         return True if self.started or action in APP_ACTIONS else None
 
     def on_unmount(self) -> None:
+        self._unpainted.close()
         self.views.close()
 
     def _fit_width(self) -> None:
@@ -394,14 +403,17 @@ class MainScreen(Screen[None]):
         else:
             self._doctor_waits = True
         self._show_preview(message.plan, message.preview)
-        self._refresh_runs()
+        if self.form.plan is not None:  # in the same frame as the form, not one later
+            self.grid.update_plan(self.form.plan, session.alloc)
+        self._unpainted.close()
         self.call_after_refresh(self._session_shown)
 
     def _session_shown(self) -> None:
         """The plan is painted: the form takes the focus, before Ready, so that the keys typed
-        ahead go to it."""
+        ahead go to it; the runs list is read (its worker would have slowed that frame)."""
         if self.start.attach is None:
             self.form.focus()
+        self._refresh_runs()
         self._arrived("allocation")
 
     def on_doctor_panel_checked(self, message: DoctorPanel.Checked) -> None:
@@ -536,6 +548,17 @@ class MainScreen(Screen[None]):
             self._preview_shown()
         elif message.plan != given:
             self._preview_worker(message.plan)
+
+    def on_launch_form_folded(self, message: LaunchForm.Folded) -> None:
+        self._keep_fold(message.shown)
+
+    @work(thread=True, exclusive=True, group="keep-fold")
+    def _keep_fold(self, shown: bool) -> None:
+        """The fold as the person left it, for the next start (config.toml's [ui])."""
+        from ezpz_tui.config import save_setting
+
+        for sentence in save_setting("ui", "launch_more", shown):
+            self.app.notify(sentence, severity="warning", timeout=10)
 
     def on_run_panel_filter_wanted(self, message: RunPanel.FilterWanted) -> None:
         panel = self.run_panel

@@ -9,6 +9,11 @@ Like vim, the form has a normal mode: while the form itself has the focus (Esc o
 ``j``/``k`` move a cursor over the fields, ``+``/``-`` step the size under it to the next value
 that fits (:mod:`~ezpz_tui.core.launching.sizes`) and ``i`` or Enter edits the field. So trying
 TP=2 is ``+`` on the TP field, with the grid and the preview following at once.
+
+The fields most plans leave alone (:data:`FOLDED`: excluded hosts, launcher, its flags, staging,
+env, trackers) sit behind a fold that ``za`` opens and closes, as vim's folds do. Folded, they
+are not mounted at all: the form keeps their text, and the fold's line names those set. That is
+most of the form's widgets, and the frame that first shows the plan is painted without them.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static
@@ -46,10 +51,25 @@ if TYPE_CHECKING:
 
 SIZE_FIELDS = ("tp", "pp", "cp")
 
+FOLDED: dict[str, str] = {
+    "exclude": "",
+    "launcher": "auto",
+    "launcher_args": "",
+    "stage": "off",
+    "stage_dir": "",
+    "stage_min_nodes": "",
+    "env": "",
+    "trackers": "",
+}
+"""The fields behind the fold, in form order, with the text each has when unset."""
+
+SELECTS = {"launcher": LAUNCHERS, "stage": STAGE_MODES}
+"""The folded fields that are a choice, not text, and their choices."""
+
 
 class LaunchForm(VerticalScroll, can_focus=True):
-    """Nodes, excluded hosts, ranks per node, TP/PP/CP, launcher, staging, the launcher's flags,
-    command, env."""
+    """Nodes, ranks per node, TP/PP/CP, command; behind the fold excluded hosts, launcher, the
+    launcher's flags, staging, env, trackers."""
 
     BINDINGS: ClassVar[list[Binding]] = [
         *bindings_for("form"),
@@ -63,12 +83,21 @@ class LaunchForm(VerticalScroll, can_focus=True):
         plan: LaunchPlan | None
         problems: list[Problem]
 
-    def __init__(self, **kwargs: object) -> None:
+    @dataclass(eq=False)
+    class Folded(Message):
+        """The fold was opened (``shown``) or closed with ``za``: the state to keep."""
+
+        shown: bool
+
+    def __init__(self, more: bool = False, **kwargs: object) -> None:
+        """``more``: the folded fields start shown (the state the person left them in)."""
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.alloc: Allocation | None = None
         self.plan: LaunchPlan | None = None
         self.problems: list[Problem] = []
         self.cursor = "tp"  # the field normal-mode keys act on
+        self.more = more
+        self._kept = dict(FOLDED)  # the folded fields' text while they are not mounted
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="row"):
@@ -82,43 +111,113 @@ class LaunchForm(VerticalScroll, can_focus=True):
                 yield Input("1", id=name, type="integer", classes="tiny")
             yield Static("", id="dp")
         with Horizontal(classes="row"):
-            yield Label("exclude", classes="label")
-            yield Input(id="exclude", placeholder="host names, comma separated")
-        with Horizontal(classes="row"):
-            yield Label("launcher", classes="label")
-            yield Select(
-                [(x, x) for x in LAUNCHERS], value="auto", allow_blank=False, id="launcher"
-            )
-        with Horizontal(classes="row"):
-            yield Label("flags", classes="label")
-            yield Input(id="launcher_args", placeholder="e.g. --cpu-bind=none")
-        with Horizontal(classes="row"):
-            # Copy the venv to each node's own disk first (off, on, keep), into this folder
-            # (empty: $TMPDIR, else /tmp).
-            yield Label("stage", classes="label")
-            modes = [(x, x) for x in STAGE_MODES]
-            yield Select(modes, value="off", allow_blank=False, id="stage", classes="small")
-            yield Input(id="stage_dir", placeholder="TMPDIR")
-            # Go on without nodes that cannot copy, down to this many (or a fraction: 0.9).
-            yield Input(id="stage_min_nodes", placeholder="min: all", classes="small")
-        with Horizontal(classes="row"):
             yield Label("command", classes="label")
             yield Input(id="command")
-        with Horizontal(classes="row"):
-            yield Label("env", classes="label")
-            yield Input(id="env", placeholder="KEY=value KEY2=value")
-        with Horizontal(classes="row"):
-            yield Label("trackers", classes="label")
-            yield Input(id="trackers", placeholder=",".join(KNOWN_TRACKERS))
+        yield Static(id="more")
+        if self.more:
+            yield self._folded_fields()
         yield Static("", id="problems")
         yield Static("", id="preview")
 
+    def _folded_fields(self) -> Vertical:
+        """The folded fields' rows, holding the text the form kept for them."""
+        kept = self._kept
+
+        def text(name: str, placeholder: str = "", classes: str = "") -> Input:
+            return Input(kept[name], id=name, placeholder=placeholder, classes=classes)
+
+        def choice(name: str, classes: str = "") -> Select[str]:
+            options = [(x, x) for x in SELECTS[name]]
+            return Select(options, value=kept[name], allow_blank=False, id=name, classes=classes)
+
+        def row(label: str, *fields: Widget) -> Horizontal:
+            return Horizontal(Label(label, classes="label"), *fields, classes="row")
+
+        return Vertical(
+            row("exclude", text("exclude", "host names, comma separated")),
+            row("launcher", choice("launcher")),
+            row("flags", text("launcher_args", "e.g. --cpu-bind=none")),
+            # Copy the venv to each node's own disk first (off, on, keep), into this folder
+            # (empty: $TMPDIR, else /tmp); go on without nodes that cannot copy, down to this
+            # many (or a fraction: 0.9).
+            row(
+                "stage",
+                choice("stage", "small"),
+                text("stage_dir", "TMPDIR"),
+                text("stage_min_nodes", "min: all", "small"),
+            ),
+            row("env", text("env", "KEY=value KEY2=value")),
+            row("trackers", text("trackers", ",".join(KNOWN_TRACKERS))),
+            id="more-fields",
+        )
+
     def on_mount(self) -> None:
-        # The form marks bad fields itself (class -invalid, from validate()). Input's own
-        # validation sets and clears that same class, so on blur or Enter it would wipe the mark.
+        self._no_own_validation()
+        self._show_cursor()
+        self._show_fold()
+
+    def _no_own_validation(self) -> None:
+        """The form marks bad fields itself (class -invalid, from validate()). Input's own
+        validation sets and clears that same class, so on blur or Enter it would wipe the
+        mark."""
         for field in self.query(Input):
             field.validate_on = set()
+
+    def _text(self, name: str) -> str:
+        """A field's text: its widget's, or what the fold keeps while it is closed."""
+        if name in FOLDED and not self.more:
+            return self._kept[name]
+        return str(self.query_one(f"#{name}", Select if name in SELECTS else Input).value)
+
+    def _show_fold(self) -> None:
+        """The fold's line: how to open or close it and, closed, which folded fields are set
+        (in red when one of them is wrong, as the field itself would be)."""
+        line = Text("▾ za  fewer fields", "dim") if self.more else self._fold_summary()
+        fold = self.query_one("#more", Static)
+        fold.update(line)
+        bad = {p.field for p in self.problems if p.level == "error"}
+        fold.set_class(not self.more and bool(bad & FOLDED.keys()), "-invalid")
+
+    def _fold_summary(self) -> Text:
+        kept = self._kept
+        exclude = [h for h in kept["exclude"].split(",") if h.strip()]
+        set_ = [
+            f"exclude {len(exclude)}" if exclude else "",
+            f"launcher {kept['launcher']}" if kept["launcher"] != FOLDED["launcher"] else "",
+            "flags" if kept["launcher_args"].strip() else "",
+            f"stage {kept['stage']}" if kept["stage"] != FOLDED["stage"] else "",
+            f"env {len(kept['env'].split())}" if kept["env"].strip() else "",
+            f"trackers {kept['trackers']}" if kept["trackers"].strip() else "",
+        ]
+        shown = ", ".join(x for x in set_ if x)
+        line = Text("▸ za  more: ", "dim")
+        if shown:
+            return line.append(shown)
+        return line.append("exclude, launcher, flags, stage, env, trackers", "dim")
+
+    async def action_toggle_more(self) -> None:
+        """Open or close the fold (``za``). Closing keeps the fields' text; opening mounts them
+        with it, so the plan is the same either way."""
+        if self.more:
+            for name in FOLDED:
+                self._kept[name] = self._text(name)
+            self.more = False
+            if self.cursor in FOLDED:
+                self.cursor = "command"
+            await self.query_one("#more-fields").remove()
+        else:
+            self.more = True
+            await self.mount(self._folded_fields(), after="#more")
+            self._no_own_validation()
+            self._mark_fields()
         self._show_cursor()
+        self._show_fold()
+        self.post_message(self.Folded(self.more))
+
+    async def on_click(self, event: events.Click) -> None:
+        """A click on the fold's line opens or closes it, as ``za`` does."""
+        if event.widget is not None and event.widget.id == "more":
+            await self.action_toggle_more()
 
     @property
     def fields(self) -> list[Widget]:
@@ -130,7 +229,8 @@ class LaunchForm(VerticalScroll, can_focus=True):
             widget.set_class(widget.id == self.cursor, "-cursor")
 
     def move_cursor(self, field: str) -> None:
-        """Put the normal-mode cursor on ``field`` (e.g. ``tp``) and keep it in view."""
+        """Put the normal-mode cursor on ``field`` (e.g. ``tp``, not a folded one) and keep it
+        in view."""
         self.cursor = field
         self._show_cursor()
         self.scroll_to_widget(self.query_one(f"#{field}"), animate=False)
@@ -154,12 +254,15 @@ class LaunchForm(VerticalScroll, can_focus=True):
         }
         # One recompute for the whole plan, not one per field: each would validate, redraw the
         # grid and ask for a preview of a half-filled plan.
+        values["launcher"] = plan.launcher
+        if plan.stage in STAGE_MODES:
+            values["stage"] = plan.stage
         with self.prevent(Input.Changed, Select.Changed):
             for name, value in values.items():
-                self.query_one(f"#{name}", Input).value = value
-            self.query_one("#launcher", Select).value = plan.launcher
-            if plan.stage in STAGE_MODES:
-                self.query_one("#stage", Select).value = plan.stage
+                if name in FOLDED and not self.more:
+                    self._kept[name] = value
+                else:
+                    self.query_one(f"#{name}", Select if name in SELECTS else Input).value = value
         self.query_one("#ppn", Input).placeholder = f"{alloc.accelerators_per_host} (1/accel)"
         self.query_one("#nodes", Input).placeholder = f"all {len(alloc.hosts)}"
         self._recompute()
@@ -172,7 +275,7 @@ class LaunchForm(VerticalScroll, can_focus=True):
         """The field split as a shell would split it (never run by one); a parse error is a
         problem of the field."""
         try:
-            return tuple(shlex.split(self.query_one(f"#{name}", Input).value))
+            return tuple(shlex.split(self._text(name)))
         except ValueError as exc:
             problems.append(Problem("error", name, f"{what} cannot be split: {exc}."))
             return ()
@@ -189,19 +292,16 @@ class LaunchForm(VerticalScroll, can_focus=True):
         command = self._argv("command", "The command", problems)
         launcher_args = self._argv("launcher_args", "The launcher flags", problems)
         env = []
-        for item in self.query_one("#env", Input).value.split():
+        for item in self._text("env").split():
             key, sep, value = item.partition("=")
             if not sep:
                 problems.append(Problem("error", "env", f"{item!r} is not KEY=value."))
             else:
                 env.append((key, value))
         env = [(k, v) for k, v in env if k != TRACKERS_VAR] + self._trackers(problems)
-        exclude = tuple(
-            h.strip() for h in self.query_one("#exclude", Input).value.split(",") if h.strip()
-        )
-        launcher = self.query_one("#launcher", Select).value
+        exclude = tuple(h.strip() for h in self._text("exclude").split(",") if h.strip())
         least: float | None = None
-        if text := self.query_one("#stage_min_nodes", Input).value.strip():
+        if text := self._text("stage_min_nodes").strip():
             try:
                 least = min_nodes_value(text, "The minimum of staged nodes")
             except ValueError as exc:
@@ -210,12 +310,12 @@ class LaunchForm(VerticalScroll, can_focus=True):
             nodes=self._number("nodes"),
             exclude=exclude,
             ppn=self._number("ppn"),
-            launcher=str(launcher),
+            launcher=self._text("launcher"),
             command=command,
             env=tuple(env),
             launcher_args=launcher_args,
-            stage=str(self.query_one("#stage", Select).value),
-            stage_dir=self.query_one("#stage_dir", Input).value.strip(),
+            stage=self._text("stage"),
+            stage_dir=self._text("stage_dir").strip(),
             stage_min_nodes=least,
             **sizes,
         )
@@ -226,7 +326,7 @@ class LaunchForm(VerticalScroll, can_focus=True):
     def _trackers(self, problems: list[Problem]) -> list[tuple[str, str]]:
         """The trackers field as the ranks' ``EZPZ_TRACKERS`` (what History reads, so a
         relaunch switches trackers with no change to the script)."""
-        names = requested(self.query_one("#trackers", Input).value)
+        names = requested(self._text("trackers"))
         unknown = [n for n in names if n not in KNOWN_TRACKERS]
         if unknown:
             known = ", ".join(KNOWN_TRACKERS)
@@ -238,19 +338,25 @@ class LaunchForm(VerticalScroll, can_focus=True):
         if self.alloc is None:
             return
         self.plan, self.problems = self.read_plan()
-        bad_fields = {p.field for p in self.problems if p.level == "error"}
-        for widget in self.query(Input):
-            field = widget.id or ""
-            bad = field in bad_fields or (field in SIZE_FIELDS and "sizes" in bad_fields)
-            widget.set_class(bad, "-invalid")
+        self._mark_fields()
         text = Text()
         for problem in self.problems:
             style = "bold red" if problem.level == "error" else "yellow"
             text.append(f"{'✗' if problem.level == 'error' else '!'} {problem.message}\n", style)
         self.query_one("#problems", Static).update(text)
+        self._show_fold()
         if self.plan is not None:
             self._show_sizes(self.plan)
         self.post_message(self.Changed(self.plan if self.can_launch else None, self.problems))
+
+    def _mark_fields(self) -> None:
+        """Each field with an error in red (the sizes' together for a layout that does not
+        fit)."""
+        bad_fields = {p.field for p in self.problems if p.level == "error"}
+        for widget in self.query(Input):
+            field = widget.id or ""
+            bad = field in bad_fields or (field in SIZE_FIELDS and "sizes" in bad_fields)
+            widget.set_class(bad, "-invalid")
 
     @property
     def can_launch(self) -> bool:
