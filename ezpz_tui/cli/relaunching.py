@@ -3,10 +3,12 @@
 RUN's recorded plan with the sizes given changed is checked, then preflighted (its new layout
 runs one step alone: :mod:`ezpz_tui.core.launching.preflight`) before RUN is touched. The
 question's lines are printed (what changes, where the child starts, the preflight's verdict);
-without ``--yes`` it is asked on the terminal. Then RUN is stopped through its supervisor and
-the child starts in RUN's outputs directory with RUN as its parent, followed as ``launch``
-follows a run. Exit status: the child's, as ``launch``; 2 for bad input, a plan that cannot
-run, a failed preflight (RUN goes on), or a RUN that cannot be stopped from here; 1 when the
+without ``--yes`` it is asked on the terminal. Then the session's relaunch replaces RUN as
+``R`` does (a live RUN that answers saves at the step it is at and stops, the save's progress
+printed; else it is stopped through its supervisor) and the child starts in RUN's outputs
+directory with RUN as its parent, followed as ``launch`` follows a run. Exit status: the
+child's, as ``launch``; 2 for bad input, a plan that cannot run, a failed preflight (RUN goes
+on), a RUN that cannot be stopped from here or is already saving for a relaunch; 1 when the
 person said no.
 """
 
@@ -65,9 +67,13 @@ def _asked(yes: bool) -> bool | str:
 def cmd_relaunch(args: argparse.Namespace) -> int:
     from ezpz_tui.core.launch_result import NotStarted
     from ezpz_tui.core.launching.change import change_lines, relaunch_change
-    from ezpz_tui.core.launching.elsewhere import Refused, stop_elsewhere, stoppable
+    from ezpz_tui.core.launching.elsewhere import Refused, stoppable
     from ezpz_tui.core.launching.plan import LaunchRefused
-    from ezpz_tui.core.launching.resuming import checked_with_resume, parent_resume
+    from ezpz_tui.core.launching.resuming import (
+        checked_with_resume,
+        no_checkpoint_words,
+        parent_resume,
+    )
     from ezpz_tui.core.runs.liveness import run_state
     from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 
@@ -92,11 +98,18 @@ def cmd_relaunch(args: argparse.Namespace) -> int:
     if isinstance(supervisor, Refused):  # said before the preflight's seconds, not after
         return fail(f"not relaunched: {supervisor.reason}")
     resume = None if args.fresh else parent_resume(run, alive=alive)
-    said = "is running: it is stopped first" if alive else "has ended"
+    if alive and resume is not None and resume.saved_now is not None:
+        said = "is running: it saves at the step it is at and stops first"
+    else:
+        said = "is running: it is stopped first" if alive else "has ended"
     say(f"ezpz-tui: relaunch {run.name}? It {said} (and stays on disk as the new run's parent).")
     for line in change_lines(relaunch_change(record, run, checked, argv)):
         say(f"  {line}")
-    say(f"  The new run {resume.describe() if resume else 'starts fresh (step 0)'}.")
+    if resume is not None:
+        starts = resume.describe()
+    else:
+        starts = "starts fresh (step 0)" if args.fresh else no_checkpoint_words(run)
+    say(f"  The new run {starts}.")
     if not args.no_preflight:
         lines, refuses = _preflight_lines(checked)
         for line in lines:
@@ -110,12 +123,12 @@ def cmd_relaunch(args: argparse.Namespace) -> int:
     if not answer:
         say("ezpz-tui: not relaunched")
         return 1
-    if alive:
-        stopped = stop_elsewhere(run)
-        if isinstance(stopped, Refused):
-            return fail(f"not relaunched: {stopped.reason}")
-        say(f"ezpz-tui: {run.name} {stopped.state}")
-    result = session.relaunch(checked_with_resume(checked, resume), parent=run.name)
+    result = session.relaunch(
+        checked_with_resume(checked, resume),
+        parent=run.name,
+        progress=lambda line: say(f"ezpz-tui: {line}"),
+        replacing=run,
+    )
     if isinstance(result, NotStarted):
         for reason in result.reasons:
             say(f"ezpz-tui: {reason}")
