@@ -1,7 +1,7 @@
 """Staging N simulated nodes from one read of the source, against ``cp -a`` of it per node.
 
 ``python bench/stage_spread_bench.py [--nodes 1,2,4,8] [--reps 3] [--files 20000]
-[--source generated|venv] [--only time|reads] [--keep]``
+[--source generated|venv] [--disk tmpfs|scratch] [--only time|reads] [--keep]``
 
 Each simulated node is a process of one real mpiexec job in its own namespaces, with its own
 hostname and its own staging folder (``tests/fixtures/nodes.py``; needs root, as the tests do),
@@ -22,9 +22,13 @@ process of the launch (``read`` calls on a file under the source, files opened u
 the pack made during the launch and with the pack reused, and the bytes of the pack read, for
 each N; ``cp -a`` per node reads the whole source N times.
 
-``--source generated`` (default): a venv with ``--files`` generated files in 100 folders (most
-a few KiB, some tens of KiB, a few MiB ones; ~8 KiB each on average); ``--source venv``: this
-venv itself (torch and all; then the staging program's own start reads a little of it too).
+The nodes' disks are one tmpfs by default (``--disk tmpfs``, as ``/dev/shm`` on a compute node):
+on a machine whose one disk other work writes to, the copies' writeback made every figure noise
+(``cp -a`` of the same tree took 6 s, then 89 s). ``--disk scratch`` puts them on the scratch
+folder's disk. ``--source generated`` (default): a venv with ``--files`` generated files in 100
+folders (most a few KiB, some tens of KiB, a few MiB ones; ~8 KiB each on average);
+``--source venv``: this venv itself (torch and all; then the staging program's own start reads a
+little of it too).
 """
 
 from __future__ import annotations
@@ -85,15 +89,24 @@ def this_venv() -> tuple[Path, str]:
 
 
 class Nodes:
-    """Up to ``most`` simulated nodes made in ``root``, and their staging folder."""
+    """Up to ``most`` simulated nodes made in ``root``, and their staging folder; ``tmpfs``:
+    their disks are one tmpfs (else the scratch folder's disk)."""
 
-    def __init__(self, root: Path, most: int) -> None:
+    def __init__(self, root: Path, most: int, tmpfs: bool) -> None:
         self.root, self.stage_dir = root, root / "node-local"
         self.stage_dir.mkdir()
+        self.tmpfs = node_disk(root, "any").parent if tmpfs else None
+        if self.tmpfs is not None:
+            self.tmpfs.mkdir()
+            subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(self.tmpfs)], check=True)
         self.hosts = [f"vm{i + 1}" for i in range(most)]
         self.env = with_repo_path(dict(os.environ))
         self.env.update(install_launcher(root, self.stage_dir, self.hosts))
         self.launcher = str(root / "sim-bin" / "mpiexec")
+
+    def close(self) -> None:
+        if self.tmpfs is not None:
+            subprocess.run(["umount", str(self.tmpfs)], check=False)
 
     def hostfile(self, n: int) -> Path:
         path = self.root / f"nodefile-{n}"
@@ -241,6 +254,12 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3, help="runs of each variant")
     parser.add_argument("--files", type=int, default=20000, help="files of the generated source")
     parser.add_argument("--source", choices=("generated", "venv"), default="generated")
+    parser.add_argument(
+        "--disk",
+        choices=("tmpfs", "scratch"),
+        default="tmpfs",
+        help="the nodes' disks: one tmpfs (as /dev/shm on a compute node), or the scratch disk",
+    )
     args = parser.parse_args()
     print_rerun("stage_spread_bench.py", args)
     why_not = cannot_simulate()
@@ -252,11 +271,14 @@ def main() -> None:
             source, python = generated_source(root, args.files)
         else:
             source, python = this_venv()
-        nodes = Nodes(root, max(counts))
-        if args.only in (None, "time"):
-            bench_time(nodes, counts, args.reps, source, python)
-        if args.only in (None, "reads"):
-            bench_reads(nodes, counts, source, python)
+        nodes = Nodes(root, max(counts), args.disk == "tmpfs")
+        try:
+            if args.only in (None, "time"):
+                bench_time(nodes, counts, args.reps, source, python)
+            if args.only in (None, "reads"):
+                bench_reads(nodes, counts, source, python)
+        finally:
+            nodes.close()
 
 
 if __name__ == "__main__":

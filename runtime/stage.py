@@ -213,7 +213,7 @@ def copy(
                     if needs:
                         raise OSError(errno.EIO, made["error"])
                 else:
-                    _receive(nodes, pack, made["bytes"], temp if needs else None, want)
+                    _receive(nodes, pack, made["bytes"], temp if needs else None)
                 if needs:
                     _settle(temp, dest, want, str(source))
             except Exception as exc:
@@ -230,15 +230,13 @@ def copy(
     answer.update(ok=True, reused=not needs, seconds=time.monotonic() - began)
 
 
-def _receive(
-    nodes: Peers, pack: Path, size: int, temp: Path | None, want: dict[str, Entry]
-) -> None:
+def _receive(nodes: Peers, pack: Path, size: int, temp: Path | None) -> None:
     """Take the pack as it arrives, unpacking it at ``temp`` (None: this node has no use for
     it, but the broadcast needs it all the same)."""
     stream = nodes.stream(pack, size)
     try:
         if temp is not None:
-            unpack(stream, temp, want)
+            unpack(stream, temp)
     finally:
         stream.drain()
         stream.close()

@@ -7,9 +7,9 @@ other nodes (:mod:`runtime.stage_spread`), each unpacking it as it arrives. The 
 the user's cache and reused while the source's manifest (every path's kind, a file's size and
 mtime, a link's target) is the one it was made from: a launch then reads no file of the source.
 
-The manifest travels with the stream: the nodes take nothing from the tar that the manifest
-does not name, as the kind it names, and give each file the manifest's mtime to the nanosecond
-(a tar header keeps whole seconds), so a copy can be checked against its source exactly.
+Each file's mtime is in the pack to the nanosecond (a pax header: a tar header keeps whole
+seconds), so a copy unpacked by the node's ``tar`` can be checked against the source's manifest
+exactly.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import errno
 import fcntl
 import json
 import os
-import shutil
+import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -136,38 +137,42 @@ def _write_pack(source: Path, temp: Path, want: dict[str, Entry]) -> int:
                         raise OSError(errno.EAGAIN, f"{path} changed while it was packed")
                     info.size, info.mtime = stat.st_size, stat.st_mtime_ns // 10**9
                     info.mode = stat.st_mode & 0o7777
+                    seconds, nanoseconds = divmod(stat.st_mtime_ns, 10**9)
+                    info.pax_headers = {"mtime": f"{seconds}.{nanoseconds:09d}"}
                     tar.addfile(info, fh)
                 read += stat.st_size
     return read
 
 
-def unpack(stream: IO[bytes], into: Path, want: dict[str, Entry]) -> None:
-    """Make the tar that ``stream`` holds at ``into`` (a new folder), as it arrives; only the
-    paths ``want`` names, each as the kind it says, a file with its mtime to the nanosecond."""
-    import tarfile
-
+def unpack(stream: IO[bytes], into: Path) -> None:
+    """Make the tar that ``stream`` holds at ``into`` (a new folder) as it arrives, with the
+    node's ``tar``: in C it keeps up with ``cp -a``, where Python's tarfile took three times as
+    long on a loaded machine. Modes kept, owned by whoever unpacks, mtimes to the nanosecond
+    (the pack's pax headers); the caller checks the result against the manifest."""
     into.mkdir()
-    folders: list[tuple[Path, int]] = []
-    with tarfile.open(fileobj=stream, mode="r|") as tar:
-        for member in tar:
-            entry = want.get(member.name)
-            kind = "d" if member.isdir() else "l" if member.issym() else "f"
-            if not (member.isdir() or member.issym() or member.isreg()):
-                kind = "?"  # a device, a fifo, a hard link: nothing a manifest names
-            if entry is None or entry[0] != kind:
-                raise OSError(errno.EIO, f"the pack holds {member.name}, not in its manifest")
-            target = into / member.name
-            if kind == "d":
-                target.mkdir()
-                folders.append((target, member.mode))
-            elif kind == "l":
-                os.symlink(member.linkname, target)
-            else:
-                source = tar.extractfile(member)
-                assert source is not None  # a regular file's
-                with source, target.open("wb") as out:
-                    shutil.copyfileobj(source, out, CHUNK)
-                    os.fchmod(out.fileno(), member.mode)
-                os.utime(target, ns=(entry[2], entry[2]))
-    for folder, mode in reversed(folders):  # last: a folder without write stays writable till then
-        os.chmod(folder, mode)
+    argv = ["tar", "-x", "-p", "--no-same-owner", "-f", "-", "-C", str(into)]
+    try:
+        tar = subprocess.Popen(argv, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot start tar on this node: {exc.strerror or exc}") from exc
+    assert tar.stdin is not None and tar.stderr is not None
+    said: list[bytes] = []  # read aside: a tar that fails on every file says more than a pipe holds
+    reader = threading.Thread(target=lambda: said.append(tar.stderr.read()), daemon=True)
+    reader.start()
+    try:
+        with contextlib.suppress(BrokenPipeError):  # tar stopped: its status says why
+            while piece := stream.read(CHUNK):
+                tar.stdin.write(piece)
+    except BaseException:
+        tar.kill()
+        raise
+    finally:
+        with contextlib.suppress(BrokenPipeError):
+            tar.stdin.close()
+        tar.wait()
+        reader.join()
+    if tar.returncode != 0:
+        text = b"".join(said).decode(errors="replace").strip().splitlines()
+        lines = [line.removeprefix("tar: ") for line in text if "Exiting with" not in line]
+        first = (lines or [f"tar exited with status {tar.returncode}"])[0]
+        raise OSError(errno.EIO, f"unpacking in {into.parent}: {first}")

@@ -493,6 +493,8 @@ def test_a_node_whose_unpacking_fails_is_named(
         assert sorted(s.host for s in statuses) == left
         assert all(str(s.state) == "succeeded" for s in statuses)
         assert {_said(run, r)["EXE"] for r in (0, 1)} == {f"{record['dest']}/bin/python"}
-    assert why.startswith(f"No space left on device: {stage_dir}/")
+    assert why.startswith(f"unpacking in {stage_dir}: ") and why.endswith(
+        ": No space left on device"
+    )
     for host in left:  # the nodes that unpacked have the source, kept
         assert manifest(node_disk(tmp_path, host) / Path(record["dest"]).name) == manifest(venv)
