@@ -1,22 +1,29 @@
-"""Copy the ranks' Python environment to this node's own disk, check it, and remove it again.
+"""Stage the ranks' Python environment on this node's own disk, check it, and remove it again.
 
-``python -m runtime.stage copy --source PREFIX --dest DIR --python bin/python``
+``python -m runtime.stage copy --source PREFIX --dest DIR --python bin/python --pack PACK``
 ``python -m runtime.stage remove --dest DIR``
 
 ezpz calls this ``yeet``: ten thousand ranks importing torch from one shared filesystem at once
 wait on its metadata servers, while each node reading its own copy does not. The launcher runs
 this module once per node (``ezpz-tui launch --stage``), before the ranks and again after them.
 
-A copy is made under a temporary name and renamed once it is complete and matches the source's
-manifest (every path's kind, size, modification time and link target), so a half copy is never
-taken for a whole one; then the staged interpreter is run once, and must call the copy its
-``sys.prefix``. Symlinks stay symlinks, so a venv's ``bin/python`` still leads to its base
-interpreter while the venv that interpreter reads (``pyvenv.cfg`` beside ``bin/``) is the copy.
-A kept copy (``--keep``) whose manifest equals the source's is reused without copying.
+The source is read once a launch, by the first node: its manifest (every path's kind, size,
+modification time and link target), and its pack (:mod:`runtime.stage_pack`: one tar, kept at
+``PACK`` and reused while the manifest is the one it was made from, so an unchanged source has
+none of its files read). The pack reaches the other nodes through the launcher's own job
+(:mod:`runtime.stage_spread`: an MPI broadcast), each node unpacking it as it arrives.
+
+A copy is unpacked under a temporary name and renamed once it is complete and matches the
+source's manifest, so a half copy is never taken for a whole one; then the staged interpreter is
+run once, and must call the copy its ``sys.prefix``. Symlinks stay symlinks, so a venv's
+``bin/python`` still leads to its base interpreter while the venv that interpreter reads
+(``pyvenv.cfg`` beside ``bin/``) is the copy. A kept copy (``--keep``) whose manifest equals the
+source's is reused without unpacking; when every node has one, the pack is not even read.
 
 Each node answers with one line on stdout, ``EZPZ-STAGE {json}``, naming its host, and exits 0
 even when its copy failed: an MPI launcher would otherwise kill the other nodes' copies halfway
-through, and the caller needs every node's answer to name the ones that failed.
+through, and the caller needs every node's answer to name the ones that failed. A node that
+failed still takes its part in the broadcast to the end, which the others wait on.
 """
 
 from __future__ import annotations
@@ -36,37 +43,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from runtime.stage_pack import MANIFEST, Entry, ensure_pack, manifest, size_of, unpack
+from runtime.stage_spread import Peers, peers
+
 MARK = "EZPZ-STAGE "  # what starts a node's answer among the launcher's own output
-MANIFEST = ".ezpz-stage-manifest.json"  # in the copy: the source it was made from
 _TEMP = ".tmp-"  # the copy under way: DEST.tmp-PID
 CHECK_TIMEOUT_S = 120.0  # the staged interpreter's first start, from a cold disk
-
-Entry = list[Any]  # ["f", size, mtime_ns] | ["l", target] | ["d"]
-
-
-def manifest(root: Path) -> dict[str, Entry]:
-    """Every path under ``root`` (relative) with its kind, and a file's size and mtime or a
-    link's target; links are not followed."""
-    out: dict[str, Entry] = {}
-    for folder, dirs, files in os.walk(root):
-        base = Path(folder)
-        for name in [*dirs, *files]:
-            path = base / name
-            rel = str(path.relative_to(root))
-            if rel == MANIFEST:
-                continue
-            info = path.lstat()
-            if path.is_symlink():
-                out[rel] = ["l", os.readlink(path)]
-            elif path.is_dir():
-                out[rel] = ["d"]
-            else:
-                out[rel] = ["f", info.st_size, info.st_mtime_ns]
-    return out
-
-
-def size_of(entries: dict[str, Entry]) -> int:
-    return sum(entry[1] for entry in entries.values() if entry[0] == "f")
 
 
 def _first_difference(want: dict[str, Entry], have: dict[str, Entry]) -> str | None:
@@ -153,43 +135,121 @@ def _check_interpreter(dest: Path, python: str) -> str | None:
     return None
 
 
-def copy(source: Path, dest: Path, python: str, keep: bool) -> dict[str, Any]:
-    """Stage ``source`` at ``dest`` (or reuse a kept copy of it); this node's answer."""
+def _describe(source: Path, host: str) -> dict[str, Any]:
+    """What the first node tells the others of the source: its manifest, or why it has none."""
+    try:
+        if not source.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "no such environment", str(source))
+        return {"entries": manifest(source)}
+    except Exception as exc:
+        return {"error": f"cannot read the source on {host}: {_why(exc)}"}
+
+
+def _packed(source: Path, pack: Path, want: dict[str, Entry], host: str) -> dict[str, Any]:
+    """The first node's pack of the source, made or reused, or why there is none."""
+    try:
+        return ensure_pack(source, pack, want)
+    except Exception as exc:
+        return {"error": f"the pack {pack} could not be made on {host}: {_why(exc)}"}
+
+
+def _prepare(dest: Path, want: dict[str, Entry], python: str, keep: bool) -> bool:
+    """Whether this node needs the pack: False when its kept copy is the source's (the caller
+    holds ``dest``'s lock); else ``dest`` is cleared and there is room for the copy."""
+    if keep and _read_manifest(dest) == want and _check_interpreter(dest, python) is None:
+        return False
+    for stale in [dest, *_leftovers(dest)]:
+        _remove(stale)
+    free, total = shutil.disk_usage(dest.parent).free, size_of(want)
+    if free < total:
+        raise OSError(
+            errno.ENOSPC,
+            f"{dest.parent} has {bytes_text(free)} free, the environment needs {bytes_text(total)}",
+        )
+    return True
+
+
+def copy(
+    source: Path,
+    dest: Path,
+    python: str,
+    keep: bool,
+    pack: Path,
+    nodes: Peers,
+    answer: dict[str, Any],
+) -> None:
+    """Stage ``source`` at ``dest`` (or reuse a kept copy of it) with the other ``nodes``,
+    filling in this node's ``answer`` as it goes (what a failed node had found is said too).
+    Every node makes the same calls among the nodes whatever fails on it, and raises what did
+    only after the last of them."""
     began = time.monotonic()
-    want = manifest(source)
-    total = size_of(want)
-    answer: dict[str, Any] = {"bytes": total, "files": len(want), "dest": str(dest)}
-    if dest.parent.exists() and not dest.parent.is_dir():
-        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(dest.parent))
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(dest):
-        if keep and _read_manifest(dest) == want and _check_interpreter(dest, python) is None:
-            return answer | {"ok": True, "reused": True, "seconds": time.monotonic() - began}
-        for stale in [dest, *_leftovers(dest)]:
-            _remove(stale)
-        free = shutil.disk_usage(dest.parent).free
-        if free < total:
-            raise OSError(
-                errno.ENOSPC,
-                f"{dest.parent} has {bytes_text(free)} free, "
-                f"the environment needs {bytes_text(total)}",
-            )
-        temp = dest.with_name(f"{dest.name}{_TEMP}{os.getpid()}")
+    host = answer["host"]
+    answer.update(dest=str(dest), spread=nodes.spread)
+    described = nodes.share(_describe(source, host) if nodes.first else None)
+    if "error" in described:
+        raise OSError(errno.EIO, described["error"])
+    want: dict[str, Entry] = described["entries"]
+    answer.update(bytes=size_of(want), files=len(want))
+    failed: Exception | None = None
+    needs = False
+    with contextlib.ExitStack() as held:
         try:
-            shutil.copytree(source, temp, symlinks=True)
-            problem = _first_difference(want, manifest(temp))
+            if dest.parent.exists() and not dest.parent.is_dir():
+                raise NotADirectoryError(
+                    errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(dest.parent)
+                )
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            held.enter_context(_locked(dest))
+            needs = _prepare(dest, want, python, keep)
+        except Exception as exc:
+            failed = exc
+        if nodes.count(int(needs)):
+            made = nodes.share(_packed(source, pack, want, host) if nodes.first else None)
+            if nodes.first:
+                answer["pack"] = {"path": str(pack), **made}
+            temp = dest.with_name(f"{dest.name}{_TEMP}{os.getpid()}")
+            try:
+                if "error" in made:  # on every node alike: no pack is sent
+                    if needs:
+                        raise OSError(errno.EIO, made["error"])
+                else:
+                    _receive(nodes, pack, made["bytes"], temp if needs else None)
+                if needs:
+                    _settle(temp, dest, want, str(source))
+            except Exception as exc:
+                failed = failed or exc
+            finally:
+                _remove(temp)
+        if failed is not None:
+            raise failed
+        if needs:
+            problem = _check_interpreter(dest, python)
             if problem:
-                raise OSError(errno.EIO, f"the copy does not match its source: {problem}")
-            record = {"source": str(source), "entries": want}
-            (temp / MANIFEST).write_text(json.dumps(record), encoding="utf-8")
-            temp.rename(dest)
-        finally:
-            _remove(temp)
-        problem = _check_interpreter(dest, python)
-        if problem:
-            _remove(dest)
-            raise OSError(errno.ENOEXEC, problem)
-    return answer | {"ok": True, "reused": False, "seconds": time.monotonic() - began}
+                _remove(dest)
+                raise OSError(errno.ENOEXEC, problem)
+    answer.update(ok=True, reused=not needs, seconds=time.monotonic() - began)
+
+
+def _receive(nodes: Peers, pack: Path, size: int, temp: Path | None) -> None:
+    """Take the pack as it arrives, unpacking it at ``temp`` (None: this node has no use for
+    it, but the broadcast needs it all the same)."""
+    stream = nodes.stream(pack, size)
+    try:
+        if temp is not None:
+            unpack(stream, temp)
+    finally:
+        stream.drain()
+        stream.close()
+
+
+def _settle(temp: Path, dest: Path, want: dict[str, Entry], source: str) -> None:
+    """``temp``, once it matches the source's manifest, as ``dest``."""
+    problem = _first_difference(want, manifest(temp))
+    if problem:
+        raise OSError(errno.EIO, f"the copy does not match its source: {problem}")
+    record = {"source": source, "entries": want}
+    (temp / MANIFEST).write_text(json.dumps(record), encoding="utf-8")
+    temp.rename(dest)
 
 
 def remove(dest: Path) -> dict[str, Any]:
@@ -213,13 +273,15 @@ def main(argv: list[str] | None = None) -> int:
     to.add_argument("--dest", type=Path, required=True, help="where its copy goes")
     to.add_argument("--python", required=True, help="the interpreter, relative to the source")
     to.add_argument("--keep", action="store_true", help="reuse a copy that matches the source")
+    to.add_argument("--pack", type=Path, required=True, help="the source's pack, kept between runs")
     gone = sub.add_parser("remove", help="remove a staged copy from this node")
     gone.add_argument("--dest", type=Path, required=True)
     args = parser.parse_args(argv)
     answer: dict[str, Any] = {"host": socket.gethostname(), "action": args.action}
     try:
         if args.action == "copy":
-            answer |= copy(args.source, args.dest, args.python, args.keep)
+            nodes = peers()
+            copy(args.source, args.dest, args.python, args.keep, args.pack, nodes, answer)
         else:
             answer |= remove(args.dest)
     except Exception as exc:  # every node answers, whatever went wrong on it

@@ -5,13 +5,16 @@ The environment staged is a real venv made for these tests: the same interpreter
 without packages of its own (a ``.pth`` file adds this venv's site-packages), so that a copy
 takes a moment instead of the 2 GB of torch this venv holds (``bench/stage_bench.py`` copies
 that one). ezpz-tui runs from it, as a user runs it from theirs: its interpreter is the ranks'.
-A failed copy is a real full or read-only 2 MB tmpfs as the staging directory.
+A failed copy is a real full or read-only 2 MB tmpfs as the staging directory. Several nodes are
+simulated on this machine (:mod:`tests.fixtures.nodes`): one real mpiexec job whose processes
+each have their host's name and own disk, so the pack is broadcast for real.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -28,10 +31,12 @@ from ezpz_tui.core.comparing.facts import read_facts
 from ezpz_tui.core.runs.record import read_run_toml
 from ezpz_tui.core.runs.staged import stage_line
 from runtime.rundir import RunDir, read_state, read_statuses
-from runtime.stage import bytes_text
+from runtime.stage import MARK, bytes_text
+from runtime.stage_pack import CHUNK, manifest, size_of
 from tests.fixtures.cli import REPO, base_env, cli
 from tests.fixtures.mounts import fill, make_read_only, tmpfs
-from tests.fixtures.nodes import two_node_job
+from tests.fixtures.nodes import node_disk, simulated_mpiexec, two_node_job
+from tests.fixtures.required import strace
 
 # A rank whose command is a bare ``python``: where it runs from, what its environment says.
 BARE = (
@@ -83,6 +88,10 @@ def _launch(
     if env is None:
         env = base_env(outputs)
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    # mpi4py (this venv's, through the .pth) looks for the mpich wheel's libmpi under sys.prefix,
+    # which in the test venv is not where the wheel put it: the staging nodes would not be one job.
+    if (Path(sys.prefix) / "lib" / "libmpi.so").exists():
+        env = {**env, "MPI4PY_LIBMPI": str(Path(sys.prefix) / "lib")}
     python = str(venv / "bin" / "python")
     argv = [python, "-m", "ezpz_tui", "launch", "--quiet", "--ppn", str(ppn), *flags]
     return subprocess.run(
@@ -363,3 +372,129 @@ def test_a_run_left_to_its_tether_has_its_copy_removed_at_its_end(
 
 def _text(path: Path) -> str:
     return path.read_text() if path.exists() else ""
+
+
+def _source_reads(traces: Path, source: Path) -> tuple[dict[str, set[str]], int]:
+    """What the traces (``strace -ff -y``, one file a process) say of ``source``: each file
+    under it opened, with the processes that opened it, and the bytes read from its files."""
+    opened: dict[str, set[str]] = {}
+    read = 0
+    inside = f"{source}/"
+    for trace in traces.iterdir():
+        for line in trace.read_text(errors="replace").splitlines():
+            got = re.match(r"^read\(\d+<(.*?)>, .*\) = (\d+)$", line)
+            if got and got.group(1).startswith(inside):
+                read += int(got.group(2))
+            got = re.match(r"^openat\(.*\) = \d+<(.*?)>$", line)
+            if got and got.group(1).startswith(inside) and "O_DIRECTORY" not in line:
+                opened.setdefault(got.group(1)[len(inside) :], set()).add(trace.name)
+    return opened, read
+
+
+def test_nodes_get_identical_copies_from_one_read_of_the_source(tmp_path: Path) -> None:
+    """``runtime.stage copy`` on three simulated nodes, every process of it traced: each file of
+    the source is read by one process (the first node, making the pack), once; with the pack
+    kept, by none; and every node's copy is the source, byte for byte. The source is a venv
+    with 300 files more, one of them several pieces of the broadcast long."""
+    tracer = strace()
+    venv = tmp_path / "env"
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True)
+    package = Path(sysconfig.get_path("purelib", vars={"base": str(venv)})) / "pkg"
+    for index in range(300):
+        (package / f"sub{index % 7}").mkdir(parents=True, exist_ok=True)
+        (package / f"sub{index % 7}" / f"m{index}.py").write_bytes(os.urandom(index * 37))
+    (package / "weights.bin").write_bytes(os.urandom(CHUNK * 2 + 12345))
+    stage_dir = tmp_path / "node-local"
+    stage_dir.mkdir()
+    hosts = ("vm1", "vm2", "vm3")
+    env = {**os.environ, **simulated_mpiexec(tmp_path, stage_dir, hosts)}
+    pack = tmp_path / "cache" / "env.tar"
+    copy = [sys.executable, "-m", "runtime.stage", "copy", "--source", str(venv), "--pack"]
+    copy += [str(pack), "--dest", str(stage_dir / "copy"), "--python", "bin/python"]
+    want = manifest(venv)
+    files = {rel for rel, entry in want.items() if entry[0] == "f"}
+
+    def staged(traces: Path) -> dict[str, dict]:
+        traces.mkdir()
+        argv = [tracer, "-f", "-ff", "-qq", "-y", "-s", "0", "-e", "signal=none"]
+        argv += ["-e", "trace=openat,read", "-o", str(traces / "t")]
+        argv += ["mpiexec", "-f", env["PBS_NODEFILE"], "-n", "3", "-ppn", "1", *copy]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+        lines = [line for line in done.stdout.splitlines() if line.startswith(MARK)]
+        answers = {a["host"]: a for a in (json.loads(line[len(MARK) :]) for line in lines)}
+        assert done.returncode == 0 and sorted(answers) == list(hosts), done.stdout + done.stderr
+        assert all(a["ok"] and a["spread"] == "broadcast" for a in answers.values()), answers
+        for host in hosts:
+            node = node_disk(tmp_path, host) / "copy"
+            assert manifest(node) == want
+            assert all((node / rel).read_bytes() == (venv / rel).read_bytes() for rel in files)
+        return answers
+
+    made = staged(tmp_path / "made")
+    opened, read = _source_reads(tmp_path / "made", venv)
+    assert {rel: len(by) for rel, by in opened.items()} == dict.fromkeys(files, 1)
+    assert read == size_of(want) and len(files) > 300
+    assert [h for h, a in made.items() if "pack" in a] == ["vm1"]
+    assert made["vm1"]["pack"] | {"seconds": 0} == {
+        "path": str(pack),
+        "bytes": pack.stat().st_size,
+        "built": True,
+        "source_read": size_of(want),
+        "seconds": 0,
+    }
+
+    reused = staged(tmp_path / "reused")
+    assert _source_reads(tmp_path / "reused", venv) == ({}, 0)
+    assert reused["vm1"]["pack"]["built"] is False and reused["vm1"]["pack"]["source_read"] == 0
+
+
+@pytest.mark.parametrize(
+    ("failing", "flags"),
+    [("vm2", ()), ("vm2", ("--stage-min-nodes", "2")), ("vm1", ("--stage-min-nodes", "2"))],
+)
+def test_a_node_whose_unpacking_fails_is_named(
+    venv: Path,
+    outputs: Path,
+    stage_dir: Path,
+    tmp_path: Path,
+    failing: str,
+    flags: tuple[str, ...],
+) -> None:
+    """Three simulated nodes, one of which has room for the bytes but not for the files: its
+    unpacking fails halfway while the broadcast goes on to the others (vm1 is the node that
+    reads the pack and sends it). Without ``--stage-min-nodes`` the launch fails naming it; with
+    it, the launch goes on with the two nodes whose copies are the source."""
+    hosts = ("vm1", "vm2", "vm3")
+    env = two_node_job(tmp_path, outputs, stage_dir, few_inodes=failing, hosts=hosts)
+    staging = ("--stage=keep", "--stage-dir", str(stage_dir), *flags)
+    proc = _launch(venv, outputs, *staging, command=BARE, env=env, ppn=1)
+    said = proc.stdout + proc.stderr
+    assert "Traceback" not in said, said
+    run = _only_run(outputs)
+    record = json.loads(RunDir(run).stage_json.read_text())
+    assert record["spread"] == "broadcast" and record["pack"]["bytes"] > 0
+    left = [h for h in hosts if h != failing]
+    if not flags:
+        assert proc.returncode != 0, said
+        why = record["nodes"][failing]["error"]
+        state = read_state(run)
+        assert state.reason == (
+            f"staging the environment failed on {failing}: {why}; no rank was started (with "
+            "--stage-min-nodes the launch goes on without the nodes that failed)"
+        )
+        assert state.reason in said and read_statuses(run) == []
+    else:
+        assert proc.returncode == 0, said
+        why = record["excluded"][failing]
+        line = f"staging failed on {failing}: {why}; going on with 2 of 3 nodes: 3 → 2 ranks"
+        assert f"ezpz-tui: {line}, DP 3 → 2\n" in proc.stderr
+        statuses = read_statuses(run)
+        assert sorted(s.host for s in statuses) == left
+        assert all(str(s.state) == "succeeded" for s in statuses)
+        assert {_said(run, r)["EXE"] for r in (0, 1)} == {f"{record['dest']}/bin/python"}
+    assert why.startswith(f"unpacking in {stage_dir}: ") and why.endswith(
+        ": No space left on device"
+    )
+    for host in left:  # the nodes that unpacked have the source, kept
+        assert manifest(node_disk(tmp_path, host) / Path(record["dest"]).name) == manifest(venv)

@@ -1,5 +1,6 @@
 """``python -m runtime.stage`` on this node, on a real small venv: a copy is whole or absent, a
-kept copy is reused only while its source is unchanged, and every failure is an answer."""
+kept copy is reused only while its source is unchanged, the source's pack is made once and
+reused while the source is unchanged, and every failure is an answer."""
 
 from __future__ import annotations
 
@@ -22,6 +23,11 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return where
 
 
+@pytest.fixture
+def pack(tmp_path: Path) -> Path:
+    return tmp_path / "cache" / "env.tar"
+
+
 def answer(*args: str) -> tuple[int, dict]:
     """The node's exit status and its one answer line."""
     done = subprocess.run(
@@ -31,9 +37,26 @@ def answer(*args: str) -> tuple[int, dict]:
     return done.returncode, json.loads(line[len(stage.MARK) :])
 
 
-def test_a_kept_copy_is_reused_until_its_source_changes(venv: Path, tmp_path: Path) -> None:
+def copy_args(venv: Path, dest: Path, pack: Path, *more: str) -> tuple[str, ...]:
+    return (
+        "copy",
+        "--source",
+        str(venv),
+        "--dest",
+        str(dest),
+        "--python",
+        "bin/python",
+        "--pack",
+        str(pack),
+        *more,
+    )
+
+
+def test_a_kept_copy_is_reused_until_its_source_changes(
+    venv: Path, tmp_path: Path, pack: Path
+) -> None:
     dest = tmp_path / "copy"
-    copy = ("copy", "--source", str(venv), "--dest", str(dest), "--python", "bin/python", "--keep")
+    copy = copy_args(venv, dest, pack, "--keep")
     code, first = answer(*copy)
     assert code == 0 and first["ok"] and first["reused"] is False
     assert stage.manifest(dest) == stage.manifest(venv)
@@ -51,17 +74,17 @@ def test_a_kept_copy_is_reused_until_its_source_changes(venv: Path, tmp_path: Pa
 
 
 def test_a_half_copy_is_never_taken_for_one_and_goes_with_the_next(
-    venv: Path, tmp_path: Path
+    venv: Path, tmp_path: Path, pack: Path
 ) -> None:
     dest = tmp_path / "copy"
     half = tmp_path / f"copy{stage._TEMP}4242"  # what a copy killed halfway leaves
     (half / "bin").mkdir(parents=True)
-    copy = ("copy", "--source", str(venv), "--dest", str(dest), "--python", "bin/python", "--keep")
+    copy = copy_args(venv, dest, pack, "--keep")
     _, made = answer(*copy)
     assert made["ok"] and made["reused"] is False and not half.exists()
     code, removed = answer("remove", "--dest", str(dest))
     assert code == 0 and removed == {**removed, "ok": True, "removed": 1}
-    assert sorted(os.listdir(tmp_path)) == []
+    assert sorted(os.listdir(tmp_path)) == ["cache"]
 
 
 def test_a_copy_that_differs_from_its_source_is_named() -> None:
@@ -73,18 +96,34 @@ def test_a_copy_that_differs_from_its_source_is_named() -> None:
     assert stage._first_difference(want, {"bin": ["d"]}) == "bin/python is missing from the copy"
 
 
-def test_a_node_that_cannot_copy_answers_why_and_exits_0(venv: Path, tmp_path: Path) -> None:
+def test_a_node_that_cannot_copy_answers_why_and_exits_0(
+    venv: Path, tmp_path: Path, pack: Path
+) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    args = (
-        "copy",
-        "--source",
-        str(venv),
-        "--dest",
-        str(blocker / "copy"),
-        "--python",
-        "bin/python",
-    )
-    code, said = answer(*args)
+    code, said = answer(*copy_args(venv, blocker / "copy", pack))
     assert code == 0  # an MPI launcher would kill the other nodes' copies on a failure
     assert said["ok"] is False and said["error"].startswith("Not a directory")
+
+
+def test_the_pack_is_made_once_and_reused_until_a_file_of_the_source_changes(
+    venv: Path, tmp_path: Path, pack: Path
+) -> None:
+    _, first = answer(*copy_args(venv, tmp_path / "a", pack))
+    assert first["ok"] and first["pack"]["built"] is True
+    assert first["pack"]["source_read"] == first["bytes"] == stage.size_of(stage.manifest(venv))
+    made = pack.stat().st_ino
+    _, second = answer(*copy_args(venv, tmp_path / "b", pack))
+    assert second["ok"] and second["pack"]["built"] is False
+    assert second["pack"]["source_read"] == 0 and pack.stat().st_ino == made
+    assert stage.manifest(tmp_path / "a") == stage.manifest(tmp_path / "b") == stage.manifest(venv)
+
+    changed = venv / "lib" / "changed.txt"
+    changed.write_text("new in the source")
+    try:
+        _, third = answer(*copy_args(venv, tmp_path / "c", pack))
+        assert third["ok"] and third["pack"]["built"] is True and pack.stat().st_ino != made
+        assert third["pack"]["source_read"] == third["bytes"] == first["bytes"] + 17
+        assert (tmp_path / "c" / "lib" / "changed.txt").read_text() == "new in the source"
+    finally:
+        changed.unlink()

@@ -3,6 +3,8 @@ words, the ranks' interpreter swapped for the copy's, the copy's place; and the 
 
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -45,7 +47,10 @@ def test_pals_stages_once_per_node_and_the_ranks_run_the_copy(tmp_path: Path, ve
     per_node = [PALS, "--envall", "--line-buffer", "--np=2", "--ppn=1"]
     per_node += [f"--hostfile={alloc.nodefile}", "--cpu-bind=none"]
     assert list(stage.copy_argv[:7]) == per_node
-    assert list(stage.copy_argv[-10:]) == [
+    # The pack: one per source, in the user's cache (the session's, in the tests), for every run.
+    pack = os.path.join(os.environ["XDG_CACHE_HOME"], "ezpz-tui", "stage")
+    pack = os.path.join(pack, f"venv-{hashlib.sha1(str(venv).encode()).hexdigest()[:12]}.tar")
+    assert list(stage.copy_argv[-12:]) == [
         python,
         "-m",
         "runtime.stage",
@@ -56,6 +61,8 @@ def test_pals_stages_once_per_node_and_the_ranks_run_the_copy(tmp_path: Path, ve
         stage.dest,
         "--python",
         "bin/python",
+        "--pack",
+        pack,
     ]
     assert list(stage.remove_argv[:7]) == per_node
     remove = [python, "-m", "runtime.stage", "remove", "--dest", stage.dest]

@@ -69,7 +69,13 @@ from ezpz_tui.core.launching.rendezvous import (
     resolves,
     same_name,
 )
-from ezpz_tui.core.launching.staging import Staging, environment_of, node_commands, stage_dest
+from ezpz_tui.core.launching.staging import (
+    Staging,
+    environment_of,
+    node_commands,
+    pack_path,
+    stage_dest,
+)
 from runtime.env import SIZE_VARS
 from runtime.rundir import RunDir
 
@@ -512,7 +518,7 @@ def _staging(
         raise LaunchRefused([source])
     dest = stage_dest(plan, source, run_dir.name, config.environ)
     keep = plan.stage == "keep"
-    copy, remove = node_commands(python, source, dest, keep)
+    copy, remove = node_commands(python, source, dest, keep, pack_path(source))
     hosts = plan.hosts_used(alloc)
     return Staging(
         str(source),

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
 from ezpz_tui.core.launching.plan import LaunchPlan, Problem
 from ezpz_tui.core.runs.hosts import short_host
 from ezpz_tui.core.runs.staged import read_stage
@@ -36,6 +38,7 @@ from runtime.atomic import write_atomic
 from runtime.rundir import RunDir
 from runtime.stage import MARK
 
+APP_NAME = "ezpz-tui"  # the user cache directory's name, as the probe cache's
 STAGE_TIMEOUT_S = 1800.0  # a copy of several GB to every node of a busy filesystem
 _PREFIX_MARKS = ("pyvenv.cfg", "conda-meta")  # what makes a folder an environment to copy
 _BARE_PYTHON = re.compile(r"python(\d+(\.\d+)?)?")  # a command's interpreter found on PATH
@@ -111,12 +114,22 @@ def stage_dest(plan: LaunchPlan, source: Path, run_id: str, environ: Mapping[str
     return os.path.join(os.path.abspath(base), name)
 
 
-def node_commands(python: str, source: Path, dest: str, keep: bool) -> tuple[list[str], list[str]]:
+def pack_path(source: Path) -> str:
+    """Where the source's pack is kept between launches: the user's cache directory (a home
+    that every node of every allocation sees, at most sites), one pack per source."""
+    digest = hashlib.sha1(str(source).encode()).hexdigest()[:12]
+    cache = platformdirs.user_cache_dir(APP_NAME, appauthor=False)
+    return os.path.join(cache, "stage", f"{source.name}-{digest}.tar")
+
+
+def node_commands(
+    python: str, source: Path, dest: str, keep: bool, pack: str
+) -> tuple[list[str], list[str]]:
     """The programs each node runs: the copy and the removal (the source's interpreter runs
     both: the copy is not there yet, or is being removed)."""
     rel = os.path.relpath(os.path.abspath(python), source)
     copy = [python, "-m", "runtime.stage", "copy", "--source", str(source), "--dest", dest]
-    copy += ["--python", rel, *(["--keep"] if keep else [])]
+    copy += ["--python", rel, "--pack", pack, *(["--keep"] if keep else [])]
     return copy, [python, "-m", "runtime.stage", "remove", "--dest", dest]
 
 
@@ -194,7 +207,8 @@ def _append(log: Path, text: str) -> None:
 
 def stage_record(staging: Staging, copied: NodesAnswer) -> dict[str, Any]:
     """What ``stage.json`` says after the copy: its figures summed up over the nodes (the
-    slowest node's bytes, since every node copies the same), and each node's own."""
+    largest node's bytes, since every node copies the same), the pack the first node read
+    (None: every node reused its kept copy), how it reached the others, and each node's own."""
     answers = copied.answers.values()
     return {
         "source": staging.source,
@@ -204,6 +218,8 @@ def stage_record(staging: Staging, copied: NodesAnswer) -> dict[str, Any]:
         "bytes": max((a.get("bytes", 0) for a in answers), default=0),
         "files": max((a.get("files", 0) for a in answers), default=0),
         "reused": bool(answers) and all(a.get("reused") for a in answers),
+        "pack": next((a["pack"] for a in answers if isinstance(a.get("pack"), dict)), None),
+        "spread": next((a["spread"] for a in answers if a.get("spread")), None),
         "failure": copied.failure,
         "nodes": copied.answers,
         "hosts": list(staging.hosts),
