@@ -19,6 +19,7 @@ named in the reason, unless the plan's ``stage_min_nodes`` lets it go on without
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
