@@ -288,8 +288,9 @@ def _placement_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _command_args(p: argparse.ArgumentParser) -> None:
-    """The last options of ``launch`` and ``sweep``: bad hosts, outputs, the ranks' command."""
+def _hosts_and_outputs(p: argparse.ArgumentParser) -> None:
+    """Whether ``bad_hosts.txt`` is heeded, and the outputs directory: ``launch``, ``sweep`` and
+    ``relaunch`` take both."""
     p.add_argument(
         "--no-exclude-bad",
         dest="exclude_bad",
@@ -297,6 +298,11 @@ def _command_args(p: argparse.ArgumentParser) -> None:
         help="use the hosts listed in the outputs directory's bad_hosts.txt too",
     )
     _outputs_arg(p)
+
+
+def _command_args(p: argparse.ArgumentParser) -> None:
+    """The last options of ``launch`` and ``sweep``: bad hosts, outputs, the ranks' command."""
+    _hosts_and_outputs(p)
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command for each rank")
 
 
@@ -387,13 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-y", "--yes", action="store_true", help="relaunch without asking")
     p.add_argument("--quiet", action="store_true", help="do not follow the new run's log")
-    p.add_argument(
-        "--no-exclude-bad",
-        dest="exclude_bad",
-        action="store_false",
-        help="use the hosts listed in the outputs directory's bad_hosts.txt too",
-    )
-    _outputs_arg(p)
+    _hosts_and_outputs(p)
     p.set_defaults(command=[])  # -- CMD: each rank's command (default: RUN's)
     p.command_after_dashes = True  # type: ignore[attr-defined]
     _outputs_arg(_command(sub, "runs", json=True))

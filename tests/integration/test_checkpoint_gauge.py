@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +32,8 @@ from runtime.rundir import read_state
 from tests.fixtures.checkpointed import STEPS, launch_demo, mark, records
 from tests.fixtures.cli import base_env, cli
 from tests.integration.test_checkpoint_resume import (
-    SLOW_WRITE,
     TINY,
-    _env,
+    held_back,
     recorded_steps,
     wait_until,
 )
@@ -178,25 +176,13 @@ def test_a_save_slower_than_its_interval_warns(mpiexec: str, tmp_path: Path) -> 
     gate, run = tmp_path / "gate", tmp_path / "run"
     gate.mkdir()
     args = [*TINY[2:], "--steps", "4", "--checkpoint-every", "2"]
-    with (tmp_path / "output.log").open("w+") as log:
-        proc = subprocess.Popen(
-            [mpiexec, "-n", "2", sys.executable, SLOW_WRITE, *args],
-            env={**_env(run), "WRITE_GATE": str(gate)},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            # Step index 2 is recorded before the save of step 4 waits for step 2's.
-            if wait_until(lambda: 2 in recorded_steps(run), proc, 90):
-                time.sleep(HELD_S)
-        finally:
-            (gate / "release").touch()
-            try:
-                rc = proc.wait(timeout=60)
-            finally:
-                proc.kill()
-        log.seek(0)
-        output = log.read()
+
+    def hold(proc: subprocess.Popen) -> None:
+        # Step index 2 is recorded before the save of step 4 waits for step 2's.
+        if wait_until(lambda: 2 in recorded_steps(run), proc, 90):
+            time.sleep(HELD_S)
+
+    rc, output = held_back(mpiexec, run, args, gate, hold)
     assert rc == 0, output[-3000:]
     held, waited = mark(run, 2), mark(run, 4)
     assert held["write_s"] >= HELD_S and waited["waited_s"] >= HELD_S / 2

@@ -120,6 +120,31 @@ def wait_until(done: Callable[[], bool], proc: subprocess.Popen, seconds: float)
     return True
 
 
+def held_back(
+    mpiexec: str, run: Path, args: list[str], gate: Path, hold: Callable[[subprocess.Popen], None]
+) -> tuple[int, str]:
+    """The demo on 2 ranks over storage that holds each rank's first checkpoint file back
+    (tests/ranks/slow_checkpoint_write.py, gated by ``gate``): ``hold(proc)`` runs meanwhile,
+    then the writes are released; the exit code and the output."""
+    with (gate.parent / f"{run.name}-output.log").open("w+") as log:
+        proc = subprocess.Popen(
+            [mpiexec, "-n", "2", sys.executable, SLOW_WRITE, *args],
+            env={**_env(run), "WRITE_GATE": str(gate)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            hold(proc)
+        finally:
+            (gate / "release").touch()
+            try:
+                rc = proc.wait(timeout=60)
+            finally:
+                proc.kill()  # as subprocess.run does past its timeout; a no-op once it ended
+        log.seek(0)
+        return rc, log.read()
+
+
 @pytest.mark.timeout(150)
 def test_the_step_after_an_async_save_ends_before_its_write(mpiexec: str, tmp_path: Path) -> None:
     """Storage holds back each rank's first checkpoint file (tests/ranks/slow_checkpoint_write.py)
@@ -130,25 +155,13 @@ def test_the_step_after_an_async_save_ends_before_its_write(mpiexec: str, tmp_pa
     gate, run = tmp_path / "gate", tmp_path / "run"
     gate.mkdir()
     args = [*TINY[2:], "--steps", "8", "--checkpoint-every", "5"]
-    with (tmp_path / "output.log").open("w+") as log:
-        proc = subprocess.Popen(
-            [mpiexec, "-n", "2", sys.executable, SLOW_WRITE, *args],
-            env={**_env(run), "WRITE_GATE": str(gate)},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            held = lambda: all((gate / f"started-{r}").exists() for r in range(2))  # noqa: E731
-            if wait_until(held, proc, 90):
-                wait_until(lambda: 5 in recorded_steps(run), proc, 20)
-        finally:
-            (gate / "release").touch()
-            try:
-                rc = proc.wait(timeout=60)
-            finally:
-                proc.kill()  # as subprocess.run does past its timeout; a no-op once it ended
-        log.seek(0)
-        output = log.read()
+
+    def hold(proc: subprocess.Popen) -> None:
+        held = lambda: all((gate / f"started-{r}").exists() for r in range(2))  # noqa: E731
+        if wait_until(held, proc, 90):
+            wait_until(lambda: 5 in recorded_steps(run), proc, 20)
+
+    rc, output = held_back(mpiexec, run, args, gate, hold)
     assert rc == 0, output[-3000:]
     assert json.loads((run / "checkpoints" / "step-5" / "COMPLETE").read_text())["step"] == 5
     marks = sorted(p.name for p in gate.iterdir())
