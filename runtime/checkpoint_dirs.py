@@ -72,7 +72,7 @@ def answers_path(run_dir: str | os.PathLike[str]) -> Path:
 def ask_to_save_and_stop(run_dir: str | os.PathLike[str], by: str) -> str:
     """Ask the run's ranks to save at the step they are at and then end (``by``: who asks,
     e.g. "relaunch"); the request's id, which the answer repeats. Whoever supervises the run
-    records its end as a stop asked for (:func:`stop_asked`). Raises :class:`OSError` when
+    records its end as a stop asked for (:func:`stop_asked`). Raises OSError when
     the request cannot be written."""
     asked = time.time()
     request_id = f"{os.getpid()}-{asked:.6f}"

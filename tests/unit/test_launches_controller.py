@@ -18,7 +18,7 @@ from ezpz_tui.core.runs.record import read_run_toml
 from ezpz_tui.core.session import Session
 from ezpz_tui.ui.main.launches import Launches
 from ezpz_tui.ui.messages import Launched, RelaunchAsked, RunsStopped
-from runtime.checkpoint_dirs import RESUME_VAR, newest
+from runtime.checkpoint_dirs import RESUME_VAR, answers_path, newest
 from tests.fixtures.host import FakeHost
 from tests.fixtures.runs import wait_for
 
@@ -104,6 +104,8 @@ def test_relaunch_of_a_live_run_asks_with_what_changes(host: FakeHost) -> None:
     launches.launch()
     first = host.posted[-1].handle
     wait_for(lambda: first.poll() == "running", 30, "the first run to start")
+    # The demo's Checkpointer says, when it is made, that the run answers a save request.
+    wait_for(answers_path(first.run_dir).is_file, 60, "the demo to say it answers a request")
     host.plan = host.plan.with_changes(tp=2)
     launches.relaunch()
     asked = host.posted[-1]
@@ -112,8 +114,11 @@ def test_relaunch_of_a_live_run_asks_with_what_changes(host: FakeHost) -> None:
     assert asked.preflight[0].startswith("Preflight passed: rank 0 of 2 ran a step alone in ")
     assert asked.refused is None and "Preflight: one step of TP 2" in host.said()
     launches.relaunch_asked(asked)
-    assert first.run_dir.name in host.dialogs.asked[-1].question
-    host.dialogs.asked[-1].yes()
+    # The question offers to continue at the step the run saves now.
+    [question] = host.dialogs.relaunches
+    assert first.run_dir.name in question.question
+    assert question.resumes.startswith("continues at step ") and "(saved now)" in question.resumes
+    question.yes(True)
     second = host.posted[-1]
     assert isinstance(second, Launched) and second.handle is not first
     assert first.wait(0) is not None  # stopped before the new one started
