@@ -161,6 +161,18 @@ def test_different_op_at_one_sequence_number_is_a_mismatch(tmp_path: Path) -> No
     assert found.calls[1][1].op == "all_gather" and found.calls[1][0] == (5,)
 
 
+def test_a_scatter_whose_other_members_hold_no_tensors_is_no_mismatch(tmp_path: Path) -> None:
+    """torch.distributed.checkpoint scatters its plan from rank 0: the others pass none."""
+    records = clean_job(steps=4)
+    for r in range(WORLD):
+        sizes = [[2, 1]] if r == 0 else []
+        records[r]["entries"][3] = entry(4, T0 + 4 * STEP, op="scatter", sizes=sizes, dtype="Long")
+    assert verdict(read(tmp_path, records), now=T0 + 60, world=WORLD) is None
+    records[9]["entries"][3] = entry(4, T0 + 4 * STEP, op="all_reduce")
+    found = verdict(read(tmp_path, records), now=T0 + 60, world=WORLD)
+    assert isinstance(found, Mismatch) and found.calls[1][0] == (9,)
+
+
 def test_the_rank_that_arrives_last_is_slow(tmp_path: Path) -> None:
     records = clean_job(steps=0)
     for r in range(WORLD):

@@ -65,10 +65,14 @@ class Call:
     dtypes: tuple[str, ...]
     created_ns: int | None
 
-    def signature(self) -> tuple[str, tuple[str, ...], tuple[tuple[int, ...], ...] | None]:
-        """What all members must agree on: the op, the dtypes, and the sizes where they must."""
+    def signature(
+        self,
+    ) -> tuple[str, tuple[str, ...] | None, tuple[tuple[int, ...], ...] | None]:
+        """What all members must agree on: the op, and the dtypes and sizes where they must.
+        Where sizes may differ, so may the tensors' presence: a scatter's or a gather's members
+        other than its root hold none (torch.distributed.checkpoint's plans go through them)."""
         free = any(word in self.op for word in _SIZES_MAY_DIFFER) and self.op != "all_gather"
-        return (self.op, self.dtypes, None if free else self.sizes)
+        return (self.op, None, None) if free else (self.op, self.dtypes, self.sizes)
 
     def what(self) -> str:
         """``4 floats``, ``2x3 longs``: the tensors it was called with."""

@@ -328,8 +328,6 @@ def format_top(top: Top, now: float | None = None, walltime_s: float | None = No
         lines.append(
             " ".join(f"{cell:{width}}" for cell, (_, width) in zip(cells, HEAD, strict=True))
         )
-    if top.checkpoint is not None:  # above the verdicts, which end the report
-        lines += top.checkpoint.lines()
     lines.append(_slow_line(top))
     finish = top.finish(walltime_s)
     if finish is not None:
@@ -341,6 +339,8 @@ def format_top(top: Top, now: float | None = None, walltime_s: float | None = No
     if eff is not None:
         lines.append(f"MFU {eff.why_not}" if eff.peak is None else f"MFU of {eff.peak.label}")
         lines += _suspect_lines(top)
+    if top.checkpoint is not None:
+        lines += top.checkpoint.lines()
     return lines + list(top.notes)
 
 
