@@ -8,9 +8,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
-
-from ezpz_tui import config
 from ezpz_tui.core.launching.processes import supervised_here
 from ezpz_tui.core.watching.goodput import percent, run_ledger
 from ezpz_tui.ui.app import EzpzApp
@@ -20,13 +17,6 @@ from tests.fixtures.ledger_runs import T, resumed_pair, steps_from, write_run
 from tests.pilots import LOCAL, started, text_of, until
 
 SIZE = (120, 40)
-
-
-@pytest.fixture(autouse=True)
-def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "config"
-    path.mkdir()
-    monkeypatch.setenv(config.ENV_CONFIG_DIR, str(path))
 
 
 async def test_an_opened_run_shows_its_goodput(tmp_path: Path) -> None:
