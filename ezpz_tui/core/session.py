@@ -36,7 +36,7 @@ from ezpz_tui.core.launching.making import RunMaker, record_launch, record_shrun
 from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan, LaunchRefused, Problem, check
 from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S, KILL_WAIT_S
 from ezpz_tui.core.launching.rendezvous import resolves
-from ezpz_tui.core.launching.resuming import continues_from
+from ezpz_tui.core.launching.resuming import checked_with_resume, continues_from, with_resume
 from ezpz_tui.core.launching.stage_shortfall import without_unstaged
 from ezpz_tui.core.launching.staging import stage_problems
 from ezpz_tui.core.launching.supervisor import RunHandle, Shrink, StopResult, Supervisor
@@ -44,6 +44,7 @@ from ezpz_tui.core.runs.bad_hosts import bad_hosts_path, read_bad_hosts
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.outputs import default_outputs
 from ezpz_tui.core.runs.record import RunStoreError
+from runtime.checkpoint_dirs import newest
 from runtime.rundir import BAD_HOSTS
 
 PLACEHOLDER_RUN_ID = "<run-id>"
@@ -69,6 +70,21 @@ def _listed_hosts(hostfile: Path | None) -> list[str]:
         return hostfile.read_text().split()
     except OSError:
         return []
+
+
+def _fresh_if_unsaved(
+    plan: LaunchPlan | CheckedPlan, run_dir: Path, progress: Progress | None
+) -> LaunchPlan | CheckedPlan:
+    """``plan`` as it is, unless it continues from ``run_dir``, a run that ended (while the
+    question was asked) before it could save: nothing to load, so the new run starts at step 0,
+    said through ``progress``, rather than failing on a checkpoint that is not there."""
+    if not continues_from(plan, run_dir) or newest(run_dir) is not None:
+        return plan
+    if progress is not None:
+        progress(f"{run_dir.name} ended before it saved: the new run starts at step 0")
+    if isinstance(plan, CheckedPlan):
+        return checked_with_resume(plan, None)
+    return with_resume(plan, None)
 
 
 class Session:
@@ -245,6 +261,8 @@ class Session:
             return self._relaunch_elsewhere(plan, replacing.absolute(), grace_s, parent, progress)
         if parent is None and old is not None:
             parent = old.run_dir.name
+        if old is not None and old.wait(0) is not None:
+            plan = _fresh_if_unsaved(plan, old.run_dir, progress)
         handover = None
         if old is not None and old.wait(0) is None and continues_from(plan, old.run_dir):
             busy = self._busy(old.run_dir)

@@ -219,3 +219,18 @@ def test_launch_of_an_invalid_plan_is_refused_with_every_problem(tmp_path: Path)
     assert isinstance(again, NotStarted) and again.reasons == result.reasons
     assert again.title == "Not relaunched"
     assert not outputs.exists() or list(outputs.iterdir()) == []
+
+
+def test_a_run_that_ended_before_it_saved_is_relaunched_from_step_0(session: Session) -> None:
+    """The question offered to continue at the step the live run would save, but the run ended
+    (it finished) before the answer: there is no checkpoint to load, so the new run starts
+    fresh and says so, rather than failing on the missing checkpoint."""
+    first = started(session.launch(LaunchPlan(ppn=1, command=(PY, "-c", "pass"))))
+    wait_for(lambda: first.wait(0) is not None, 60, "the first run to end")
+    said: list[str] = []
+    plan = LaunchPlan(
+        ppn=1, command=(PY, "-c", "pass"), env=(("EZPZ_RESUME_FROM", str(first.run_dir)),)
+    )
+    second = started(session.relaunch(plan, progress=said.append))
+    assert said == [f"{first.run_dir.name} ended before it saved: the new run starts at step 0"]
+    assert "EZPZ_RESUME_FROM" not in read_run_toml(second.run_dir)["plan"].get("env", {})
