@@ -147,6 +147,8 @@ def test_one_relaunch_checks_its_plan_once(host: FakeHost, monkeypatch: pytest.M
     launches.launch()
     first = host.posted[-1].handle
     wait_for(lambda: first.poll() == "running", 30, "the first run to start")
+    # Asked once the demo said it answers a save request: the question is the saved-now one.
+    wait_for(answers_path(first.run_dir).is_file, 60, "the demo to say it answers a request")
     checks = counted_checks(host.session, monkeypatch)
     asked_about = host.plan = host.plan.with_changes(tp=2)
     launches.relaunch()
@@ -154,7 +156,8 @@ def test_one_relaunch_checks_its_plan_once(host: FakeHost, monkeypatch: pytest.M
     assert isinstance(asked, RelaunchAsked)
     launches.relaunch_asked(asked)
     host.plan = host.plan.with_changes(tp=3)  # edited while the question is up: TP 3 of 2 ranks
-    host.dialogs.asked[-1].yes()
+    [question] = host.dialogs.relaunches
+    question.yes(True)
     second = host.posted[-1]
     assert isinstance(second, Launched), host.dialogs.errors or host.notes
     assert checks == [asked_about], "one check per R"
