@@ -16,7 +16,11 @@ hooks every Python process of a rank loads (second minus third), and the CLI, ru
 supervisor and tether (first minus second); the launch's ratio is printed against issue 37's
 target (<= 3x the launcher). ``--before CHECKOUT`` adds the same launch run from another
 checkout of this repository (``PYTHONPATH`` at it, ranks included), e.g. the commit before a
-change, interleaved with the rest: before and after in one paired run.
+change, interleaved with the rest: before and after in one paired run. CHECKOUT is a folder, or
+a commit of this repository, checked out into the scratch directory for the run.
+Every checkout's bytecode is written before the timing: an installed ezpz-tui has it, and a
+machine that sets ``PYTHONDONTWRITEBYTECODE`` would otherwise time the compiler (a third of a
+launch's CLI).
 
 (b) Time to the first training step of the 2-rank demo, from just before the command starts to
 the ``timestamp`` of rank 0's first JSONL record:
@@ -101,9 +105,35 @@ def spread(values: list[float]) -> str:
     return f"min {min(values) * 1e3:.0f} max {max(values) * 1e3:.0f}"
 
 
+def checkout(before: str, root: Path) -> Path:
+    """``before`` as a folder: itself when it is one, else that commit of this repository
+    checked out (detached) under ``root``; exits with git's words when it is neither."""
+    if Path(before).is_dir():
+        return Path(before).resolve()
+    where = root / "before"
+    made = run_in_repo(
+        ["git", "worktree", "add", "--detach", str(where), before],
+        dict(os.environ),
+        TIMEOUT_S,
+        capture_output=True,
+    )
+    if made.returncode != 0:
+        raise SystemExit(f"--before {before}: {made.stderr.decode(errors='replace').strip()}")
+    return where
+
+
+def compiled(checkouts: list[Path], env: dict[str, str]) -> None:
+    """Write the bytecode of each checkout's packages, as an install has it."""
+    for root in checkouts:
+        packages = [str(root / name) for name in ("ezpz_tui", "runtime")]
+        run([PY, "-m", "compileall", "-q", *packages], env)
+
+
 def bench_short(reps: int, root: Path, before: Path | None) -> None:
     outputs = root / "short-outputs"
     env = clean_env(outputs)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # see the module's docstring
+    compiled([Path(__file__).resolve().parent.parent, *([before] if before else [])], env)
     program = [PY, "-c", "pass"]
     k = [0]
 
@@ -221,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-reps", type=int, default=5, help="runs of each in (b)")
     parser.add_argument("--steps", type=int, default=3, help="demo training steps in (b)")
     parser.add_argument(
-        "--before", type=Path, help="another checkout whose launch (a) also times, interleaved"
+        "--before",
+        help="another checkout (a folder, or a commit of this repository) whose launch (a) "
+        "also times, interleaved",
     )
     args = parser.parse_args(argv)
     print_rerun("launch_overhead.py", args)
@@ -229,7 +261,17 @@ def main(argv: list[str] | None = None) -> int:
     with scratch("ezpz-launch-bench-", args.keep) as root:
         if args.only in (None, "short"):
             print("(a) 2-rank `python -c pass`, wall time of the whole command:")
-            bench_short(args.short_reps, root, args.before)
+            before = checkout(args.before, root) if args.before else None
+            try:
+                bench_short(args.short_reps, root, before)
+            finally:
+                if before is not None and before.is_relative_to(root):
+                    run_in_repo(
+                        ["git", "worktree", "remove", "--force", str(before)],
+                        dict(os.environ),
+                        TIMEOUT_S,
+                        capture_output=True,
+                    )
         if args.only in (None, "train"):
             print(f"(b) 2-rank demo, --steps {args.steps}: start to rank 0's first JSONL record:")
             bench_train(args.train_reps, args.steps, root)

@@ -98,7 +98,7 @@ def session_for(args: argparse.Namespace) -> Any:
     from ezpz_tui.core.launching.batch_script import SUBMISSION_VAR
     from ezpz_tui.core.launching.supervisor import Supervisor
     from ezpz_tui.core.session import Session
-    from ezpz_tui.core.watching.efficiency import PeakSettings
+    from ezpz_tui.core.watching.peak_settings import PeakSettings
 
     settings, warnings = load_config()
     for warning in warnings:

@@ -23,8 +23,6 @@ from pathlib import Path
 from ezpz_tui.core.launch_result import LaunchResult, NotStarted, Started, not_started
 from ezpz_tui.core.launching.allocation import Allocation, probe_node_address
 from ezpz_tui.core.launching.bad_hosts import add_bad_hosts, exclude_listed
-from ezpz_tui.core.launching.elsewhere import Refused, stop_elsewhere
-from ezpz_tui.core.launching.handover import Handover, Progress, hand_over, pending_stop
 from ezpz_tui.core.launching.launcher import (
     Launch,
     LaunchConfig,
@@ -37,15 +35,16 @@ from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan, LaunchRefused,
 from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S, KILL_WAIT_S
 from ezpz_tui.core.launching.rendezvous import resolves
 from ezpz_tui.core.launching.resuming import checked_with_resume, continues_from, with_resume
-from ezpz_tui.core.launching.stage_shortfall import without_unstaged
-from ezpz_tui.core.launching.staging import stage_problems
 from ezpz_tui.core.launching.supervisor import RunHandle, Shrink, StopResult, Supervisor
 from ezpz_tui.core.runs.bad_hosts import bad_hosts_path, read_bad_hosts
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.outputs import default_outputs
 from ezpz_tui.core.runs.record import RunStoreError
-from runtime.checkpoint_dirs import newest
 from runtime.rundir import BAD_HOSTS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # a relaunch's and a staged launch's modules: a plain launch starts without
+    from ezpz_tui.core.launching.handover import Handover, Progress
 
 PLACEHOLDER_RUN_ID = "<run-id>"
 
@@ -78,6 +77,8 @@ def _fresh_if_unsaved(
     """``plan`` as it is, unless it continues from ``run_dir``, a run that ended (while the
     question was asked) before it could save: nothing to load, so the new run starts at step 0,
     said through ``progress``, rather than failing on a checkpoint that is not there."""
+    from runtime.checkpoint_dirs import newest
+
     if not continues_from(plan, run_dir) or newest(run_dir) is not None:
         return plan
     if progress is not None:
@@ -135,6 +136,10 @@ class Session:
     def _launcher_here(self, plan: LaunchPlan) -> list[Problem]:
         """What only this node can tell: its launcher, and whether its Python can be staged."""
         found = launcher_problems(plan, self.alloc, self.which, self.python)
+        if plan.stage == "off":
+            return found
+        from ezpz_tui.core.launching.staging import stage_problems
+
         return found + stage_problems(plan, self.python)
 
     def check(self, plan: LaunchPlan) -> CheckedPlan:
@@ -201,6 +206,8 @@ class Session:
         fails the next launch too); or why there is none."""
 
         def shrink(failed: Mapping[str, str]) -> tuple[Launch, str] | str:
+            from ezpz_tui.core.launching.stage_shortfall import without_unstaged
+
             found = without_unstaged(checked, failed, self._launcher_here)
             if isinstance(found, str):
                 return found
@@ -256,6 +263,8 @@ class Session:
         hand_over`, bounded by the supervisor's ``relaunch_save_s``), ``progress`` told how the
         save goes, one line at a time; the new run records the handover's times. A second
         relaunch while a save runs is refused, with what it waits for."""
+        from ezpz_tui.core.launching.handover import hand_over
+
         old = self.current
         if replacing is not None and (old is None or old.run_dir != replacing.absolute()):
             return self._relaunch_elsewhere(plan, replacing.absolute(), grace_s, parent, progress)
@@ -285,6 +294,9 @@ class Session:
     ) -> LaunchResult:
         """:meth:`relaunch` of a run another process supervises: handed over (or stopped)
         through its directory and its supervisor; nothing starts while it may still run."""
+        from ezpz_tui.core.launching.elsewhere import Refused, stop_elsewhere
+        from ezpz_tui.core.launching.handover import hand_over
+
         handover = None
         if run_state(run_dir).live:
             busy = self._busy(run_dir)
@@ -313,6 +325,8 @@ class Session:
         if self.handing_over is not None:
             saving = self.handing_over.name
             return f"{saving} is saving for a relaunch already: wait for it."
+        from ezpz_tui.core.launching.handover import pending_stop
+
         asked = pending_stop(run_dir)
         if asked is not None:
             ago = f" {time.time() - asked:.0f} s ago" if asked else ""

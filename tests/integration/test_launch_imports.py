@@ -61,6 +61,10 @@ def test_a_launch_that_succeeds_imports_only_what_it_uses(tmp_path: Path) -> Non
         "importlib.metadata",  # three versions, read from their dist-info folders
         "concurrent.futures",  # the allocation's two probes at once: only a job's scheduler
         "difflib",  # a config's misspelt key
+        "ezpz_tui.core.launching.staging",  # a launch that stages (hashlib, platformdirs' cache)
+        "ezpz_tui.core.watching.efficiency",  # the MFU reader and its probe: the finalizer's
+        "logging",  # the supervisor's warnings: a launch that goes well has none
+        "hashlib",  # a kept copy's and a pack's names: staging's
     )
     assert _under(modules, unused) == []
 
@@ -87,14 +91,24 @@ def test_the_wrapper_and_the_ranks_hooks_start_light(tmp_path: Path) -> None:
     assert _under(rank, ("json", "traceback", "typing", "select", "tokenize")) == []
 
 
-def test_a_tether_told_done_exits_before_reading_its_arguments() -> None:
-    """Every launch starts a tether; a short run ends while it may still be starting, and the
-    supervisor waits for it: ``done`` must not wait for its argument parser."""
+def test_a_tether_told_done_exits_before_reading_its_arguments(tmp_path: Path) -> None:
+    """Every launch starts a tether while its ranks start, on the same cores; a short run ends
+    while it may still be starting, and the supervisor waits for it: ``done`` must wait for
+    neither its argument parser nor ``site`` (a venv's ``.pth`` files) nor ``pathlib``."""
+    from ezpz_tui.core.launching.finalize import FinishSettings
+    from ezpz_tui.core.launching.tether import tether_argv
+
+    argv = tether_argv(tmp_path, 1, 0, FinishSettings())
     done = subprocess.run(
-        [PY, "-m", "ezpz_tui.core.launching.tether", "not", "numbers"],
+        [*argv[:3], "not", "numbers"],  # the interpreter, -S, the file: nothing else is read
+        env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"},
         input=b"done\n",
-        cwd=REPO,
+        cwd=tmp_path,
         capture_output=True,
         timeout=60,
     )
-    assert (done.returncode, done.stderr) == (0, b"")
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    modules = _modules(done.stderr.decode())
+    assert "signal" in modules or "_signal" in modules, "the tether's imports were not read"
+    unused = ("site", "argparse", "pathlib", "typing", "contextlib", "ezpz_tui")
+    assert _under(modules, unused) == []

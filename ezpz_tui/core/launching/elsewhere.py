@@ -21,7 +21,8 @@ from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.pids import process_alive, this_machine
 from runtime.rundir import RunState, read_state
 
-TETHER = "ezpz_tui.core.launching.tether"
+TETHER = "ezpz_tui.core.launching.tether"  # as older versions started it: python -m TETHER
+TETHER_FILE = os.path.join("ezpz_tui", "core", "launching", "tether.py")  # python -S FILE
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def stoppable(run_dir: Path) -> int | Refused:
     if pid == os.getpid():
         return Refused(f"{name} is supervised by this process")
     argv = _command_line(pid)
-    if TETHER in argv or "launch" in argv[2:]:
+    if TETHER in argv or any(word.endswith(TETHER_FILE) for word in argv) or "launch" in argv[2:]:
         return pid
     return Refused(
         f"{name} is supervised by the ezpz-tui (pid {pid}) that started it: stop it there"

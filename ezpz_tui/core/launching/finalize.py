@@ -76,7 +76,7 @@ def add_settings_args(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> FinishSettings:
-    from ezpz_tui.core.watching.efficiency import PeakSettings
+    from ezpz_tui.core.watching.peak_settings import PeakSettings
 
     return FinishSettings(PeakSettings(args.peak_tflops, args.peak_dtype), args.slow_factor)
 

@@ -69,15 +69,12 @@ from ezpz_tui.core.launching.rendezvous import (
     resolves,
     same_name,
 )
-from ezpz_tui.core.launching.staging import (
-    Staging,
-    environment_of,
-    node_commands,
-    pack_path,
-    stage_dest,
-)
 from runtime.env import SIZE_VARS
 from runtime.rundir import RunDir
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # staging is imported by a launch that stages, not by every launch's start
+    from ezpz_tui.core.launching.staging import Staging
 
 Which = Callable[[str], str | None]
 
@@ -513,6 +510,14 @@ def _staging(
     plan, alloc, python = checked.plan, checked.alloc, config.python
     if plan.stage == "off":
         return None
+    from ezpz_tui.core.launching.staging import (
+        Staging,
+        environment_of,
+        node_commands,
+        pack_path,
+        stage_dest,
+    )
+
     source = environment_of(python)
     if isinstance(source, Problem):
         raise LaunchRefused([source])

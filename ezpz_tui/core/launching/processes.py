@@ -19,7 +19,6 @@ wherever it hides, then SIGKILL. A stop is finished when a scan finds none of th
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 import subprocess
@@ -32,8 +31,6 @@ from ezpz_tui.core.runs.pids import environ_has, start_ticks, this_machine
 from runtime.env import RUN_DIR_VAR
 from runtime.procfs import ProcStat, all_processes
 from runtime.rundir import RunState
-
-log = logging.getLogger(__name__)
 
 DEFAULT_GRACE_S = (5.0, 5.0)  # after SIGINT, after SIGTERM
 KILL_WAIT_S = 5.0  # after SIGKILL: only a process stuck in the kernel (D state) outlives this
@@ -194,7 +191,11 @@ class RunProcesses:
                 except ProcessLookupError:
                     continue
                 except PermissionError:
-                    log.warning("not allowed to send %s to process %d", sig.name, pid)
+                    import logging  # here: a stop that may signal everything is the rare case
+
+                    logging.getLogger(__name__).warning(
+                        "not allowed to send %s to process %d", sig.name, pid
+                    )
                     continue
             signalled.setdefault(pid, []).append(sig.name)
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import select
 import subprocess
@@ -56,7 +55,6 @@ from ezpz_tui.core.launching.processes import (
     supervised_here,
 )
 from ezpz_tui.core.launching.reserve import NO_SPACE, nearly_full, no_space, release_reserve
-from ezpz_tui.core.launching.staging import not_staged, record_excluded, stage, unstage
 from ezpz_tui.core.launching.tether import Tether, start_tether
 from ezpz_tui.core.runs.ending import cause_in, finalise, first_failure, status_dir_stamp
 from ezpz_tui.core.runs.pids import start_ticks
@@ -78,9 +76,18 @@ from runtime.rundir import (
 from runtime.telemetry.record import DEFAULT_INTERVAL_S, INTERVAL_VAR
 
 if TYPE_CHECKING:
+    import logging
+
     from ezpz_tui.core.watching.efficiency import PeakSettings
 
-log = logging.getLogger(__name__)
+
+def _log() -> logging.Logger:
+    """The supervisor's logger; ``logging`` is imported by the first message (a launch that
+    goes well has none)."""
+    import logging
+
+    return logging.getLogger(__name__)
+
 
 START_FAILED_CODE = 127  # the shell's "command not found", as runtime.capture uses it
 STOPPED_STAGING = "stopped while staging the environment; no rank was started"
@@ -227,7 +234,7 @@ class RunHandle:
             self._state = write_state(self.run_dir, new)
         except OSError as exc:
             self._disk_full = self._disk_full or no_space(exc)
-            log.warning("cannot record state %s of %s: %s", state, self.run_dir, exc)
+            _log().warning("cannot record state %s of %s: %s", state, self.run_dir, exc)
             self._state = replace(new, updated=time.time())
         return self._state
 
@@ -258,6 +265,8 @@ class RunHandle:
         """Go on with ``launch``, the smaller one without the nodes whose staging ``failed``."""
         self.launch = replace(launch, run_dir=self.run_dir)
         if launch.stage is not None:
+            from ezpz_tui.core.launching.staging import record_excluded
+
             record_excluded(self.run_dir, launch.stage, failed)
         self.staging_note = said
         with (
@@ -278,7 +287,7 @@ class RunHandle:
         try:
             self._tether = start_tether(self.run_dir, proc.pid, ticks, self.supervisor.finish)
         except OSError as exc:
-            log.warning("no tether for %s (it dies with this process): %s", self.run_dir, exc)
+            _log().warning("no tether for %s (it dies with this process): %s", self.run_dir, exc)
         self.supervisor._notify(self, state)
         threading.Thread(target=self._watch, name=f"watch {self.run_dir.name}", daemon=True).start()
 
@@ -328,7 +337,7 @@ class RunHandle:
             with open(RunDir(self.run_dir).launcher_log, "a", encoding="utf-8") as fh:
                 fh.write(line)
         except OSError as exc:
-            log.warning("cannot ask %s to checkpoint: %s", self.run_dir, exc)
+            _log().warning("cannot ask %s to checkpoint: %s", self.run_dir, exc)
 
     def ask_save_and_stop(self) -> str | None:
         """Ask the live run's ranks to save at the step they are at and then end, running no
@@ -348,7 +357,7 @@ class RunHandle:
             with open(RunDir(self.run_dir).launcher_log, "a", encoding="utf-8") as fh:
                 fh.write("ezpz-tui: asked the ranks to save now and stop (a relaunch)\n")
         except OSError as exc:
-            log.warning("cannot ask %s to save and stop: %s", self.run_dir, exc)
+            _log().warning("cannot ask %s to save and stop: %s", self.run_dir, exc)
             return None
         return request_id
 
@@ -394,7 +403,7 @@ class RunHandle:
             self._failure = (first, cause)
             state = self._write(State.RUNNING, failed_rank=first.rank, cause=cause)
         self.supervisor._notify(self, state)
-        log.info("%s: %s; stopping the other ranks", self.run_dir.name, cause)
+        _log().info("%s: %s; stopping the other ranks", self.run_dir.name, cause)
         threading.Thread(
             target=self._processes.stop, args=(FAIL_FAST_GRACE_S,), daemon=True
         ).start()
@@ -499,6 +508,8 @@ class RunHandle:
         """Remove the run's staged copies from every node, unless the plan keeps them."""
         staging = self.launch.stage
         if staging is not None and not staging.keep:
+            from ezpz_tui.core.launching.staging import unstage
+
             unstage(staging, _stage_env(self.launch.env, self.run_dir), self.run_dir)
 
     # --- leaving ------------------------------------------------------------------------
@@ -590,7 +601,7 @@ class Supervisor:
         slow_factor: float = FinishSettings.slow_factor,
         relaunch_save_s: float = 120.0,
     ) -> None:
-        from ezpz_tui.core.watching.efficiency import PeakSettings
+        from ezpz_tui.core.watching.peak_settings import PeakSettings
 
         self.kill_on_bad_exit = kill_on_bad_exit
         self.finish = FinishSettings(peaks or PeakSettings(), slow_factor)
@@ -633,7 +644,7 @@ class Supervisor:
             try:
                 listener(handle, state)
             except Exception:  # a UI bug must not kill the watcher that records the run's end
-                log.exception("run state listener failed")
+                _log().exception("run state listener failed")
 
     def _new_handle(self, launch: Launch) -> RunHandle:
         run_dir = Path(launch.run_dir).absolute()
@@ -667,6 +678,9 @@ class Supervisor:
         try:
             run.make_folders()  # once, before the ranks start: none of them makes or lists one
             if launch.stage is not None:
+                # Imported by a launch that stages only: the rest start without it.
+                from ezpz_tui.core.launching.staging import not_staged, stage
+
                 try:
                     copied = stage(launch.stage, _stage_env(launch.env, run.path), run.path)
                 except KeyboardInterrupt:  # Ctrl-C while staging: the user's stop

@@ -19,8 +19,11 @@ heartbeat, records the run's end from its ranks' once the launcher is gone, and 
 the user's stop, which is how a later ``ezpz-tui`` stops a run it did not start. Either way, a
 run whose environment was staged on its nodes has the copies removed after its end is recorded,
 unless kept (``stage.json`` holds the removal's command). Until its
-supervisor says a word the tether has imported only a few standard modules, not even its
-argument parser: every run has one, and the supervisor waits for it to exit after ``done``.
+supervisor says a word the tether has imported only ``os``, ``signal`` and ``sys``, not even its
+argument parser: every run has one, it starts while the ranks start (on the same cores), and the
+supervisor waits for it to exit after ``done``. So it is started by its file's path with ``-S``:
+no ``site`` (in a venv with an editable install, its ``.pth`` finder alone is half of an
+interpreter's start), which it imports only when it has to act.
 
 A pipe rather than ``PR_SET_PDEATHSIG`` on the launcher: that signal fires when the *thread*
 that started the launcher ends, and the TUI starts launches from worker threads that end long
@@ -29,15 +32,14 @@ before the run does.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # for type checkers; the tether's start does not wait for typing or pathlib
     import subprocess
+    from pathlib import Path
 
     from ezpz_tui.core.launching.finalize import FinishSettings
 
@@ -61,6 +63,9 @@ class Tether:
         self._say(KEEP, wait=False)
 
     def _say(self, word: bytes, wait: bool) -> None:
+        import contextlib  # here: the tether itself starts without it
+        import subprocess
+
         writer, self._writer = self._writer, None
         if writer is None:
             return
@@ -68,10 +73,24 @@ class Tether:
             os.write(writer, word)
         os.close(writer)
         if wait:
-            import subprocess
-
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=5)
+
+
+def tether_argv(
+    run_dir: Path, launcher_pid: int, launcher_ticks: int | None, settings: FinishSettings
+) -> list[str]:
+    """The tether's command line: this file run with ``-S`` (see the module's docstring)."""
+    return [
+        sys.executable,
+        "-S",
+        os.path.abspath(__file__),
+        str(run_dir),
+        str(launcher_pid),
+        str(launcher_ticks or 0),
+        str(os.getpid()),
+        *settings.args(),
+    ]
 
 
 def start_tether(
@@ -81,17 +100,8 @@ def start_tether(
     supervisor's, for the finalizer the tether starts in its place."""
     import subprocess
 
+    argv = tether_argv(run_dir, launcher_pid, launcher_ticks, settings)
     reader, writer = os.pipe()  # neither end is inherited by anything else this process starts
-    argv = [
-        sys.executable,
-        "-m",
-        __name__,
-        str(run_dir),
-        str(launcher_pid),
-        str(launcher_ticks or 0),
-        str(os.getpid()),
-        *settings.args(),
-    ]
     try:
         proc = subprocess.Popen(
             argv,
@@ -133,12 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     if word == DONE:
         return 0
     # Only now the code that acts: until then this process costs a launch nearly nothing.
+    _import_as_usual()
     import argparse
+    from pathlib import Path
 
     from ezpz_tui.core.launching.finalize import add_settings_args
     from ezpz_tui.core.launching.tethered import keep, take_down
 
-    parser = argparse.ArgumentParser(prog=f"python -m {__name__}")
+    parser = argparse.ArgumentParser(prog="python -m ezpz_tui.core.launching.tether")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("launcher_pid", type=int)
     parser.add_argument("launcher_ticks", type=int)
@@ -165,6 +177,20 @@ def main(argv: list[str] | None = None) -> int:
     # summary.json, metrics.nc, as the supervisor would have, with its settings.
     start_finalize(run, settings_from(args))
     return 0
+
+
+def _import_as_usual() -> None:
+    """Make the packages importable as in an interpreter started without ``-S``: the folder
+    that holds ``ezpz_tui`` in place of this file's own (first on ``sys.path`` for a script
+    run by its path), then ``site``'s directories and ``.pth`` files."""
+    if not sys.flags.no_site:
+        return  # started as usual (``python -m``): nothing to add
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+    sys.path[:] = [root, *(p for p in sys.path if os.path.abspath(p or os.curdir) != here)]
+    import site
+
+    site.main()
 
 
 if __name__ == "__main__":

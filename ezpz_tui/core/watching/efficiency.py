@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ezpz_tui.core.runs.record import positive_int
+from ezpz_tui.core.watching.peak_settings import PeakSettings
 from ezpz_tui.core.watching.probe import cached_peak, measure, this_host
 from ezpz_tui.core.words import percent_of
 from runtime.efficiency.peaks import Peak, resolve
@@ -57,16 +58,6 @@ def suspect(mfu: float | None, peak: Peak | None) -> str | None:
             "too low, a peak that is not this hardware's, or steps that mostly wait"
         )
     return None
-
-
-@dataclass(frozen=True)
-class PeakSettings:
-    """What decides a run's peak beyond the run itself: the config's ``[efficiency]``, and
-    whether the CPU probe may run now (seconds) when this host's answer is not cached."""
-
-    peak_tflops: float | None = None
-    dtype: str = "bf16"
-    probe: bool = True
 
 
 @dataclass(frozen=True)
