@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shlex
 import statistics
 import subprocess
@@ -72,6 +73,15 @@ HOOKS_OFF = {"EZPZ_STACKS": "0", "EZPZ_DESTROY_AT_EXIT": "0", "EZPZ_FLIGHT_RECOR
 def run(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> float:
     """Wall seconds of ``argv`` (run from the repository, or ``cwd``); raises with its output
     if it fails."""
+    return run_timed(argv, env, cwd)[0]
+
+
+def run_timed(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[float, float]:
+    """Wall and CPU seconds of ``argv``: the CPU is the user and system time of every process
+    of its tree that was waited for (not the finalizer, which a launch leaves running at nice
+    10). On a machine with fewer cores than a launch has processes, a launch's wall time
+    cannot fall below its CPU over the cores, so the CPU ratio is the floor of the wall's."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     if cwd is None:
         proc = run_in_repo(argv, env, TIMEOUT_S, capture_output=True)
@@ -80,10 +90,12 @@ def run(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> float:
             argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, timeout=TIMEOUT_S, capture_output=True
         )
     elapsed = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         out = (proc.stdout + proc.stderr).decode(errors="replace")[-3000:]
         raise SystemExit(f"{shlex.join(argv)} exited {proc.returncode}:\n{out}")
-    return elapsed
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return elapsed, cpu
 
 
 def first_record_time(metrics: Path) -> float:
@@ -166,13 +178,19 @@ def bench_short(reps: int, root: Path, before: Path | None) -> None:
     for make in variants.values():  # warm the page cache once, untimed
         run(*make())
     times: dict[str, list[float]] = {name: [] for name in variants}
+    cpus: dict[str, list[float]] = {name: [] for name in variants}
     names = list(variants)
     for rep in range(reps):
         for name in names[rep % len(names) :] + names[: rep % len(names)]:  # rotate the order
-            times[name].append(run(*variants[name]()))
-    print(f"  medians of {reps} interleaved runs each:")
+            wall, cpu = run_timed(*variants[name]())
+            times[name].append(wall)
+            cpus[name].append(cpu)
+    print(f"  medians of {reps} interleaved runs each (wall; CPU of the processes waited for):")
     for name in names:
-        print(f"    {name:<18} {median_ms(times[name]):7.0f} ms  ({spread(times[name])})")
+        print(
+            f"    {name:<18} {median_ms(times[name]):7.0f} ms  ({spread(times[name])})"
+            f"   CPU {median_ms(cpus[name]):5.0f} ms"
+        )
     full, capture_ms, bare_wrapper, bare = (median_ms(times[n]) for n in names[:4])
     print("  where the overhead goes (differences of the medians):")
     parts = {
@@ -187,11 +205,15 @@ def bench_short(reps: int, root: Path, before: Path | None) -> None:
         f"  ezpz-tui launch / mpiexec = {full / bare:.2f}x, overhead {full - bare:+.0f} ms; "
         f"target <= {TARGET:g}x: {verdict}"
     )
+    full_cpu, bare_cpu = median_ms(cpus[names[0]]), median_ms(cpus["mpiexec"])
+    print(f"  CPU: ezpz-tui launch / mpiexec = {full_cpu / bare_cpu:.2f}x ({os.cpu_count()} CPUs)")
     if before is not None:
         old = median_ms(times["launch, before"])
+        old_cpu = median_ms(cpus["launch, before"])
         print(
             f"  before ({before}): {old / bare:.2f}x the launcher, {old:.0f} ms; "
-            f"this checkout / before = {full / old:.2f}x"
+            f"this checkout / before = {full / old:.2f}x; CPU {old_cpu:.0f} ms, "
+            f"this checkout / before = {full_cpu / old_cpu:.2f}x"
         )
 
 
