@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from ezpz_tui import __version__
 
@@ -311,15 +311,38 @@ def _sizes(text: str) -> list[int]:
     return [_positive(item.strip()) for item in text.split(",")]
 
 
-def _command(sub: Any, name: str, *, json: bool = False) -> argparse.ArgumentParser:
+class _Unread:
+    """The options of a command other than the one given: named in the help's list of
+    commands, never parsed, so not built (a launch's start is spent parsing one command)."""
+
+    def add_argument(self, *_args: Any, **_kwargs: Any) -> None:
+        return None
+
+    def set_defaults(self, **_kwargs: Any) -> None:
+        return None
+
+
+class _Commands:
+    """The subcommands, and the one given first (None: build every command's options)."""
+
+    def __init__(self, sub: Any, only: str | None) -> None:
+        self.sub = sub
+        self.only = only if only in COMMANDS_HELP else None
+
+
+def _command(sub: _Commands, name: str, *, json: bool = False) -> argparse.ArgumentParser:
     help, description = COMMANDS_HELP[name]
-    p = sub.add_parser(name, help=help, description=description)
+    p = sub.sub.add_parser(name, help=help, description=description)
+    if sub.only is not None and name != sub.only:
+        return cast(argparse.ArgumentParser, _Unread())
     if json:
         p.add_argument("--json", action="store_true", help="machine-readable output")
     return p
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; ``only``: the command given first, whose options alone are
+    built (the others are listed, and refused with their own options)."""
     parser = _Parser(
         prog="ezpz-tui",
         description="See the allocation, launch distributed PyTorch, watch every rank.",
@@ -327,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ezpz-tui {__version__}")
     _outputs_arg(parser, top=True)
-    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
+    sub = _Commands(parser.add_subparsers(dest="cmd", metavar="COMMAND"), only)
     _command(sub, "info", json=True)
     _outputs_arg(_command(sub, "doctor", json=True))
     from ezpz_tui.core.launching.plan import STAGE_MODES
