@@ -357,6 +357,30 @@ def test_a_run_left_to_its_tether_ends_with_its_exit_status(
     assert row[1:3] == [word, code], runs.stdout  # RUN STATE EXIT WORLD ...
 
 
+def test_stop_from_another_terminal_stops_a_run_left_to_its_tether(outputs: Path) -> None:
+    """The TUI quit with "leave running", then ``ezpz-tui stop RUN``: the tether (its file run
+    with ``python -S``) is known as the run's supervisor by its command line, takes the stop,
+    and records the user's stop."""
+    from ezpz_tui.core.launching.allocation import detect_allocation
+    from ezpz_tui.core.launching.plan import LaunchPlan
+    from ezpz_tui.core.session import Session
+
+    session = Session(detect_allocation(), outputs)
+    result = session.launch(LaunchPlan(ppn=2, command=(PY, "-c", SLEEPERS)))
+    run_dir = _wait_for_ranks(outputs)
+    assert session.current is not None and session.current.detach(), result
+    deadline = time.monotonic() + 30
+    while state(run_dir)["supervisor_pid"] == os.getpid() and time.monotonic() < deadline:
+        time.sleep(0.1)  # until the tether has named itself the run's supervisor
+    tether = state(run_dir)["supervisor_pid"]
+    assert tether != os.getpid(), "the tether did not take the run"
+    stop = cli(["stop", run_dir.name], base_env(outputs), 90)
+    assert stop.returncode == 0, stop.stderr
+    recorded = _wait_final(run_dir)
+    assert recorded["state"] == "stopped" and recorded["stopped_by_user"] is True, recorded
+    assert {s["state"] for s in statuses(run_dir).values()} == {"stopped"}
+
+
 def test_a_node_fault_under_the_tether_is_recorded_once(tmp_path: Path) -> None:
     """A run left to its tether whose node dies: the tether, which records its end, also puts
     the host in bad_hosts.txt, once; reading the failure adds nothing."""
