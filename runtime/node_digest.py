@@ -74,6 +74,7 @@ def report(
     now: bool = False,
     rank: int | None = None,
     may_write: bool = True,
+    run_dir: str | os.PathLike[str] | None = None,
 ) -> None:
     """Put ``value`` (a JSON-able mapping) as this rank's ``section`` in its node's digest.
 
@@ -82,6 +83,8 @@ def report(
     process reporting on a rank's behalf (the capture wrapper's sampler), else this process's
     rank. ``may_write=False``: never become the node's writer (the capture wrapper, which is
     not a rank), so the report is dropped while no rank of the node has reported.
+    ``run_dir``: the run's directory for a process without ``EZPZ_RUN_DIR`` (the wrapper);
+    the first report of a process fixes it.
     """
     try:
         key = (section, rank)
@@ -90,7 +93,7 @@ def report(
         if not now and last is not None and tick - last < REPORT_EVERY_S:
             return
         _last_sent[key] = tick
-        client = _clients[0] if _clients else _start()
+        client = _clients[0] if _clients else _start(run_dir)
         if client is not None:
             client.send(section, value, rank, may_write)
     except Exception:  # a report must never hurt the rank
@@ -111,19 +114,19 @@ _clients: list[_Client | None] = []  # one per process once started; [None]: off
 _start_lock = threading.Lock()
 
 
-def _start() -> _Client | None:
+def _start(run_dir: str | os.PathLike[str] | None) -> _Client | None:
     with _start_lock:
         if not _clients:
-            _clients.append(_make_client())
+            _clients.append(_make_client(run_dir))
     return _clients[0]
 
 
-def _make_client() -> _Client | None:
+def _make_client(run_dir: str | os.PathLike[str] | None) -> _Client | None:
     """The client of this process, or None when there is no run directory to write in or the
     digests are off."""
     from runtime.env import RUN_DIR_VAR, rank_info_or_single
 
-    run_dir = os.environ.get(RUN_DIR_VAR)
+    run_dir = os.environ.get(RUN_DIR_VAR) if run_dir is None else os.fspath(run_dir)
     every = interval_s()
     if not run_dir or every <= 0:
         return None
@@ -148,12 +151,12 @@ class _Client:
         message["value"], message["t"] = dict(value), time.time()
         if may_write:  # a rank's own process: its pid tells the writer whether it still lives
             message["pid"] = os.getpid()
+        data = _encode(message)  # what cannot be encoded raises here, into report's except
+        if len(data) > MAX_DATAGRAM:
+            return
         writer = self.writer
         if writer is not None:
             writer.take(message)
-            return
-        data = _encode(message)
-        if len(data) > MAX_DATAGRAM:
             return
         try:
             self.sock.sendto(data, self.address)
@@ -221,10 +224,20 @@ class _Writer:
                     with contextlib.suppress(ValueError):
                         self._merge(json.loads(data))
                 self._merge_own()
-                with contextlib.suppress(OSError):
+                with contextlib.suppress(Exception):  # a failed write is tried again next time
                     self.write()
         except Exception:  # the writer must never raise into anything; readers fall back
             return
+
+    def _drain(self) -> None:
+        """Take in what waits in the socket now: the last words of ranks that ended just before
+        this process (a datagram sent after its last write is lost with it; readers then read
+        that rank's own status, as for a rank the digest calls gone)."""
+        import select
+
+        with contextlib.suppress(OSError, ValueError):
+            while select.select([self.sock], [], [], 0)[0]:
+                self._merge(json.loads(self.sock.recv(MAX_DATAGRAM + 1)))
 
     def _merge_own(self) -> None:
         with self._lock:
@@ -252,6 +265,7 @@ class _Writer:
         """Rewrite the digest when it changed and an interval has passed since the last write,
         or a heartbeat's worth has; ``force``: now, changed or not."""
         if force:
+            self._drain()
             self._merge_own()
         now = time.time()
         since = now - self._written
