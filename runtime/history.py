@@ -128,6 +128,9 @@ class History:
         self._done: list[tuple[int, dict[str, Any], float]] = []
         self._lock = threading.Lock()  # the two buffers
         self._write_lock = threading.Lock()  # one flush at a time, so lines keep their order
+        self._reported = False  # said "running" in the node digest
+        self._last_step: tuple[int, Mapping[str, float], float] | None = None
+        self._dts: deque[float] = deque(maxlen=DIGEST_DTS)  # the newest steps' dt, for the digest
         names = requested(trackers) if (all_ranks or self.rank == 0) else []
         self.trackers: list[Tracker] = open_trackers(names, self.run_dir, self.rank, all_ranks)
         self._closed = threading.Event()
@@ -147,9 +150,6 @@ class History:
         first = {name: float(value) for name, value in said.items() if value is not None}
         self._first: dict[str, float] | None = first or None
         self._preflight = preflight.requested() is not None  # ends at its first record
-        self._reported = False  # said "running" in the node digest
-        self._last_step: tuple[int, Mapping[str, float], float] | None = None
-        self._dts: deque[float] = deque(maxlen=DIGEST_DTS)  # the newest steps' dt, for the digest
 
     def record(
         self,
