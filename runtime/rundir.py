@@ -82,6 +82,10 @@ _MAX_RECORD_BYTES = 1 << 20
 RAISED_SUFFIX = ".raised"  # status/rank-NNNNN.raised (JSON; no .json: rank-*.json are statuses)
 
 
+def _shard(number: int) -> str:
+    return f"s{number:02d}"
+
+
 def _rank_file(rank: int, suffix: str) -> str:
     return f"rank-{rank:05d}{suffix}"
 
@@ -174,7 +178,7 @@ class RunDir:
         node writes it names the same file and no folder grows past a few hundred digests."""
         name = host.replace("/", "_") or "_"
         shard = zlib.crc32(name.encode()) % NODE_SHARDS
-        return self.nodes_dir / f"s{shard:02d}" / f"node-{name}.json"
+        return self.nodes_dir / _shard(shard) / f"node-{name}.json"
 
     def node_digests(self) -> list[Path]:
         """Every node digest of the run: one listing of ``nodes/`` and one of each shard."""
@@ -192,8 +196,12 @@ class RunDir:
         return sorted(found)
 
     def make_folders(self) -> None:
+        """The rank folders and the node digests' shards: made once, before any rank starts,
+        so no rank (nor a node's digest writer) makes a folder on the metadata server."""
         for name in RANK_FOLDERS:
             (self.path / name).mkdir(parents=True, exist_ok=True)
+        for shard in range(NODE_SHARDS):
+            (self.nodes_dir / _shard(shard)).mkdir(parents=True, exist_ok=True)
 
     def logs(self) -> list[tuple[Path, int]]:
         """Every rank log with its rank, by rank."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,7 +23,8 @@ from typing import Any
 import pytest
 
 from runtime.rundir import RunDir, read_statuses
-from tests.fixtures.cli import REPO, base_env, cli, kill_leftovers, run_dirs
+from tests.fixtures.cli import REPO, base_env, kill_leftovers, run_dirs
+from tests.fixtures.required import strace
 
 PY = sys.executable
 SCRIPT = REPO / "tests" / "ranks" / "digest_steps.py"
@@ -82,10 +84,25 @@ def launched(tmp_path: Path) -> Iterator[tuple[Path, Path, dict[str, str]]]:
             launch.wait()
 
 
-def top(run: Path, env: dict[str, str]) -> dict[str, Any]:
-    proc = cli(["top", run.name, "--json"], env)
+def top(run: Path, env: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """``top RUN --json``'s answer, and the files of the run it opened (traced with strace)."""
+    trace = run.parent.parent / f"trace-{time.monotonic_ns()}.txt"
+    argv = [strace(), "-f", "-qq", "-e", "trace=openat", "-o", str(trace)]
+    proc = subprocess.run(
+        [*argv, PY, "-m", "ezpz_tui", "top", run.name, "--json"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    opened = re.findall(rf'openat\(\w+, "{re.escape(str(run))}/([^"]+)"', trace.read_text())
+    return json.loads(proc.stdout), opened
+
+
+def per_rank(opened: list[str], folder: str) -> set[str]:
+    return {path for path in opened if path.startswith(f"{folder}/rank-")}
 
 
 @pytest.mark.mpi
@@ -106,7 +123,12 @@ def test_live_top_reads_the_node_digest_and_falls_back_when_its_writer_stops(
             assert entry["step"]["dt"] > 0.04 and "loss" in entry["step"]["metrics"]
             assert entry["telemetry"]["rss_bytes"] > 0
 
-        seen = top(run, env)
+        seen, opened = top(run, env)
+        # One digest for the node's rows: no rank's telemetry or status, only rank 0's
+        # first record (the run's FLOPs per token).
+        assert any(path.startswith("nodes/") for path in opened)
+        assert per_rank(opened, "telemetry") == set() and per_rank(opened, "status") == set()
+        assert per_rank(opened, "metrics") <= {"metrics/rank-00000.jsonl"}
         assert seen["node_digests"] == {
             "nodes": 1,
             "ranks": "0-3",
@@ -124,7 +146,7 @@ def test_live_top_reads_the_node_digest_and_falls_back_when_its_writer_stops(
         try:
             stopped_at = digest(run)["written"]
             wait_for(lambda: time.time() - stopped_at > 3 * 5 * INTERVAL_S + 1, 30)
-            seen = top(run, env)
+            seen, opened = top(run, env)
         finally:
             os.kill(writer, signal.SIGCONT)
         host = os.uname().nodename
@@ -134,6 +156,7 @@ def test_live_top_reads_the_node_digest_and_falls_back_when_its_writer_stops(
         assert len(said) == 1 and f"({host})" in said[0]
         assert "writer is gone, so ranks 0-3 read from their own files" in said[0]
         rows = seen["ranks"]  # from the ranks' own files
+        assert per_rank(opened, "telemetry") == {f"telemetry/rank-{r:05d}.jsonl" for r in range(4)}
         assert [row["rank"] for row in rows] == list(range(RANKS))
         assert all(row["state"] == "running" and row["rss_bytes"] > 0 for row in rows)
         assert all(row["step_time_s"] > 0.04 for row in rows)
@@ -153,7 +176,7 @@ def test_a_dead_writer_is_replaced_by_the_next_rank_to_report(tmp_path: Path, mp
         # The new writer began from its predecessor's digest: every rank is still there.
         assert sorted(after["ranks"]) == [str(r) for r in range(RANKS)]
         wait_for(lambda: digest(run)["written"] > gone_at + 5 * INTERVAL_S, 30)
-        seen = top(run, env)
+        seen, _ = top(run, env)
         assert seen["node_digests"]["stale_hosts"] == []
         assert seen["node_digests"]["ranks"] == "0-3"
         assert [row["rank"] for row in seen["ranks"]] == list(range(RANKS))
