@@ -3,10 +3,10 @@
 ``python bench/node_digest_bench.py --src RUN [--ranks N] [--ranks-per-node P] [--rounds K]``
 (or ``--grown DIR`` for a run grown before)
 
-``RUN`` (a finished run) is grown to N ranks on N / P nodes (12 a node: Aurora's) with ``bench/grow_run.py`` (or ``--grown`` names one
-grown before), then made live as a reader sees a live run: its ``state.json`` says ``running``,
-and each node has the digest its writer would keep (``runtime/node_digest.py``'s format: each
-rank's newest step, its median step time and its newest telemetry sample, taken from the grown
+``RUN`` (a finished run) is grown to N ranks on N / P nodes (12 a node: Aurora's) with
+``bench/grow_run.py``, then made live as a reader sees a live run: its ``state.json`` says
+``running``, and each node has the digest its writer would keep (``runtime/node_digest.py``'s
+format: each rank's newest step, its median step time and its newest telemetry sample, taken from the grown
 files), rewritten just before each round as a live writer rewrites it. Rounds alternate: with
 the digests, and with ``nodes/`` moved aside (the reader then reads every rank's files, as for
 a run from before node digests or one whose writers all died). Two figures each round: the
