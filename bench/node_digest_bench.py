@@ -6,14 +6,14 @@
 ``RUN`` (a finished run) is grown to N ranks on N / P nodes (12 a node: Aurora's) with
 ``bench/grow_run.py``, then made live as a reader sees a live run: its ``state.json`` says
 ``running``, and each node has the digest its writer would keep (``runtime/node_digest.py``'s
-format: each rank's newest step, its median step time and its newest telemetry sample, taken from the grown
-files), rewritten just before each round as a live writer rewrites it. Rounds alternate: with
-the digests, and with ``nodes/`` moved aside (the reader then reads every rank's files, as for
-a run from before node digests or one whose writers all died). Two figures each round: the
-command's wall time, as a person sees it, and in this process the read of the rows alone
-(``top.from_digests`` after ``read_node_digests``, vs ``top.from_rank_files``), the part the
-digests replace; ratios paired round by round. What is not the digests' part stays in both
-commands: ``top`` still reads every rank's Flight Recorder file for arrival lags.
+format: each rank's newest step, its median step time and its newest telemetry sample, taken from
+the grown files), rewritten just before each round as a live writer rewrites it. Rounds alternate:
+with the digests, and with ``nodes/`` moved aside (the reader then reads every rank's files, as for
+a run from before node digests or one whose writers all died). Two figures each round: the command's
+wall time, as a person sees it, and in this process the read of the rows alone (``top.from_digests``
+after ``read_node_digests``, vs ``top.from_rank_files``), the part the digests replace; ratios
+paired round by round. What is not the digests' part stays in both commands: ``top`` still reads
+every rank's Flight Recorder file for arrival lags.
 """
 
 from __future__ import annotations
