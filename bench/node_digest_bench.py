@@ -170,7 +170,7 @@ def main() -> int:
                 for line in describe(estimate(ratios), 0.10):
                     print("    " + line)
     finally:
-        if not args.keep and args.grown is None:
+        if not args.keep or args.grown is not None:  # a grown run named is the caller's
             shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
