@@ -13,7 +13,12 @@ Variants, in interleaved rounds of ``--calls`` calls each, medians quoted:
 * ``record+flush``, ``csv``, ``tensorboard``: the calls plus the ``flush()`` that writes them
   and feeds the tracker, per call: everything a record costs the rank.
 
-Target: ``record`` <= 10 µs (median).
+* ``record+digest``, ``record+flush+digest``: ``record`` and ``record+flush`` with this
+  process reporting to its node digest (``runtime.node_digest``: the flusher sends the newest
+  step, and this process is the node's writer), each round paired with the round of its plain
+  variant just before it: the ratio says what the digest costs a record.
+
+Target: ``record`` <= 10 µs (median); the digest costs ``record`` under 10%.
 """
 
 from __future__ import annotations
@@ -29,11 +34,24 @@ from pathlib import Path
 from typing import Any
 
 from _common import bench_parser, print_rerun
+from _paired import describe, estimate
 
+from runtime import node_digest
+from runtime.env import RUN_DIR_VAR
 from runtime.history import History
 
-PARTS = ("floor", "ezpz-standin", "record", "record+flush", "csv", "tensorboard")
+PARTS = (
+    "floor",
+    "ezpz-standin",
+    "record",
+    "record+digest",
+    "record+flush",
+    "record+flush+digest",
+    "csv",
+    "tensorboard",
+)
 TARGET_US = 10.0
+DIGEST_COST = 0.10  # the most the node digest may add to a record
 
 
 def _metrics(i: int) -> dict[str, float]:
@@ -89,12 +107,32 @@ def _round(name: str, folder: Path, calls: int) -> float:
         standin = EzpzStandin()
         return _time(calls, lambda i, m: standin.update(m), lambda: None)
     trackers = {"csv": ["csv"], "tensorboard": ["tensorboard"]}.get(name, [])
+    _digest(folder if name.endswith("+digest") else None)
     h = History(folder, rank=0, trackers=trackers)
     try:
-        after = (lambda: None) if name == "record" else h.flush
+        after = (lambda: None) if name.startswith("record+digest") or name == "record" else h.flush
         return _time(calls, h.record, after)
     finally:
         h.close()
+
+
+def _digest(run_dir: Path | None) -> None:
+    """This process's node digest on, for ``run_dir``, or off (None): the last round's writer
+    closed either way, so no round pays for another's."""
+    node_digest._abandon()
+    if run_dir is not None:
+        os.environ[RUN_DIR_VAR] = str(run_dir)
+        node_digest._clients.clear()  # the next report starts a client for run_dir
+
+
+def _paired(results: dict[str, list[float]]) -> None:
+    """Each digest variant over its plain one, round by round (run one after the other)."""
+    for on, off in (("record+digest", "record"), ("record+flush+digest", "record+flush")):
+        if on in results and off in results:
+            ratios = [a / b for a, b in zip(results[on], results[off], strict=True)]
+            print(f"\n{on} / {off}, paired by round:")
+            for line in describe(estimate(ratios), DIGEST_COST):
+                print("  " + line)
 
 
 def main() -> int:
@@ -118,6 +156,8 @@ def main() -> int:
         med = statistics.median(values)
         ratio = f"{med / floor:8.2f}" if floor else f"{'-':>8}"
         print(f"{n:<14} {med:10.2f} {min(values):8.2f} {ratio}")
+    if len(results["floor" if "floor" in results else next(iter(results))]) >= 2:
+        _paired(results)
     if "record" in results:
         med = statistics.median(results["record"])
         verdict = "met" if med <= TARGET_US else "NOT met"

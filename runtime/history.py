@@ -23,11 +23,12 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from runtime import preflight, profiling, records
+from runtime import node_digest, preflight, profiling, records
 from runtime.efficiency.flops import FLOPS_PER_TOKEN, HARDWARE_FLOPS_PER_TOKEN
 from runtime.env import RUN_DIR_VAR, rank_info_or_single
 from runtime.rundir import RunDir, metric_files
@@ -35,6 +36,8 @@ from runtime.trackers import Tracker, failed, open_trackers, requested, say
 
 FLUSH_S = 0.5  # the most a record waits in memory: what a dying rank can lose
 BUFFER_BYTES = 1 << 20  # written at once past this much, whatever the time
+DIGEST_DTS = 8  # the step times whose median the digest gives
+DIGEST_METRICS = 24  # a step's metrics put in the node digest, at most: it stays small
 
 
 class _Stats:
@@ -125,6 +128,9 @@ class History:
         self._done: list[tuple[int, dict[str, Any], float]] = []
         self._lock = threading.Lock()  # the two buffers
         self._write_lock = threading.Lock()  # one flush at a time, so lines keep their order
+        self._reported = False  # said "running" in the node digest
+        self._last_step: tuple[int, Mapping[str, float], float] | None = None
+        self._dts: deque[float] = deque(maxlen=DIGEST_DTS)  # the newest steps' dt, for the digest
         names = requested(trackers) if (all_ranks or self.rank == 0) else []
         self.trackers: list[Tracker] = open_trackers(names, self.run_dir, self.rank, all_ranks)
         self._closed = threading.Event()
@@ -205,6 +211,8 @@ class History:
             if lines and self._fd is not None:
                 os.write(self._fd, b"".join(lines))
             sends = [(step, self._tally(plain), when) for step, plain, when in done]
+            if sends:
+                self._report(*sends[-1])
             for tracker in list(self.trackers):
                 try:
                     for step, numbers, when in sends:
@@ -213,6 +221,27 @@ class History:
                 except Exception as exc:  # a tracker's failure must not end the run
                     self.trackers.remove(tracker)
                     failed(tracker, exc)
+
+    def _report(
+        self, step: int, numbers: Mapping[str, float], when: float, now: bool = False
+    ) -> None:
+        """This rank's newest step in its node's digest (:mod:`runtime.node_digest`), from the
+        flusher: the step pays nothing for it, and a reader of a live run learns it within a
+        flush and a digest's interval."""
+        if not self._reported:
+            self._reported = True
+            node_digest.report("state", {"state": "running"}, now=True)
+        shown = dict(list(numbers.items())[:DIGEST_METRICS])
+        dts = sorted(self._dts)
+        value = {
+            "step": step,
+            "time": when,
+            "dt": numbers.get("dt"),
+            "dt_median": dts[len(dts) // 2] if dts else None,  # of the last few: a straggler's
+            "metrics": shown,
+        }
+        node_digest.report("step", value, now=now)
+        self._last_step = (step, numbers, when)
 
     def _tally(self, plain: Mapping[str, Any]) -> dict[str, float]:
         """Add one record to the running statistics; its numbers, for the trackers. Done here,
@@ -223,6 +252,8 @@ class History:
             number = value if type(value) is float else records.as_number(value)
             if number is not None:
                 numbers[key] = number
+                if key == "dt" and number - number == 0.0:
+                    self._dts.append(number)
                 found = stats.get(key)
                 if found is None:
                     found = stats[key] = _Stats()
@@ -278,6 +309,10 @@ class History:
         atexit.unregister(self.close)
         self.flush()
         with self._write_lock:  # the flusher thread's last flush is done, and there is no next
+            if self._last_step is not None:  # the last step, past the rate limit, and the end
+                self._report(*self._last_step, now=True)
+                node_digest.report("state", {"state": "closed"}, now=True)
+                node_digest.flush()
             closing, self.trackers = self.trackers, []
             for tracker in closing:
                 try:

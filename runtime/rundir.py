@@ -33,6 +33,7 @@ import json
 import os
 import re
 import time
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
@@ -56,6 +57,9 @@ RESERVE = ".reserve"  # room kept so a run on a disk that fills can still record
 LOGS, STATUS, METRICS, TELEMETRY = "logs", "status", "metrics", "telemetry"
 FLIGHT = "flight"  # each rank's Flight Recorder entries (runtime.flight)
 PROFILES = "profiles"  # on request: each rank's trace of a few steps (runtime.profiling)
+NODES = "nodes"  # one digest per node, by its writer (runtime.node_digest), in NODE_SHARDS folders
+NODE_SHARDS = 64  # at 10,624 nodes about 170 digests a folder
+NODE_FILE = re.compile(r"node-(.+)\.json")
 RANK_FOLDERS = (LOGS, STATUS, METRICS, TELEMETRY, FLIGHT)  # made before any rank starts
 
 # How readers find ranks by file name. ezpz writes ``metrics-<rank>.jsonl``, or one
@@ -76,6 +80,10 @@ _MAX_RECORD_BYTES = 1 << 20
 
 
 RAISED_SUFFIX = ".raised"  # status/rank-NNNNN.raised (JSON; no .json: rank-*.json are statuses)
+
+
+def _shard(number: int) -> str:
+    return f"s{number:02d}"
 
 
 def _rank_file(rank: int, suffix: str) -> str:
@@ -117,6 +125,7 @@ class RunDir:
     telemetry_dir = _InRun(TELEMETRY)
     flight_dir = _InRun(FLIGHT)
     profiles_dir = _InRun(PROFILES)
+    nodes_dir = _InRun(NODES)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
@@ -163,9 +172,36 @@ class RunDir:
         read by :func:`read_raised`)."""
         return self.status_dir / _rank_file(rank, RAISED_SUFFIX)
 
+    def node_digest(self, host: str) -> Path:
+        """The digest of the node ``host`` (``runtime.node_digest``): in one of
+        :data:`NODE_SHARDS` folders, picked from the host name alone, so whichever rank of the
+        node writes it names the same file and no folder grows past a few hundred digests."""
+        name = host.replace("/", "_") or "_"
+        shard = zlib.crc32(name.encode()) % NODE_SHARDS
+        return self.nodes_dir / _shard(shard) / f"node-{name}.json"
+
+    def node_digests(self) -> list[Path]:
+        """Every node digest of the run: one listing of ``nodes/`` and one of each shard."""
+        try:
+            shards = [entry.path for entry in os.scandir(self.nodes_dir) if entry.is_dir()]
+        except OSError:
+            return []
+        found = []
+        for shard in shards:
+            try:
+                entries = list(os.scandir(shard))
+            except OSError:
+                continue
+            found += [Path(e.path) for e in entries if NODE_FILE.fullmatch(e.name)]
+        return sorted(found)
+
     def make_folders(self) -> None:
+        """The rank folders and the node digests' shards: made once, before any rank starts,
+        so no rank (nor a node's digest writer) makes a folder on the metadata server."""
         for name in RANK_FOLDERS:
             (self.path / name).mkdir(parents=True, exist_ok=True)
+        for shard in range(NODE_SHARDS):
+            (self.nodes_dir / _shard(shard)).mkdir(parents=True, exist_ok=True)
 
     def logs(self) -> list[tuple[Path, int]]:
         """Every rank log with its rank, by rank."""

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from runtime import node_digest
 from runtime.rundir import RunDir
 from runtime.telemetry.accelerator import Accelerator, sources_for
 from runtime.telemetry.devices import expected
@@ -52,8 +53,12 @@ class Sampler:
         accelerator: Accelerator,
         interval_s: float,
         runner: ToolRunner,
+        rank: int | None = None,
+        run_dir: Path | None = None,
     ) -> None:
         self.path = path
+        self._rank = rank  # whose node digest gets each sample (runtime.node_digest)
+        self._run_dir = run_dir
         self._tree = tree
         self._accelerator = accelerator
         self._interval_s = interval_s
@@ -80,6 +85,14 @@ class Sampler:
             return None
         return Sample(time=time.time(), **host, **self._accelerator.read())
 
+    def _report(self, sample: Sample) -> None:
+        """The sample in the rank's node digest. Never as its writer: this is the wrapper, not
+        the rank, and a node's writer lives in a rank (it is dropped until one has reported)."""
+        fields = {k: v for k, v in vars(sample).items() if v is not None}
+        node_digest.report(
+            "telemetry", fields, rank=self._rank, may_write=False, run_dir=self._run_dir
+        )
+
     def _run(self) -> None:
         fd: int | None = None
         with contextlib.suppress(Exception):
@@ -96,6 +109,8 @@ class Sampler:
                     if fd is None:
                         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
                     os.write(fd, line)
+                    if sample is not None and self._run_dir is not None:
+                        self._report(sample)
                 due += self._interval_s
                 if due < time.monotonic():  # a slow sample skips the ticks it took
                     due = time.monotonic() + self._interval_s
@@ -129,6 +144,8 @@ def start_sampler(
         Accelerator(sources, expected(env), note),
         interval,
         runner,
+        rank,
+        run_dir,
     )
     try:
         sampler.start()

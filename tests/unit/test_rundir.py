@@ -13,6 +13,7 @@ import pytest
 
 from runtime import rundir
 from runtime.rundir import (
+    NODE_SHARDS,
     RankState,
     RankStatus,
     RunDir,
@@ -58,9 +59,11 @@ def test_folders_and_listings_by_rank(tmp_path: Path) -> None:
         "flight",
         "logs",
         "metrics",
+        "nodes",
         "status",
         "telemetry",
     ]
+    assert len(list(run.nodes_dir.iterdir())) == NODE_SHARDS  # the node digests' shards
     assert run.looks_like_run()
     for rank in (10, 2, 0):
         run.log(rank).write_text("")

@@ -22,11 +22,12 @@ from typing import Any
 
 from ezpz_tui.core.runs.ending import derived_state
 from ezpz_tui.core.runs.record import positive_int, read_record
-from ezpz_tui.core.runs.unreadable import named, unreadable, unusable_statuses
+from ezpz_tui.core.runs.unreadable import named, unreadable, unusable_status, unusable_statuses
 from ezpz_tui.core.watching.checkpoint_gauge import MAX_AGE_S, Gauge, gauge, read_on_disk
 from ezpz_tui.core.watching.collectives import Lags, arrival_lags, lags_of, read_flights
 from ezpz_tui.core.watching.efficiency import Efficiency, PeakSettings, run_efficiency, suspect
 from ezpz_tui.core.watching.finish import Finish, duration, expected_finish, total_steps
+from ezpz_tui.core.watching.node_digests import NodeDigests, read_node_digests
 from ezpz_tui.core.watching.recorded import recorded_verdicts
 from ezpz_tui.core.watching.stragglers import SLOW_FACTOR, StepTimes
 from ezpz_tui.core.watching.telemetry import human_bytes, percent, read_last, read_tail
@@ -39,6 +40,7 @@ from runtime.rundir import (
     RunDir,
     metric_files,
     read_state,
+    read_status,
     read_statuses,
 )
 from runtime.telemetry.record import Sample
@@ -98,6 +100,7 @@ class Top:
     efficiency: Efficiency | None = None  # once the run said its FLOPs per token
     judged_at: float | None = None  # the end an ended run's summary judged its stragglers at
     checkpoint: Gauge | None = None  # its newest checkpoint, the crash's cost, the restore
+    digests: NodeDigests | None = None  # a live run's node digests, when its rows came from them
 
     def finish(self, walltime_s: float | None) -> Finish | None:
         """When a live run will finish at the median step time, against ``walltime_s``."""
@@ -123,7 +126,19 @@ class Top:
             "notes": list(self.notes),
             "efficiency": None if self.efficiency is None else self.efficiency.as_dict(None),
             "checkpoint": None if self.checkpoint is None else self.checkpoint.to_json(),
+            "node_digests": None if self.digests is None else _digests_json(self.digests),
         }
+
+
+def _digests_json(digests: NodeDigests) -> dict[str, Any]:
+    """Where a live run's rows came from: how many node digests, which ranks they held, the
+    nodes whose writer is gone (their ranks read from their own files)."""
+    return {
+        "nodes": len(digests.fresh) + len(digests.stale),
+        "ranks": rank_ranges(sorted(digests.covered)),
+        "stale_hosts": sorted(node.host for node in digests.stale),
+        "stale_ranks": rank_ranges(digests.stale_ranks),
+    }
 
 
 def read_top(
@@ -139,20 +154,16 @@ def read_top(
     look measured (a watch measures it once)."""
     run = RunDir(run_dir)
     state = read_state(run_dir)
-    statuses: dict[int, RankStatus] = {s.rank: s for s in read_statuses(run_dir)}
-    unusable = unusable_statuses(run.path, statuses.values())
-    notes = list(unusable.values())
-    samples = {}
-    for path, rank in run.telemetries():
-        samples[rank] = read_last(path, SAMPLE_TAIL)
-        no = samples[rank] is None
-        note = _no_use(run.path, path, "sample", not state.live) if no else None
-        notes += [note] if note else []
+    record, _ = read_record(run_dir)
+    digests = read_node_digests(run.path, live=True) if state.live else None
+    if digests is not None and (digests.fresh or digests.stale):  # live: O(nodes) reads
+        read = from_digests(run, digests, _world_size(record))
+    else:
+        read, digests = from_rank_files(run, not state.live), None
+    statuses, unusable, samples, newest, notes = read
     steps = StepTimes(slow_factor)
-    newest = newest_records(run, notes, not state.live)
     steps.update(newest)
     recorded = [w for c in newest.values() for w in c.steps if w is not None]
-    record, _ = read_record(run_dir)
     plan = record.get("plan")
     command = plan.get("command") if isinstance(plan, dict) else None
     total = None
@@ -214,7 +225,72 @@ def read_top(
         efficiency=efficiency,
         judged_at=None if said is None else _number(said.get("judged_at")),
         checkpoint=checkpoint,
+        digests=digests,
     )
+
+
+# What a rank read gives top: statuses, unusable statuses' lines, samples, newest records, notes.
+RankReads = tuple[
+    dict[int, RankStatus],
+    dict[int, str],
+    dict[int, Sample | None],
+    dict[int, RecordColumns],
+    list[str],
+]
+
+
+def from_rank_files(run: RunDir, ended: bool) -> RankReads:
+    """Every rank from its own files: a run without node digests (older, ended, or one whose
+    every writer is gone)."""
+    statuses: dict[int, RankStatus] = {s.rank: s for s in read_statuses(run.path)}
+    unusable = unusable_statuses(run.path, statuses.values())
+    notes = list(unusable.values())
+    samples = {}
+    for path, rank in run.telemetries():
+        samples[rank] = read_last(path, SAMPLE_TAIL)
+        no = samples[rank] is None
+        note = _no_use(run.path, path, "sample", ended) if no else None
+        notes += [note] if note else []
+    return statuses, unusable, samples, newest_records(run, notes, ended), notes
+
+
+def from_digests(run: RunDir, digests: NodeDigests, world: int | None) -> RankReads:
+    """A live run's running ranks from their nodes' digests; from their own files, the ranks
+    no fresh digest holds (a stale one's, said in the notes) and those whose History or process
+    has ended (their status says how)."""
+    covered = digests.covered
+    everyone = range(world) if world else sorted({r for _, r in run.statuses()} | set(covered))
+    own = [r for r in everyone if r not in covered or not covered[r].running]
+    statuses: dict[int, RankStatus] = {}
+    unusable: dict[int, str] = {}
+    samples: dict[int, Sample | None] = {}
+    newest: dict[int, RecordColumns] = {}
+    notes = [*digests.notes, *([digests.note()] if digests.note() else [])]
+    for rank, digest in covered.items():
+        statuses[rank] = RankStatus(rank, host=digest.host, pid=digest.pid)
+        samples[rank] = digest.sample
+        columns = digest.columns()
+        if columns is not None:
+            newest[rank] = columns
+    for rank in own:
+        path = run.status(rank)
+        status = read_status(path, rank)
+        if status is not None:
+            statuses[rank] = status
+        elif (why := unusable_status(run.path, path)) is not None:
+            unusable[rank] = why
+            notes.append(why)
+        if rank in covered:  # its end is in its status; its figures in the digest
+            continue
+        samples[rank] = read_last(run.telemetry(rank), SAMPLE_TAIL)
+        data = read_tail(run.metrics(rank), RECORDS_TAIL)
+        newest.update(parse_columns(data, rank).columns if data is not None else {})
+    return statuses, unusable, samples, newest, notes
+
+
+def _world_size(record: Mapping[str, Any]) -> int | None:
+    sizes = record.get("sizes")
+    return positive_int(sizes.get("world_size")) if isinstance(sizes, dict) else None
 
 
 def slow_reasons(steps: StepTimes, lags: Lags) -> dict[int, str]:
