@@ -18,12 +18,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ezpz_tui.core.runs.unreadable import unusable_statuses
 from runtime.atomic import write_atomic
-from runtime.rundir import DIGEST_JSON, RankStatus, RunDir
+from runtime.rundir import DIGEST_JSON, FINAL, RankStatus, RunDir, RunState, read_statuses
 from runtime.telemetry.record import Sample
 
 DIGEST = DIGEST_JSON
@@ -48,6 +49,8 @@ RANK_COLUMNS = (
     "last_time",
     "step_time_s",
     "tokens_per_s",
+    "records",
+    "telemetry_file",
     "arrival_lag_s",
     "slow",
 )
@@ -194,6 +197,14 @@ class RunDigest:
         """The rank's newest tokens/s, as ``top`` divides it for the rank's MFU."""
         return number(self._at("tokens_per_s", rank))
 
+    def has_telemetry(self, rank: int) -> bool:
+        """Whether the rank had a telemetry file (one with no readable sample included)."""
+        return self._at("telemetry_file", rank) is True
+
+    def has_records(self, rank: int) -> bool:
+        """Whether the rank's metrics file held records at its end (``top`` shows its row)."""
+        return self._at("records", rank) is True
+
     def arrival_lag(self, rank: int) -> float | None:
         return number(self._at("arrival_lag_s", rank))
 
@@ -229,3 +240,37 @@ class RunDigest:
     def column(self, name: str) -> list[Any]:
         """One rank column as written, for a reader that takes every rank at once."""
         return self._ranks[name]
+
+
+FROM_FILES = (
+    f"no readable {DIGEST} (an older run, or its finalizer has not run yet): "
+    "read from every rank's files"
+)
+"""The note of a verdict on an ended run read from the ranks' files rather than its digest."""
+
+
+@dataclass(frozen=True)
+class Statuses:
+    """A run's rank statuses, from its digest or its files: the readable ones by rank, the
+    ranks whose file gave none with the line saying why, and the digest they came from (None:
+    the files) with ``notes`` saying so for an ended run."""
+
+    read: list[RankStatus]
+    unusable: dict[int, str]
+    digest: RunDigest | None
+    notes: tuple[str, ...] = ()
+
+
+def rank_statuses(run_dir: Path, state: RunState, usable: bool = True) -> Statuses:
+    """The ranks' statuses: an ended run's from its digest, one file; a live run's (or an ended
+    one without a readable digest, or whose reader cannot use it: ``usable`` false; said in
+    ``notes``) from every rank's status file."""
+    digest = read_digest(run_dir) if state.state in FINAL and usable else None
+    if digest is not None:
+        unusable = digest.reads.get("unusable")
+        said = unusable if isinstance(unusable, dict) else {}
+        lines = {int(r): str(line) for r, line in said.items() if str(r).isdigit()}
+        return Statuses(digest.statuses(), lines, digest)
+    read = read_statuses(run_dir)
+    notes = (FROM_FILES,) if state.state in FINAL else ()
+    return Statuses(read, unusable_statuses(run_dir, read), None, notes)
