@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import bench_parser, clean_env, ezpz_tui, print_rerun, scratch, with_repo_path
+from _common import bench_parser, clean_env, ezpz_tui, scratch, with_repo_path
 from grow_run import grow
 
 from runtime.rundir import RunDir
@@ -65,7 +65,9 @@ def main() -> int:
         shutil.copytree(args.src, source, ignore=shutil.ignore_patterns("*.fifo"))
         env = with_repo_path(clean_env(root / "source"))
         start = time.perf_counter()
-        subprocess.run([*ezpz_tui(), "finalize", str(source)], env=env, check=True)
+        subprocess.run(
+            [*ezpz_tui(), "finalize", str(source)], env=env, check=True, capture_output=True
+        )
         print(f"finalized the source in {time.perf_counter() - start:.1f} s")
         runs: dict[int, Path] = {}
         for n in sizes:
@@ -113,7 +115,8 @@ def main() -> int:
                     f"{command:<8}{n:>8}{with_d:>9.2f}{files:>9.2f}{files / with_d:>13.2f}x"
                     f"{slope:>7.2f}x{said:>8}"
                 )
-    print_rerun("digest_bench.py", args)
+    flags = f"--sizes {args.sizes} --repeats {args.repeats}" + (" --keep" if args.keep else "")
+    print(f"rerun: python bench/digest_bench.py {args.src} {flags}")
     return 0
 
 
