@@ -4,19 +4,22 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ezpz_tui.core.runs.digest import (
     BAND_COLUMNS,
+    FROM_FILES,
     RANK_COLUMNS,
     SAMPLE_COLUMNS,
     VERSION,
+    rank_statuses,
     read_digest,
     write_digest,
 )
-from runtime.rundir import RankState, RankStatus, RunDir
+from runtime.rundir import RankState, RankStatus, RunDir, RunState, State, write_status
 
 
 def _digest(world: int = 2) -> dict:
@@ -87,3 +90,18 @@ def test_spoilt_digest_reads_as_none(tmp_path: Path, spoil) -> None:
 def test_missing_digest_reads_as_none(tmp_path: Path) -> None:
     assert read_digest(tmp_path) is None
     assert json.loads(json.dumps(_digest()))["world"] == 2
+
+
+def test_a_digest_written_before_the_run_ended_is_not_used(tmp_path: Path) -> None:
+    """One written by a finalize asked of the live run holds no rank's end: the files do."""
+    RunDir(tmp_path).make_folders()
+    write_status(tmp_path, RankStatus(0, state=RankState.FAILED, exit_code=3))
+    write_digest(tmp_path, _digest(world=1))  # written at 5.0
+    ended = RunState(State.FAILED, end=10.0)
+    found = rank_statuses(tmp_path, ended)
+    assert found.digest is None and found.notes == (FROM_FILES,)
+    assert [s.exit_code for s in found.read] == [3]
+    found = rank_statuses(tmp_path, replace(ended, end=4.0))
+    assert found.digest is not None and found.notes == ()
+    assert [s.exit_code for s in found.read] == [0]
+    assert rank_statuses(tmp_path, RunState(State.RUNNING)).digest is None  # a live run's files

@@ -266,6 +266,8 @@ def rank_statuses(run_dir: Path, state: RunState, usable: bool = True) -> Status
     one without a readable digest, or whose reader cannot use it: ``usable`` false; said in
     ``notes``) from every rank's status file."""
     digest = read_digest(run_dir) if state.state in FINAL and usable else None
+    if digest is not None and not _after_end(digest, state):
+        digest = None  # written before the run ended (a finalize asked of the live run)
     if digest is not None:
         unusable = digest.reads.get("unusable")
         said = unusable if isinstance(unusable, dict) else {}
@@ -274,3 +276,8 @@ def rank_statuses(run_dir: Path, state: RunState, usable: bool = True) -> Status
     read = read_statuses(run_dir)
     notes = (FROM_FILES,) if state.state in FINAL else ()
     return Statuses(read, unusable_statuses(run_dir, read), None, notes)
+
+
+def _after_end(digest: RunDigest, state: RunState) -> bool:
+    """Whether the digest was written once the run had ended, so it holds every rank's end."""
+    return digest.written is not None and (state.end is None or digest.written >= state.end)
