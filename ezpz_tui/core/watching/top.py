@@ -3,7 +3,10 @@ collectives, read once from the run directory. UI-free, and cheap at scale: each
 are read from their last few KB only (the newest sample, the newest records), never whole, plus
 its Flight Recorder file (a few hundred entries), so 1,024 ranks cost 3,072 short reads; rank
 0's first record is read too, for the run's FLOPs per token: each rank's MFU is those at its
-newest tokens/s, against the peak the last line names.
+newest tokens/s, against the peak the last line names. An ended run's ranks are read from its
+``digest.json`` instead (:mod:`~ezpz_tui.core.runs.digest`: what the finalizer read of these
+same files at its end), one file whatever its ranks; without a readable one, from the files, and
+a note says so.
 
 A rank is ``slow`` by its own step time (:mod:`~ezpz_tui.core.watching.stragglers`) or, for any
 script, with no metrics of its own, by arriving last at the collectives

@@ -30,7 +30,9 @@ def why_report(run_dir: Path, as_json: bool) -> str:
     ``retry``: :mod:`~ezpz_tui.core.watching.failure_class`, what the retries decide by).
     Both say what the ranks' Flight Recorder shows:
     a rank missing from a collective the others wait in (a live run), or members that called
-    different things at one collective (:mod:`~ezpz_tui.core.watching.collectives`)."""
+    different things at one collective (:mod:`~ezpz_tui.core.watching.collectives`). An ended
+    run's ranks are read from its ``digest.json``, one file; without a readable one, from every
+    rank's status file, and a note says so."""
     state = run_state(run_dir)
     statuses = rank_statuses(run_dir, state)  # an ended run's from its digest: one file
     failure = explain(run_dir, read=statuses)
