@@ -380,8 +380,8 @@ def explain(run_dir: Path, parent: bool = True, read: Statuses | None = None) ->
     """The failure of the run in ``run_dir``, or ``None`` when it has not failed (succeeded,
     stopped by the user, still running with no rank failed), classified against the failure
     of the run it retries (run.toml's ``parent``) unless ``parent`` is false; ``read``: its
-    ranks' statuses where the caller read them (an ended run's from its digest). Never raises
-    on bad input."""
+    ranks' statuses where the caller read them (an ended run's from its digest; whether they
+    came from the files is the caller's to say). Never raises on bad input."""
     run = RunDir(Path(run_dir))
     state = run_state(run.path)
     read = read or rank_statuses(run.path, state)
@@ -456,7 +456,7 @@ def explain(run_dir: Path, parent: bool = True, read: Statuses | None = None) ->
             at_exit=exit_abort_advice(at_exit) if at_exit else None,
             last_lines=last,
         ),
-        notes=(*notes, *read.notes),
+        notes=tuple(notes),
         symptoms=symptoms,
     )
     step = last_recorded_step(run.metrics(failure.rank if failure.rank is not None else 0))

@@ -46,6 +46,7 @@ def why_report(run_dir: Path, as_json: bool) -> str:
         if as_json:
             return json.dumps({**data, "notes": read}, indent=2)
         return "\n".join([text, *said, *(f"note: {note}" for note in read)])
+    failure = replace(failure, notes=(*failure.notes, *statuses.notes))
     host = failure.node_fault_host
     listed = None if host is None else is_listed(host, read_bad_hosts(run_dir.parent))
     if not as_json:
