@@ -357,10 +357,14 @@ def _unreadable_checkpoint(said: Iterable[str | None]) -> str | None:
 # --- the whole story ---------------------------------------------------------------------------
 
 
+NO_FAILURE = frozenset({State.SUCCEEDED, State.STOPPED})
+"""The states of a run that did not fail, whatever its ranks' files say."""
+
+
 def _has_failure(state: RunState, statuses: list[RankStatus]) -> bool:
     if state.state == State.FAILED:
         return True
-    if state.state in (State.SUCCEEDED, State.STOPPED):
+    if state.state in NO_FAILURE:
         return False
     return any(s.state == RankState.FAILED and not _ended_by_peer(s) for s in statuses)
 
@@ -384,6 +388,8 @@ def explain(run_dir: Path, parent: bool = True, read: Statuses | None = None) ->
     came from the files is the caller's to say). Never raises on bad input."""
     run = RunDir(Path(run_dir))
     state = run_state(run.path)
+    if state.state in NO_FAILURE:
+        return None  # its ranks need not be read to say so
     read = read or rank_statuses(run.path, state)
     statuses = read.read
     if not _has_failure(state, statuses):
