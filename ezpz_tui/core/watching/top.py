@@ -3,7 +3,10 @@ collectives, read once from the run directory. UI-free, and cheap at scale: each
 are read from their last few KB only (the newest sample, the newest records), never whole, plus
 its Flight Recorder file (a few hundred entries), so 1,024 ranks cost 3,072 short reads; rank
 0's first record is read too, for the run's FLOPs per token: each rank's MFU is those at its
-newest tokens/s, against the peak the last line names.
+newest tokens/s, against the peak the last line names. An ended run's ranks are read from its
+``digest.json`` instead (:mod:`~ezpz_tui.core.runs.digest`: what the finalizer read of these
+same files at its end), one file whatever its ranks; without a readable one, from the files, and
+a note says so.
 
 A rank is ``slow`` by its own step time (:mod:`~ezpz_tui.core.watching.stragglers`) or, for any
 script, with no metrics of its own, by arriving last at the collectives
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ezpz_tui.core.runs.digest import RunDigest, rank_statuses
 from ezpz_tui.core.runs.ending import derived_state
 from ezpz_tui.core.runs.record import positive_int, read_record
 from ezpz_tui.core.runs.unreadable import named, unreadable, unusable_status, unusable_statuses
@@ -155,30 +159,43 @@ def read_top(
     run = RunDir(run_dir)
     state = read_state(run_dir)
     record, _ = read_record(run_dir)
+    said = None if state.live else recorded_verdicts(run_dir)
     digests = read_node_digests(run.path, live=True) if state.live else None
+    digest, found_notes = None, ()
     if digests is not None and (digests.fresh or digests.stale):  # live: O(nodes) reads
-        read = from_digests(run, digests, _world_size(record))
+        statuses, unusable, samples, newest, notes = from_digests(run, digests, _world_size(record))
+        steps, last = _from_newest(newest, slow_factor)
     else:
-        read, digests = from_rank_files(run, not state.live), None
-    statuses, unusable, samples, newest, notes = read
-    steps = StepTimes(slow_factor)
-    steps.update(newest)
-    recorded = [w for c in newest.values() for w in c.steps if w is not None]
+        # An ended run's figures from its digest, its verdicts from its summary; either
+        # missing, from the ranks' files.
+        digests = None
+        found = rank_statuses(run.path, state, usable=said is not None)
+        digest, found_notes = found.digest, found.notes
+        statuses = {s.rank: s for s in found.read}
+        unusable = found.unusable
+        notes = list(unusable.values())
+        if digest is not None:
+            figures = _digested(digest)
+            notes += figures.notes
+            samples, steps, last = figures.samples, figures.steps, figures.last_step
+        else:
+            samples, newest = _file_figures(run, notes, not state.live)
+            steps, last = _from_newest(newest, slow_factor)
     plan = record.get("plan")
     command = plan.get("command") if isinstance(plan, dict) else None
     total = None
     if isinstance(command, list) and all(isinstance(w, str) for w in command):
         total = total_steps(command)
-    said = None if state.live else recorded_verdicts(run_dir)
     if said is None:
         flights = read_flights(run_dir)
         notes += flights.notes
         lags = arrival_lags(flights.dumps, max(statuses, default=-1) + 1 or None)
-        slow = slow_reasons(steps, lags)
+        slow = slow_reasons(steps.times or StepTimes(slow_factor), lags)
     else:  # judged at its end, over the whole run
         lags = lags_of(said.get("arrival"))
         slow = recorded_reasons(said)
         notes += [str(note) for note in said.get("notes") or ()]
+    notes += found_notes
     ranks = sorted(set(statuses) | set(unusable) | set(samples) | set(steps.ranks))
     efficiency = _efficiency(run, record, peaks or PeakSettings())
     rates = steps.tokens_per_s
@@ -197,14 +214,13 @@ def read_top(
                 host=(status.host or "") if status else "",
                 state=str(word),
                 sample=samples.get(rank),
-                step_time_s=steps.recent(rank),
+                step_time_s=steps.recent.get(rank),
                 slow=why is not None,
                 mfu=None if efficiency is None else efficiency.mfu(rates.get(rank)),
                 arrival_lag_s=lags.lag_s.get(rank),
                 slow_why=why,
             )
         )
-    last = max(recorded) if recorded else None
     as_of = time.time() if state.live or state.end is None else state.end
     checkpoint = gauge(
         read_on_disk(run_dir, read_mb_s),
@@ -245,13 +261,22 @@ def from_rank_files(run: RunDir, ended: bool) -> RankReads:
     statuses: dict[int, RankStatus] = {s.rank: s for s in read_statuses(run.path)}
     unusable = unusable_statuses(run.path, statuses.values())
     notes = list(unusable.values())
+    samples, newest = _file_figures(run, notes, ended)
+    return statuses, unusable, samples, newest, notes
+
+
+def _file_figures(
+    run: RunDir, notes: list[str], ended: bool
+) -> tuple[dict[int, Sample | None], dict[int, RecordColumns]]:
+    """Each rank's newest telemetry sample and metric records from its own files (the tails
+    only); a file that gives none is named in ``notes``."""
     samples = {}
     for path, rank in run.telemetries():
         samples[rank] = read_last(path, SAMPLE_TAIL)
         no = samples[rank] is None
-        note = _no_use(run.path, path, "sample", ended) if no else None
+        note = no_use(run.path, path, "sample", ended) if no else None
         notes += [note] if note else []
-    return statuses, unusable, samples, newest_records(run, notes, ended), notes
+    return samples, newest_records(run, notes, ended)
 
 
 def from_digests(run: RunDir, digests: NodeDigests, world: int | None) -> RankReads:
@@ -293,6 +318,58 @@ def _world_size(record: Mapping[str, Any]) -> int | None:
     return positive_int(sizes.get("world_size")) if isinstance(sizes, dict) else None
 
 
+@dataclass(frozen=True)
+class _Steps:
+    """Each rank's recent step time and newest tokens/s, the ranks with records and their
+    median: as :class:`StepTimes` judges them from the files, or as the digest recorded it."""
+
+    ranks: list[int]
+    recent: Mapping[int, float | None]
+    tokens_per_s: Mapping[int, float]
+    median: float | None
+    times: StepTimes | None = None  # the files' judge, whose slow ranks a live run shows
+
+
+def _from_newest(
+    newest: Mapping[int, RecordColumns], slow_factor: float
+) -> tuple[_Steps, int | None]:
+    """The step times :class:`StepTimes` judges from each rank's newest records, and the
+    highest step they hold."""
+    steps = StepTimes(slow_factor)
+    steps.update(newest)
+    recorded = [w for c in newest.values() for w in c.steps if w is not None]
+    recent = {rank: steps.recent(rank) for rank in steps.ranks}
+    last = max(recorded) if recorded else None
+    return _Steps(steps.ranks, recent, steps.tokens_per_s, steps.median, steps), last
+
+
+@dataclass(frozen=True)
+class _Digested:
+    samples: dict[int, Sample | None]
+    steps: _Steps
+    last_step: int | None
+    notes: list[str]
+
+
+def _digested(digest: RunDigest) -> _Digested:
+    """What ``top`` reads of each rank's telemetry and metrics files, as the finalizer read it
+    at the run's end (:mod:`ezpz_tui.core.watching.digesting`)."""
+    world = range(digest.world)
+    samples = {rank: digest.sample(rank) for rank in world if digest.has_telemetry(rank)}
+    ranks = [rank for rank in world if digest.has_records(rank)]
+    rates = {rank: r for rank in ranks if (r := digest.tokens_per_s(rank)) is not None}
+    recent = {rank: digest.step_time(rank) for rank in ranks}
+    reads = digest.reads
+    said = [*_lines(reads.get("telemetry_notes")), *_lines(reads.get("metrics_notes"))]
+    median, last = _number(reads.get("median_step_s")), reads.get("last_step")
+    last = last if isinstance(last, int) and not isinstance(last, bool) else None
+    return _Digested(samples, _Steps(ranks, recent, rates, median), last, said)
+
+
+def _lines(value: Any) -> list[str]:
+    return [str(line) for line in value] if isinstance(value, list) else []
+
+
 def slow_reasons(steps: StepTimes, lags: Lags) -> dict[int, str]:
     """Why each slow rank is: its own step time first, else its arrival at the collectives."""
     why = {rank: lags.why(rank) for rank in lags.slow}
@@ -332,7 +409,7 @@ def _efficiency(run: RunDir, record: dict[str, Any], peaks: PeakSettings) -> Eff
     return run_efficiency(run.path, record, fpt, world, peaks)
 
 
-def _no_use(run_dir: Path, path: Path, what: str, ended: bool) -> str | None:
+def no_use(run_dir: Path, path: Path, what: str, ended: bool) -> str | None:
     """Why a file gave nothing: it cannot be read, or (the run has ended: no line of it is
     still being written) its end holds no readable ``what``; None when it is empty (a rank
     that has not got that far is no fault)."""
@@ -348,12 +425,12 @@ def _no_use(run_dir: Path, path: Path, what: str, ended: bool) -> str | None:
 
 def newest_records(run: RunDir, notes: list[str], ended: bool) -> dict[int, RecordColumns]:
     """Each rank's newest records, from its metrics file's last few KB; a line in ``notes``
-    for each file that gave none (:func:`_no_use`)."""
+    for each file that gave none (:func:`no_use`)."""
     out: dict[int, RecordColumns] = {}
     for path, rank in metric_files(run.path):
         data = read_tail(path, RECORDS_TAIL)
         found = parse_columns(data, rank).columns if data is not None else {}
-        note = None if found else _no_use(run.path, path, "record", ended)
+        note = None if found else no_use(run.path, path, "record", ended)
         notes += [note] if note else []
         for got, columns in found.items():
             out[got] = columns

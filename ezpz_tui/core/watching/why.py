@@ -15,9 +15,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from ezpz_tui.core.runs.bad_hosts import is_listed, read_bad_hosts
+from ezpz_tui.core.runs.digest import rank_statuses
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.watching.collectives import lines_of, run_verdict, verdict_json
-from ezpz_tui.core.watching.failure import explain, format_failure, outcome
+from ezpz_tui.core.watching.failure import NO_FAILURE, explain, format_failure, outcome
 
 
 def why_report(run_dir: Path, as_json: bool) -> str:
@@ -29,16 +30,22 @@ def why_report(run_dir: Path, as_json: bool) -> str:
     ``retry``: :mod:`~ezpz_tui.core.watching.failure_class`, what the retries decide by).
     Both say what the ranks' Flight Recorder shows:
     a rank missing from a collective the others wait in (a live run), or members that called
-    different things at one collective (:mod:`~ezpz_tui.core.watching.collectives`)."""
-    failure = explain(run_dir)
-    live = run_state(run_dir).live
-    found, notes = run_verdict(run_dir, live, time.time())
+    different things at one collective (:mod:`~ezpz_tui.core.watching.collectives`). A failed
+    run's ranks are read from its ``digest.json``, one file; without a readable one, from every
+    rank's status file, and a note says so."""
+    state = run_state(run_dir)
+    # A run that succeeded or was stopped has no failure to read its ranks for; an ended one
+    # that failed is read from its digest, one file (else from its files, and it says so).
+    read = None if state.state in NO_FAILURE else rank_statuses(run_dir, state)
+    failure = None if read is None else explain(run_dir, read=read)
+    found, notes = run_verdict(run_dir, state.live, time.time())
     said = tuple(lines_of(found, (f"note: {note}" for note in notes)))
     collectives = {"collectives": verdict_json(found), "collective_notes": notes}
-    if failure is None:
+    if failure is None or read is None:
         text = outcome(run_dir)
         data = {"run_id": run_dir.name, "failed": False, "outcome": text, **collectives}
         return json.dumps(data, indent=2) if as_json else "\n".join([text, *said])
+    failure = replace(failure, notes=(*failure.notes, *read.notes))
     host = failure.node_fault_host
     listed = None if host is None else is_listed(host, read_bad_hosts(run_dir.parent))
     if not as_json:
