@@ -269,14 +269,23 @@ class OpenedRun:
             failed = f"{exc.strerror or exc}"
         else:
             self.first_read_pid = reader.pid
+            pending: Part | None = None
+            handed = -FOLLOW_INTERVAL_S
             try:
                 for item in reader.items(self._stop):
-                    if not self._handed_over(FirstReadPart(self, item)):
-                        return None
-                    if isinstance(item, Part):
+                    if isinstance(item, Part):  # parts that come quicker are shown together
                         adopted.update(item.ranks)
-                        continue
-                    return None if item.finished else item.resume
+                        if pending is not None:
+                            pending.merge(item)
+                        pending = pending or item
+                        if time.monotonic() - handed < FOLLOW_INTERVAL_S:
+                            continue
+                    for shown in (pending, item) if isinstance(item, Ending) else (pending,):
+                        if shown is not None and not self._handed_over(FirstReadPart(self, shown)):
+                            return None
+                    pending, handed = None, time.monotonic()
+                    if isinstance(item, Ending):
+                        return None if item.finished else item.resume
                 return None  # closed meanwhile
             except FirstReadFailed as exc:
                 failed = str(exc)

@@ -42,6 +42,7 @@ from ezpz_tui.core.watching.stragglers import StepTimes
 from ezpz_tui.core.watching.telemetry import RankTelemetry
 
 IDLE_POLL_S = 0.05  # between polls that found nothing new (files still being listed)
+NICE = 10  # the child yields the CPU to the app it reads for: keys first, on a busy node too
 PIECE_RANKS = 256  # ranks a pickle carries at most: unpickling one takes a few ms
 _FRAME = struct.Struct("<Q")  # each pickle's length, before it
 
@@ -76,6 +77,15 @@ class Part:
     problems: dict[int, dict[str, str]]
     progress: Progress | None = None
     launcher: RankInfo | None = None
+
+    def merge(self, later: Part) -> None:
+        """Take in ``later``'s ranks (the newer of each), so that the app installs both at once."""
+        self.ranks.update(later.ranks)
+        self.lines.update(later.lines)
+        self.telemetry.update(later.telemetry)
+        self.problems = later.problems
+        self.progress = later.progress or self.progress
+        self.launcher = later.launcher or self.launcher
 
 
 @dataclass
@@ -191,6 +201,8 @@ def _part(monitor: RunMonitor, touched: list[int], progress: Progress) -> Part:
 
 def main() -> int:
     """The child: a pickled :class:`Request` on stdin, framed pickles on stdout."""
+    with contextlib.suppress(OSError):
+        os.nice(NICE)
     request = pickle.load(sys.stdin.buffer)
     out = sys.stdout.buffer
 
