@@ -31,6 +31,7 @@ from ezpz_tui.core.watching.first_read import (
     Request,
     install_ending,
     install_part,
+    release,
 )
 from ezpz_tui.core.watching.followers import RunFollower
 from ezpz_tui.core.watching.goodput import Ancestry, run_ledger
@@ -123,6 +124,8 @@ class OpenedRun:
 
     def stop(self) -> None:
         self._stop.set()
+        if self.first_read_pid is not None:
+            release()
 
     def expect_ranks(self, world: int) -> None:
         self.monitor.expect_ranks(world)

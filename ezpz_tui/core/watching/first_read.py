@@ -18,6 +18,7 @@ one holds the app's lock for milliseconds; installing one is dictionary updates
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import pickle
 import struct
@@ -257,6 +258,10 @@ class FirstRead:
             if len(head) < _FRAME.size:
                 raise FirstReadFailed(self._last_words())
             data = pipe.read(_FRAME.unpack(head)[0])
+            # Unpickling a part makes thousands of objects, enough to start full collections
+            # that walk the app's whole heap with the lock held (100-500 ms each at 4,096
+            # ranks): what is held now is moved out of their reach (see :func:`release`).
+            gc.freeze()
             try:
                 item = pickle.loads(data)
             except Exception as exc:  # a torn frame: the child died while writing it
@@ -296,6 +301,12 @@ class FirstRead:
         if self.process.stdout is not None:
             self.process.stdout.close()
         self._errors.close()
+
+
+def release() -> None:
+    """Let the collector walk again what :meth:`FirstRead.items` froze (the run it read was
+    closed: its objects may be garbage now)."""
+    gc.unfreeze()
 
 
 def install_part(monitor: RunMonitor, part: Part, now: float) -> Changes:
