@@ -231,7 +231,7 @@ class FirstRead:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         self._errors: BinaryIO = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "ezpz_tui.core.watching.first_read"],
+            [_interpreter(), "-m", "ezpz_tui.core.watching.first_read"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._errors,
@@ -301,6 +301,15 @@ class FirstRead:
         if self.process.stdout is not None:
             self.process.stdout.close()
         self._errors.close()
+
+
+def _interpreter() -> str:
+    """This environment's Python: ``sys.executable`` where it names a file (it may be empty,
+    or a bare name when Python is embedded), else the one in ``sys.prefix``."""
+    named = Path(sys.executable)
+    if named.is_absolute() and named.is_file():
+        return str(named)
+    return str(Path(sys.prefix, "bin", "python3"))
 
 
 def release() -> None:
