@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ezpz_tui.core.launching.supervisor import RunHandle
     from ezpz_tui.core.session import Preview, Session
     from ezpz_tui.core.watching.failure import Failure
+    from ezpz_tui.core.watching.first_read import Ending, Part
     from ezpz_tui.core.watching.metrics.store import MetricStore
     from ezpz_tui.core.watching.monitor import Prepared
     from ezpz_tui.ui.opened_run import OpenedRun
@@ -197,6 +198,14 @@ class BatchRead(Handoff):
 
     run: OpenedRun
     prepared: Prepared
+
+
+@dataclass(eq=False)
+class FirstReadPart(Handoff):
+    """What the opened run's first read, in a worker process, sent: a part or its ending."""
+
+    run: OpenedRun
+    item: Part | Ending
 
 
 @dataclass(eq=False)

@@ -3,7 +3,9 @@
 Its files are read by a plain daemon thread, not a Textual worker: the thread lives as long as
 the run is open, and "wait for the workers" must keep meaning "wait for the short jobs". The
 thread posts each batch to the screen and waits until the screen has applied it, so batches
-never pile up in the UI's queue.
+never pile up in the UI's queue. The first read of every file runs in a worker process
+(:mod:`~ezpz_tui.core.watching.first_read`), off this process's interpreter lock; the thread
+hands its parts over the same way, then follows what is new.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import contextlib
 import contextvars
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,11 +23,22 @@ from ezpz_tui.core.watching.checkpoint_gauge import Gauge, OnDisk, gauge, read_o
 from ezpz_tui.core.watching.collectives import read_collectives
 from ezpz_tui.core.watching.efficiency import PeakSettings
 from ezpz_tui.core.watching.finish import total_steps
+from ezpz_tui.core.watching.first_read import (
+    Ending,
+    FirstRead,
+    FirstReadFailed,
+    Part,
+    Request,
+    install_ending,
+    install_part,
+    release,
+)
 from ezpz_tui.core.watching.followers import RunFollower
 from ezpz_tui.core.watching.goodput import Ancestry, run_ledger
-from ezpz_tui.core.watching.monitor import RunMonitor
+from ezpz_tui.core.watching.metrics.load import rank_loader
+from ezpz_tui.core.watching.monitor import RankInfo, RunMonitor
 from ezpz_tui.core.watching.progress import Progress
-from ezpz_tui.ui.messages import BatchRead, Handoff, ParentFound, RanksExpected
+from ezpz_tui.ui.messages import BatchRead, FirstReadPart, Handoff, ParentFound, RanksExpected
 from runtime import flight
 from runtime.checkpoint_dirs import RESUME_VAR
 from runtime.rundir import RunDir
@@ -82,6 +96,8 @@ class OpenedRun:
         self._metrics = metrics
         self._stop = threading.Event()
         self.follower: RunFollower | None = None  # once the thread made it (benches read it)
+        self.first_read_pid: int | None = None  # the worker process of the first read
+        self.first_read_ended = False  # its ending was shown
         # Why it failed (read in a worker once it is seen failed), and whether the person was
         # watching it live (or this process started it): only then does the why open by itself.
         self.failure: Failure | None = None
@@ -108,6 +124,8 @@ class OpenedRun:
 
     def stop(self) -> None:
         self._stop.set()
+        if self.first_read_pid is not None:
+            release()
 
     def expect_ranks(self, world: int) -> None:
         self.monitor.expect_ranks(world)
@@ -227,6 +245,77 @@ class OpenedRun:
                 return False
         return True
 
+    def _read_first(self, world: int | None) -> dict[str, tuple[int, int]] | None:
+        """Read every file once in a worker process (:mod:`~ezpz_tui.core.watching.first_read`),
+        off this process's interpreter lock, handing each part to the screen as it comes. Where
+        the follower goes on from; ``{}`` (from the start, in this process) when the worker
+        failed, which a notification says; None when nothing is left to follow: the run had
+        ended and was read whole, or it was closed meanwhile."""
+        monitor, name = self.monitor, self.path.name
+        request = Request(
+            str(monitor.run_dir),
+            world,
+            monitor.shown,
+            monitor.keep_per_rank,
+            monitor.keep_all,
+            monitor.steps.slow_factor,
+            READ_BYTES,
+            monitor.keep_per_rank * BACKLOG_BYTES_PER_LINE,
+            self.settings.stats_per_second,
+            self.settings.slowest,
+            FIRST_READS,
+        )
+        adopted: set[int] = set()
+        try:
+            reader = FirstRead(request)
+        except OSError as exc:
+            failed = f"{exc.strerror or exc}"
+        else:
+            self.first_read_pid = reader.pid
+            pending: Part | None = None
+            handed = -FOLLOW_INTERVAL_S
+            try:
+                for item in reader.items(self._stop):
+                    if isinstance(item, Part):  # parts that come quicker are shown together
+                        adopted.update(item.ranks)
+                        if pending is not None:
+                            pending.merge(item)
+                        pending = pending or item
+                        if time.monotonic() - handed < FOLLOW_INTERVAL_S:
+                            continue
+                    for shown in (pending, item) if isinstance(item, Ending) else (pending,):
+                        if shown is not None and not self._handed_over(FirstReadPart(self, shown)):
+                            return None
+                    pending, handed = None, time.monotonic()
+                    if isinstance(item, Ending):
+                        return None if item.finished else item.resume
+                return None  # closed meanwhile
+            except FirstReadFailed as exc:
+                failed = str(exc)
+            finally:
+                reader.close()
+        # What the worker sent is dropped: this process reads every file again.
+        blank = Part({r: RankInfo(r) for r in adopted}, {r: deque() for r in adopted}, {}, {})
+        if adopted and not self._handed_over(FirstReadPart(self, blank)):
+            return None
+        message = f"Reading {name} in a worker process failed ({failed}): reading it here"
+        with contextlib.suppress(RuntimeError):  # the app may be closing
+            self._app.call_from_thread(self._app.notify, message, severity="warning", timeout=30)
+        return {}
+
+    def adopt(self, item: Part | Ending, now: float) -> None:
+        """Show what the first read's worker sent (on the UI thread): dictionaries taken over,
+        no per-record work; ``now`` is when its ranks were last active."""
+        if isinstance(item, Part):
+            self._run_panel.apply(install_part(self.monitor, item, now))
+            if item.progress is not None:
+                self.progress = item.progress
+            return
+        self._run_panel.apply(install_ending(self.monitor, item))
+        item.store.attach(rank_loader(self.path))
+        self._metrics.adopt_store(item.store)
+        self.first_read_ended = True
+
     def _follow(self) -> None:
         monitor, stop = self.monitor, self._stop
         # The plan says how many ranks there are; a run with no readable record (ezpz's own, a
@@ -255,6 +344,9 @@ class OpenedRun:
             # time, the rank on screen first: opening a 16,384-rank run with hours of logs
             # must not read gigabytes before the first frame. Then the files are looked at
             # within the [follow] budget of filesystem calls.
+            resume = self._read_first(world if expected else None)
+            if resume is None:  # nothing left to follow
+                return
             follower = self.follower = RunFollower(
                 monitor.run_dir,
                 read_bytes=READ_BYTES,
@@ -263,6 +355,7 @@ class OpenedRun:
                 slowest=self.settings.slowest,
                 first_reads=FIRST_READS,
                 focus=monitor.shown_ranks,
+                resume=resume,
             )
             for batch in follower.watch(stop, interval_s=FOLLOW_INTERVAL_S):
                 prepared = monitor.prepare(batch)

@@ -226,6 +226,8 @@ async def open_failed(pilot: Pilot[None]) -> None:
 
     await until(pilot, shown, "the failed run followed", 10)
     main = pilot.app.main  # type: ignore[attr-defined]
+    # The rows come first; every file's lines and records with the first read's end.
+    await until(pilot, lambda: main.opened.first_read_ended, "the first read", 10)
     await until(pilot, lambda: main.opened.failure is not None, "why it failed", 10)
     # The failed run was relaunched from SUCCEEDED: its parent is overlaid unasked.
     runs = pilot.app.query_one(RunsPanel)

@@ -33,6 +33,9 @@ async def test_the_summary_bar_shows_the_checkpoint_gauge(outputs: Path) -> None
         bar = app.query_one(SummaryBar)
         await app.main.open_run(saving)
         await until(pilot, lambda: "ckpt 6 (" in text_of(bar), "step 6's checkpoint", 30)
+        # The checkpoints and the records are read apart (the records by the first read's
+        # worker process): the steps to redo show once both are in.
+        await until(pilot, lambda: "· redo" in text_of(bar), "the steps to redo", 30)
         said = text_of(bar)
         assert "· redo 2 steps " in said and " · restore " in said, said
         assert "(size / read rate)" in said and "no checkpoints" not in said, said

@@ -16,7 +16,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -128,10 +128,13 @@ class RunFollower:
         slowest: float = SLOWEST_S,
         first_reads: int | None = None,
         focus: Callable[[], Iterable[int]] | None = None,
+        resume: Mapping[str, tuple[int, int]] | None = None,
     ) -> None:
         """``log_backlog``: start each log found by the first scan at its last lines (within
         that many bytes) rather than at its beginning; logs that appear later start at 0.
-        ``focus`` says, at each poll, which ranks are on screen (from any thread)."""
+        ``focus`` says, at each poll, which ranks are on screen (from any thread).
+        ``resume``: where another follower of this run left each file (:meth:`resume_points`):
+        those are read on from there, not again."""
         self.run_dir = Path(run_dir)
         self.max_line = max_line
         self.read_bytes = read_bytes
@@ -163,6 +166,7 @@ class RunFollower:
         self._launcher_found = False  # found since the last poll
         self._problems: dict[Path, str | None] = {}  # why a file cannot be used, as last said
         self._garbage: dict[Path, int] = {}  # unreadable lines skipped, by metrics/telemetry file
+        self._resume = dict(resume or {})
 
     def rescan(self, force: bool = False) -> None:
         """Start following files that appeared since the last scan; read the run's state."""
@@ -184,6 +188,10 @@ class RunFollower:
         else:
             tail = LineTail(path, TELEMETRY_LINE)
             backlog = TELEMETRY_BACKLOG if self._first_scan else None
+        resumed = self._resume.pop(str(path), None) if self._resume else None
+        if resumed is not None:
+            tail.resume_at(*resumed)
+            backlog = None
         self._files[path] = _Followed(kind, rank, tail, backlog)
         self._by_rank.setdefault(rank, []).append(path)
         self._unread[path] = None
@@ -266,6 +274,21 @@ class RunFollower:
         if self.run_ended and not (self._unread or self._draining or len(self.schedule)):
             self.finished = True
         return batch
+
+    @property
+    def read_once(self) -> bool:
+        """Every file listed so far was read once, and those of ended ranks to their end."""
+        return not (self._unread or self._draining)
+
+    def resume_points(self) -> dict[str, tuple[int, int]]:
+        """Where each file read so far was left, by its path: what another follower of the
+        run (in another process, given the same ``run_dir``) goes on from (``resume``)."""
+        points = {}
+        for path, followed in self._files.items():
+            point = followed.tail.resume_point()
+            if point is not None:
+                points[str(path)] = point
+        return points
 
     def _take_unread(self) -> list[Path]:
         """The files to read for the first time in this poll: the focused ranks' first. With

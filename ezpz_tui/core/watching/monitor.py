@@ -298,6 +298,12 @@ class RunMonitor:
         start = max(0, len(lines) - count)
         return [strip_ansi(lines[i][TEXT]) for i in range(start, len(lines))]
 
+    def adopt_lines(self, rank: int, lines: deque[LogLine]) -> None:
+        """Hold ``lines`` as ``rank``'s newest, as another monitor of the run kept them (the
+        first read's, in another process: :mod:`~ezpz_tui.core.watching.first_read`)."""
+        keep = KEEP_LAUNCHER if rank == LAUNCHER else self._keep(rank)
+        self._lines[rank] = lines if lines.maxlen == keep else deque(lines, maxlen=keep)
+
     def lines_of(self, rank: int) -> deque[LogLine]:
         """The newest lines of ``rank`` (older ones: :func:`read_lines_before`)."""
         self._rank(rank)

@@ -187,6 +187,11 @@ class _ByteTail:
         self.more = False  # the last read stopped at its cap, not at the file's end
         self.error: str | None = None  # why the last open or read failed, in the system's words
 
+    @property
+    def ino(self) -> int | None:
+        """The inode read from (None before the first read)."""
+        return self._ino
+
     def start_at(self, ino: int, offset: int) -> None:
         """Continue file ``ino`` from ``offset`` instead of its start."""
         self._ino, self.offset = ino, offset
@@ -264,6 +269,18 @@ class LineTail:
     def offset(self) -> int:
         """Bytes of the file consumed so far (a partial line included)."""
         return self._src.offset
+
+    def resume_point(self) -> tuple[int, int] | None:
+        """``(inode, offset)`` where another tail of this file would go on from: the start of
+        the torn last line, which it reads whole; None before the file was read."""
+        ino = self._src.ino
+        if ino is None:
+            return None
+        return ino, self._partial.start if self._partial is not None else self._src.offset
+
+    def resume_at(self, ino: int, offset: int) -> None:
+        """Go on from a :meth:`resume_point` of another tail (another process's)."""
+        self._src.start_at(ino, offset)
 
     @property
     def more(self) -> bool:
@@ -365,6 +382,17 @@ class RecordTail:
     @property
     def offset(self) -> int:
         return self._src.offset
+
+    def resume_point(self) -> tuple[int, int] | None:
+        """``(inode, offset)`` where another tail of this file would go on from: the start of
+        the record still torn (an oversized one being skipped is read as garbage there); None
+        before the file was read."""
+        ino = self._src.ino
+        return None if ino is None else (ino, self._src.offset - len(self._pending))
+
+    def resume_at(self, ino: int, offset: int) -> None:
+        """Go on from a :meth:`resume_point` of another tail (another process's)."""
+        self._src.start_at(ino, offset)
 
     def read(
         self, max_bytes: int = DEFAULT_READ, st: os.stat_result | None = None

@@ -57,6 +57,7 @@ from ezpz_tui.ui.messages import (
     ComparisonReady,
     ExclusionPlanned,
     FailureExplained,
+    FirstReadPart,
     GoodputRead,
     KeysReleased,
     Launched,
@@ -471,6 +472,14 @@ class MainScreen(Screen[None]):
     def on_batch_read(self, message: BatchRead) -> None:
         try:
             if message.run is self.opened and message.run.apply(message.prepared, self.clock()):
+                self._update_summary()
+        finally:
+            message.done()
+
+    def on_first_read_part(self, message: FirstReadPart) -> None:
+        try:
+            if message.run is self.opened:
+                message.run.adopt(message.item, self.clock())
                 self._update_summary()
         finally:
             message.done()

@@ -148,6 +148,14 @@ class MetricsView(PlotCursor, Widget, can_focus=True):
         self._pending_restarts.clear()
         self.redraw()
 
+    def adopt_store(self, store: MetricStore) -> None:
+        """The opened run's records as a worker process folded them (its first read): they
+        replace what this view holds of the run; records that come later add to them."""
+        self.store = store
+        self._pending.clear()
+        self._pending_restarts.clear()
+        self.redraw()
+
     def add_records(
         self, records: Mapping[int, RecordColumns | Sequence[Record]], restarts: set[int]
     ) -> None:

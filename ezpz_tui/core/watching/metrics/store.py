@@ -22,7 +22,7 @@ import numpy as np
 from ezpz_tui.core.watching.metrics.aggregated import folded, overlay, sources
 from ezpz_tui.core.watching.metrics.arrays import Column, NonFinite, is_missing, noted_nonfinite
 from ezpz_tui.core.watching.metrics.band import Band, FoldedBand, general_band, steps_span
-from ezpz_tui.core.watching.metrics.lean import AtStep, LeanRanks
+from ezpz_tui.core.watching.metrics.lean import AtStep, LeanRanks, RankSummary
 from runtime.record_columns import MISSING, RecordColumns
 from runtime.records import Record
 
@@ -109,6 +109,21 @@ class MetricStore:
         self._wanted: set[int] = set()
         self.version = 0
         self._count = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A store crosses to another process (the first read's) without its loader, a
+        function of the process that made it: the receiver gives it one (:meth:`attach`)."""
+        return {**self.__dict__, "_loader": None}
+
+    def attach(self, loader: Loader | None) -> None:
+        """Read a rank's series with ``loader`` from now on."""
+        self._loader = loader
+
+    @property
+    def summaries(self) -> dict[int, RankSummary] | None:
+        """A lean store's rank summaries, by rank (None in a store holding every series): the
+        first read moves them across processes a few hundred at a time."""
+        return self._lean.ranks if self._lean is not None else None
 
     @property
     def lean(self) -> bool:
