@@ -19,7 +19,10 @@ rewritten:
 - the run's own files (``run.toml``, ``summary.json``, the rest copied): the world size, DP,
   ranks per node, the hosts and the launcher's ``-n``; the summary's rank count and its
   per-rank verdict tables. ``metrics.nc`` keeps the source's ranks (no reader of a live or
-  ended run opens it; the finalizer of a real N-rank run writes N ranks there).
+  ended run opens it; the finalizer of a real N-rank run writes N ranks there). A source's
+  ``digest.json`` is built again from the grown files by the finalizer's code
+  (:func:`ezpz_tui.core.watching.digesting.build_digest`), as a real N-rank run's finalizer
+  would have written it; a source without one (an older run) grows into a run without one.
 
 Hosts are named like Aurora's (``x4000c0s3b0n0``), so host-keyed readers see N / P of them.
 A named pipe (a rank's Flight Recorder request FIFO) is never copied: a finished run holds
@@ -41,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+DIGEST = "digest.json"  # runtime.rundir.DIGEST_JSON: rebuilt, never copied
 RANK_NAME = re.compile(r"^(?P<head>.*?rank-)(?P<n>\d+)(?P<tail>\.[^/]*)$")
 SHARD_NAME = re.compile(r"^(?P<head>__)(?P<n>\d+)(?P<tail>_\d+\.distcp)$")
 NCCL_NAME = re.compile(r"^(?P<head>nccl-rank-)(?P<n>\d+)(?P<tail>)$")
@@ -269,6 +273,17 @@ def _run_file(src: Path, dst: Path, relative: Path, shape: Shape, sizes: dict[st
     return target.stat().st_size
 
 
+def _digest(dst: Path) -> int:
+    """``digest.json`` as the finalizer of a real run of these ranks writes it: built from the
+    grown files by the finalizer's own code (what a reader shows must hold for every rank, so
+    no figure of it is guessed from the source's), with the grown summary's verdicts."""
+    from ezpz_tui.core.runs.digest import write_digest
+    from ezpz_tui.core.watching.digesting import build_digest
+
+    write_digest(dst, build_digest(dst))
+    return (dst / DIGEST).stat().st_size
+
+
 # --- growing -----------------------------------------------------------------------------------
 
 
@@ -307,6 +322,8 @@ def grow(
         (dst / folder).mkdir(parents=True, exist_ok=True)
     files = size = 0
     for relative in run_files:
+        if relative == Path(DIGEST):
+            continue  # what the N ranks' files hold: built from them below
         size += _run_file(src, dst, relative, shape, sizes)
         files += 1
     for source in node_files:
@@ -326,6 +343,11 @@ def grow(
     else:
         for n, b in map(_write_ranks, jobs):
             files, size = files + n, size + b
+    if Path(DIGEST) in run_files:
+        size += _digest(dst)
+        files += 1
+        if progress:
+            progress("digest.json built from the grown ranks' files")
     return Grown(files, size, time.perf_counter() - start, tuple(str(p) for p in special))
 
 

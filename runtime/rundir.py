@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # for type checkers: every rank's wrapper imports this, typin
 
 RUN_TOML, STATE_JSON, LAUNCHER_LOG = "run.toml", "state.json", "launcher.log"
 SUMMARY_JSON, METRICS_NC = "summary.json", "metrics.nc"  # written when a run ends
+DIGEST_JSON = "digest.json"  # written when a run ends: what opening it shows (core/runs/digest)
 REPORT_MD, METRICS_PARQUET = "report.md", "metrics.parquet"  # at the end; on request
 # What the trackers runtime.History feeds write, each only when asked for (runtime.trackers).
 METRICS_CSV, TENSORBOARD, MLRUNS, WANDB = "metrics.csv", "tensorboard", "mlruns", "wandb"
@@ -102,6 +103,7 @@ class RunDir:
     state_json = _InRun(STATE_JSON)
     launcher_log = _InRun(LAUNCHER_LOG)
     summary_json = _InRun(SUMMARY_JSON)
+    digest_json = _InRun(DIGEST_JSON)
     metrics_nc = _InRun(METRICS_NC)
     report_md = _InRun(REPORT_MD)
     metrics_csv = _InRun(METRICS_CSV)

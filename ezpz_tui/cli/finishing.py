@@ -1,5 +1,6 @@
-"""The commands about a run's end products: ``finalize`` (summary.json, metrics.nc, report.md,
-as written when a run ends) and ``export`` (the rank x step dataset as nc, csv or parquet)."""
+"""The commands about a run's end products: ``finalize`` (summary.json, digest.json, metrics.nc,
+report.md, as written when a run ends) and ``export`` (the rank x step dataset as nc, csv or
+parquet)."""
 
 from __future__ import annotations
 

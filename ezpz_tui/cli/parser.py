@@ -222,10 +222,12 @@ COMMANDS_HELP = {
         "the command that launches it. --budget bounds the time. The built-in demo only.",
     ),
     "finalize": (
-        "write a run's summary.json, metrics.nc and report.md (as done when a run ends)",
+        "write a run's summary.json, digest.json, metrics.nc and report.md (as at a run's end)",
         "Write RUN's summary.json (per metric: rank 0's first, last, min, max, mean over the "
         "last 10%, the ranks' spread; step time and throughput medians; state, exit, plan), "
-        "metrics.nc (the rank x step dataset; xarray.open_dataset reads it) and report.md. "
+        "digest.json (each rank's figures in one file: what why, top and the TUI read of a "
+        "finished run), metrics.nc (the rank x step dataset; xarray.open_dataset reads it) "
+        "and report.md. "
         "Every run that ends gets them; this writes them again, e.g. for an ezpz run.",
     ),
     "export": (

@@ -14,8 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import tomllib
 
+from ezpz_tui.core.runs.digest import read_digest
 from runtime.rundir import RunDir, read_statuses
 from tests.fixtures.cli import REPO, cli
 from tests.fixtures.finished import Finished
@@ -69,6 +71,18 @@ def test_a_grown_run_holds_every_ranks_files_naming_it(finished: Finished, tmp_p
     listed = cli(["runs", "--outputs", str(tmp_path), "--json"], dict(os.environ))
     (row,) = [r for r in json.loads(listed.stdout) if r["run_id"] == "grown"]
     assert (row["world_size"], row["state"]) == (RANKS, "succeeded")
+
+    # The digest as the finalizer of a real 24-rank run writes it: every rank, its own host.
+    digest = read_digest(grown.path)
+    assert digest is not None and digest.world == RANKS
+    assert digest.statuses() == statuses
+    assert [digest.host(rank) for rank in range(RANKS)] == hosts
+    loss = digest.band("loss")
+    assert loss is not None and set(loss["count"]) == {RANKS}
+    assert all(digest.sample(rank) is not None for rank in range(RANKS))
+    source = read_digest(finished.good)
+    assert source is not None
+    assert loss["mean"] == pytest.approx(source.band("loss")["mean"])  # every rank's the same
 
 
 def test_what_only_the_failing_rank_wrote_stays_with_it(finished: Finished, tmp_path: Path) -> None:

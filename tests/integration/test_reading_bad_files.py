@@ -33,9 +33,11 @@ from typing import Any
 
 import pytest
 
+from ezpz_tui.core.runs.digest import FROM_FILES
 from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.widgets.logview import LogView
 from ezpz_tui.ui.widgets.ranks import RankList
+from runtime.rundir import RANK_FOLDERS, RunDir
 from tests.fixtures.cli import PY, REPO, base_env
 from tests.fixtures.finished import Finished
 from tests.pilots import LOCAL, started, text_of, until
@@ -183,6 +185,10 @@ def test_cli_readers_on_a_broken_file(world_readable: Finished, name: str, mode:
     runs = world_readable
     if mode == "unreadable" and os.geteuid() != 0:
         pytest.skip("reading as another user (setpriv --reuid=nobody) needs root")
+    if name.partition("/")[0] in RANK_FOLDERS:
+        # A finished run's digest holds what its readers show of each rank, so they read no
+        # rank's file: these are the files of a run without one (older, or not finalized yet).
+        RunDir(runs.bad).digest_json.unlink()
     baseline = _read_all(runs, as_nobody=mode == "unreadable")
     _break(runs.bad / name, mode)
     said = _read_all(runs, as_nobody=mode == "unreadable")
@@ -201,6 +207,30 @@ def test_cli_readers_on_a_broken_file(world_readable: Finished, name: str, mode:
     if name in READ_BY_NOBODY:  # costs nothing: every reader answers as before
         for reader in ("runs", "why", "stacks", "plot", "compare"):
             assert said[reader] == baseline[reader], reader
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cli_readers_on_a_broken_digest(world_readable: Finished, mode: str) -> None:
+    """A digest that cannot be used costs only the time to read the ranks' files: ``why`` says
+    so and otherwise says what it said from the digest, ``top`` says so below its table."""
+    runs = world_readable
+    if mode == "unreadable" and os.geteuid() != 0:
+        pytest.skip("reading as another user (setpriv --reuid=nobody) needs root")
+    baseline = _read_all(runs, as_nobody=mode == "unreadable")
+    _break(RunDir(runs.bad).digest_json, mode)
+    said = _read_all(runs, as_nobody=mode == "unreadable")
+    note = f"note: {FROM_FILES}"
+    assert note not in baseline["why"]["stdout"] and FROM_FILES not in baseline["top"]["stdout"]
+    why = said["why"]["stdout"].splitlines()
+    assert note in why and [line for line in why if line != note] == (
+        baseline["why"]["stdout"].splitlines()
+    )
+    assert FROM_FILES in said["top"]["stdout"].splitlines(), said["top"]
+    rows = [  # the table, less each row's last cell: the sample's age, which moves on
+        [line.rsplit(None, 1)[0] for line in got["top"]["stdout"].splitlines()[:3]]
+        for got in (said, baseline)
+    ]
+    assert rows[0] == rows[1]
 
 
 # --- attach: the follower and the monitor behind the Run tab --------------------------------

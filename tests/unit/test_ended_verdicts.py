@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ezpz_tui.core.launching.finalize import report
+from ezpz_tui.core.runs.digest import FROM_FILES
 from ezpz_tui.core.watching.top import format_top, read_top
 from ezpz_tui.core.watching.verdicts import ended_verdicts
 from ezpz_tui.core.watching.why import why_report
@@ -46,6 +47,7 @@ def test_why_of_an_ended_run_names_its_hang_and_straggler_from_its_files(hung: P
         "rank 3 never entered it",
         "    rank 3: last collective all_reduce #40",
         "  rank 2 arrives 40 ms after the median at all_reduce",
+        f"note: {FROM_FILES}",  # no finalizer yet: no digest, every rank's files were read
     ]
 
 

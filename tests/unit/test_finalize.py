@@ -41,7 +41,7 @@ def test_summary_netcdf_and_report(tmp_path: Path) -> None:
     run_dir = _run(tmp_path)
     written = finalize(run_dir)
     run = RunDir(run_dir)
-    assert written == [run.summary_json, run.metrics_nc, run.report_md]
+    assert written == [run.summary_json, run.digest_json, run.metrics_nc, run.report_md]
     summary = json.loads(run.summary_json.read_text(), parse_constant=_reject)
     assert (summary["state"], summary["exit_code"], summary["duration_s"]) == ("failed", 3, 30.0)
     assert (summary["ranks"], summary["steps"]) == (2, 20)

@@ -1,4 +1,5 @@
-"""What a run leaves when it ends: ``summary.json``, ``metrics.nc`` and ``report.md``.
+"""What a run leaves when it ends: ``summary.json``, ``digest.json``, ``metrics.nc`` and
+``report.md``.
 
 Whoever records a run's end (the supervisor, or the tether that took it over) calls
 :func:`start_finalize` once the final state is written. It starts ``python -m`` this module in a
@@ -303,17 +304,21 @@ def _cell(value: float | str) -> str:
 
 
 def finalize(run_dir: Path, settings: FinishSettings | None = None) -> list[Path]:
-    """Write ``summary.json``, ``metrics.nc`` and ``report.md``; returns their paths. Raises
-    what reading or writing raises (the command says it in one line)."""
+    """Write ``summary.json``, ``digest.json`` (what opening the run reads:
+    :mod:`ezpz_tui.core.runs.digest`), ``metrics.nc`` and ``report.md``; returns their paths.
+    Raises what reading or writing raises (the command says it in one line)."""
+    from ezpz_tui.core.runs.digest import write_digest
+    from ezpz_tui.core.watching.digesting import build_digest
     from runtime.history import load_run_metrics
 
     run = RunDir(run_dir)
     ds = load_run_metrics(run_dir)
     summary = build_summary(run_dir, ds, settings)
     write_atomic(run.summary_json, (json.dumps(summary, indent=1) + "\n").encode())
+    write_digest(run_dir, build_digest(run_dir, summary["verdicts"]))  # what opening it reads
     write_dataset(ds, run.metrics_nc, "nc")
     write_atomic(run.report_md, report(summary).encode())
-    return [run.summary_json, run.metrics_nc, run.report_md]
+    return [run.summary_json, run.digest_json, run.metrics_nc, run.report_md]
 
 
 def export(run_dir: Path, fmt: str, out: Path | None = None) -> Path:

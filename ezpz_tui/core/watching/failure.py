@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ezpz_tui.core.runs.culprit import INTERRUPTED, RankFailure, Verdict, culprit_cause, verdict
+from ezpz_tui.core.runs.digest import Statuses, rank_statuses
 from ezpz_tui.core.runs.ending import cause_of, first_failure
 from ezpz_tui.core.runs.exit_abort import (
     aborted_at_exit,
@@ -54,7 +55,7 @@ from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 from ezpz_tui.core.runs.tail import read_tail
 from ezpz_tui.core.runs.tracebacks import MAX_FRAMES, last_traceback, raised_in
-from ezpz_tui.core.runs.unreadable import unreadable, unusable_statuses
+from ezpz_tui.core.runs.unreadable import unreadable
 from ezpz_tui.core.watching.failure_class import OOM_KINDS, FailureClass, classify
 from ezpz_tui.core.watching.launcher_messages import MAX_READ, LauncherMessage, read_messages
 from ezpz_tui.core.watching.tails import plain
@@ -70,7 +71,6 @@ from runtime.rundir import (
     RunDir,
     RunState,
     State,
-    read_statuses,
 )
 
 LAST_LINES = 10
@@ -376,17 +376,19 @@ def _cause(
     return f"the launcher ended with {end}" + (f": {reason}" if reason else "")
 
 
-def explain(run_dir: Path, parent: bool = True) -> Failure | None:
+def explain(run_dir: Path, parent: bool = True, read: Statuses | None = None) -> Failure | None:
     """The failure of the run in ``run_dir``, or ``None`` when it has not failed (succeeded,
     stopped by the user, still running with no rank failed), classified against the failure
-    of the run it retries (run.toml's ``parent``) unless ``parent`` is false. Never raises on
-    bad input."""
+    of the run it retries (run.toml's ``parent``) unless ``parent`` is false; ``read``: its
+    ranks' statuses where the caller read them (an ended run's from its digest). Never raises
+    on bad input."""
     run = RunDir(Path(run_dir))
     state = run_state(run.path)
-    statuses = read_statuses(run.path)
+    read = read or rank_statuses(run.path, state)
+    statuses = read.read
     if not _has_failure(state, statuses):
         return None
-    unusable = unusable_statuses(run.path, statuses)
+    unusable = read.unusable
     notes = [state.reason] if state.state == State.UNKNOWN and state.reason else []
     notes += unusable.values()
     found = verdict(run.path, statuses)
@@ -454,7 +456,7 @@ def explain(run_dir: Path, parent: bool = True) -> Failure | None:
             at_exit=exit_abort_advice(at_exit) if at_exit else None,
             last_lines=last,
         ),
-        notes=tuple(notes),
+        notes=(*notes, *read.notes),
         symptoms=symptoms,
     )
     step = last_recorded_step(run.metrics(failure.rank if failure.rank is not None else 0))

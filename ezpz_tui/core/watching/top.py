@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ezpz_tui.core.runs.digest import RunDigest, rank_statuses
 from ezpz_tui.core.runs.ending import derived_state
 from ezpz_tui.core.runs.record import positive_int, read_record
-from ezpz_tui.core.runs.unreadable import named, unreadable, unusable_statuses
+from ezpz_tui.core.runs.unreadable import named, unreadable
 from ezpz_tui.core.watching.checkpoint_gauge import MAX_AGE_S, Gauge, gauge, read_on_disk
 from ezpz_tui.core.watching.collectives import Lags, arrival_lags, lags_of, read_flights
 from ezpz_tui.core.watching.efficiency import Efficiency, PeakSettings, run_efficiency, suspect
@@ -39,7 +40,6 @@ from runtime.rundir import (
     RunDir,
     metric_files,
     read_state,
-    read_statuses,
 )
 from runtime.telemetry.record import Sample
 
@@ -139,35 +139,48 @@ def read_top(
     look measured (a watch measures it once)."""
     run = RunDir(run_dir)
     state = read_state(run_dir)
-    statuses: dict[int, RankStatus] = {s.rank: s for s in read_statuses(run_dir)}
-    unusable = unusable_statuses(run.path, statuses.values())
+    said = None if state.live else recorded_verdicts(run_dir)
+    # An ended run's figures from its digest, its verdicts from its summary; either missing,
+    # from the ranks' files.
+    found = rank_statuses(run.path, state, usable=said is not None)
+    digest = found.digest
+    statuses: dict[int, RankStatus] = {s.rank: s for s in found.read}
+    unusable = found.unusable
     notes = list(unusable.values())
-    samples = {}
-    for path, rank in run.telemetries():
-        samples[rank] = read_last(path, SAMPLE_TAIL)
-        no = samples[rank] is None
-        note = _no_use(run.path, path, "sample", not state.live) if no else None
-        notes += [note] if note else []
-    steps = StepTimes(slow_factor)
-    newest = newest_records(run, notes, not state.live)
-    steps.update(newest)
-    recorded = [w for c in newest.values() for w in c.steps if w is not None]
+    if digest is not None:
+        figures = _digested(digest)
+        notes += figures.notes
+        samples, steps = figures.samples, figures.steps
+        last = figures.last_step
+    else:
+        samples = {}
+        for path, rank in run.telemetries():
+            samples[rank] = read_last(path, SAMPLE_TAIL)
+            no = samples[rank] is None
+            note = no_use(run.path, path, "sample", not state.live) if no else None
+            notes += [note] if note else []
+        files = StepTimes(slow_factor)
+        newest = newest_records(run, notes, not state.live)
+        files.update(newest)
+        recorded = [w for c in newest.values() for w in c.steps if w is not None]
+        last = max(recorded) if recorded else None
+        steps = _from_files(files)
     record, _ = read_record(run_dir)
     plan = record.get("plan")
     command = plan.get("command") if isinstance(plan, dict) else None
     total = None
     if isinstance(command, list) and all(isinstance(w, str) for w in command):
         total = total_steps(command)
-    said = None if state.live else recorded_verdicts(run_dir)
     if said is None:
         flights = read_flights(run_dir)
         notes += flights.notes
         lags = arrival_lags(flights.dumps, max(statuses, default=-1) + 1 or None)
-        slow = slow_reasons(steps, lags)
+        slow = slow_reasons(steps.times or StepTimes(slow_factor), lags)
     else:  # judged at its end, over the whole run
         lags = lags_of(said.get("arrival"))
         slow = recorded_reasons(said)
         notes += [str(note) for note in said.get("notes") or ()]
+    notes += found.notes
     ranks = sorted(set(statuses) | set(unusable) | set(samples) | set(steps.ranks))
     efficiency = _efficiency(run, record, peaks or PeakSettings())
     rates = steps.tokens_per_s
@@ -186,14 +199,13 @@ def read_top(
                 host=(status.host or "") if status else "",
                 state=str(word),
                 sample=samples.get(rank),
-                step_time_s=steps.recent(rank),
+                step_time_s=steps.recent.get(rank),
                 slow=why is not None,
                 mfu=None if efficiency is None else efficiency.mfu(rates.get(rank)),
                 arrival_lag_s=lags.lag_s.get(rank),
                 slow_why=why,
             )
         )
-    last = max(recorded) if recorded else None
     as_of = time.time() if state.live or state.end is None else state.end
     checkpoint = gauge(
         read_on_disk(run_dir, read_mb_s),
@@ -215,6 +227,51 @@ def read_top(
         judged_at=None if said is None else _number(said.get("judged_at")),
         checkpoint=checkpoint,
     )
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """Each rank's recent step time and newest tokens/s, the ranks with records and their
+    median: as :class:`StepTimes` judges them from the files, or as the digest recorded it."""
+
+    ranks: list[int]
+    recent: Mapping[int, float | None]
+    tokens_per_s: Mapping[int, float]
+    median: float | None
+    times: StepTimes | None = None  # the files' judge, whose slow ranks a live run shows
+
+
+def _from_files(steps: StepTimes) -> _Steps:
+    ranks = steps.ranks
+    recent = {rank: steps.recent(rank) for rank in ranks}
+    return _Steps(ranks, recent, steps.tokens_per_s, steps.median, steps)
+
+
+@dataclass(frozen=True)
+class _Digested:
+    samples: dict[int, Sample | None]
+    steps: _Steps
+    last_step: int | None
+    notes: list[str]
+
+
+def _digested(digest: RunDigest) -> _Digested:
+    """What ``top`` reads of each rank's telemetry and metrics files, as the finalizer read it
+    at the run's end (:mod:`ezpz_tui.core.watching.digesting`)."""
+    world = range(digest.world)
+    samples = {rank: digest.sample(rank) for rank in world if digest.has_telemetry(rank)}
+    ranks = [rank for rank in world if digest.has_records(rank)]
+    rates = {rank: r for rank in ranks if (r := digest.tokens_per_s(rank)) is not None}
+    recent = {rank: digest.step_time(rank) for rank in ranks}
+    reads = digest.reads
+    said = [*_lines(reads.get("telemetry_notes")), *_lines(reads.get("metrics_notes"))]
+    median, last = _number(reads.get("median_step_s")), reads.get("last_step")
+    last = last if isinstance(last, int) and not isinstance(last, bool) else None
+    return _Digested(samples, _Steps(ranks, recent, rates, median), last, said)
+
+
+def _lines(value: Any) -> list[str]:
+    return [str(line) for line in value] if isinstance(value, list) else []
 
 
 def slow_reasons(steps: StepTimes, lags: Lags) -> dict[int, str]:
@@ -256,7 +313,7 @@ def _efficiency(run: RunDir, record: dict[str, Any], peaks: PeakSettings) -> Eff
     return run_efficiency(run.path, record, fpt, world, peaks)
 
 
-def _no_use(run_dir: Path, path: Path, what: str, ended: bool) -> str | None:
+def no_use(run_dir: Path, path: Path, what: str, ended: bool) -> str | None:
     """Why a file gave nothing: it cannot be read, or (the run has ended: no line of it is
     still being written) its end holds no readable ``what``; None when it is empty (a rank
     that has not got that far is no fault)."""
@@ -272,12 +329,12 @@ def _no_use(run_dir: Path, path: Path, what: str, ended: bool) -> str | None:
 
 def newest_records(run: RunDir, notes: list[str], ended: bool) -> dict[int, RecordColumns]:
     """Each rank's newest records, from its metrics file's last few KB; a line in ``notes``
-    for each file that gave none (:func:`_no_use`)."""
+    for each file that gave none (:func:`no_use`)."""
     out: dict[int, RecordColumns] = {}
     for path, rank in metric_files(run.path):
         data = read_tail(path, RECORDS_TAIL)
         found = parse_columns(data, rank).columns if data is not None else {}
-        note = None if found else _no_use(run.path, path, "record", ended)
+        note = None if found else no_use(run.path, path, "record", ended)
         notes += [note] if note else []
         for got, columns in found.items():
             out[got] = columns

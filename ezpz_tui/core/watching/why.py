@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ezpz_tui.core.runs.bad_hosts import is_listed, read_bad_hosts
+from ezpz_tui.core.runs.digest import rank_statuses
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.watching.collectives import lines_of, run_verdict, verdict_json
 from ezpz_tui.core.watching.failure import explain, format_failure, outcome
@@ -30,15 +31,19 @@ def why_report(run_dir: Path, as_json: bool) -> str:
     Both say what the ranks' Flight Recorder shows:
     a rank missing from a collective the others wait in (a live run), or members that called
     different things at one collective (:mod:`~ezpz_tui.core.watching.collectives`)."""
-    failure = explain(run_dir)
-    live = run_state(run_dir).live
-    found, notes = run_verdict(run_dir, live, time.time())
+    state = run_state(run_dir)
+    statuses = rank_statuses(run_dir, state)  # an ended run's from its digest: one file
+    failure = explain(run_dir, read=statuses)
+    found, notes = run_verdict(run_dir, state.live, time.time())
     said = tuple(lines_of(found, (f"note: {note}" for note in notes)))
     collectives = {"collectives": verdict_json(found), "collective_notes": notes}
     if failure is None:
         text = outcome(run_dir)
+        read = list(statuses.notes)  # the failure's notes hold them where there is one
         data = {"run_id": run_dir.name, "failed": False, "outcome": text, **collectives}
-        return json.dumps(data, indent=2) if as_json else "\n".join([text, *said])
+        if as_json:
+            return json.dumps({**data, "notes": read}, indent=2)
+        return "\n".join([text, *said, *(f"note: {note}" for note in read)])
     host = failure.node_fault_host
     listed = None if host is None else is_listed(host, read_bad_hosts(run_dir.parent))
     if not as_json:

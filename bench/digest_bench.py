@@ -1,0 +1,124 @@
+"""``why``, ``top`` and ``runs`` of a finished run read from its digest, against its files.
+
+``python bench/digest_bench.py SRC [--sizes 64,4096,16384] [--repeats 5] [--keep]``
+
+SRC is a real finished run (the 300-step 2-rank demo, say). Its copy is finalized (``ezpz-tui
+finalize``: its ``digest.json``), then grown to each size with bench/grow_run.py (every file a
+real run of that size writes, the digest built from them by the finalizer's code), each in an
+outputs directory of its own. Each command (``ezpz-tui why RUN --json``, ``top RUN --json``,
+``runs --json``) is timed as a person sees it, a subprocess's wall time, on every size with the
+digest and without it (the same directory, ``digest.json`` moved aside: an older run's or one
+not finalized yet), interleaved in each repeat so the machine's load falls on both alike.
+
+Printed: each grow's seconds (the digest's build among them); per command and size the median
+wall with and without the digest, their ratio, and the slope: the wall at that size over the
+wall at the smallest, against the issue's targets (2 s at 4,096 ranks, 4 s at 16,384, 15 s at
+131,072).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _common import bench_parser, clean_env, ezpz_tui, scratch, with_repo_path
+from grow_run import grow
+
+from runtime.rundir import RunDir
+
+COMMANDS = ("why", "top", "runs")
+TARGETS_S = {4096: 2.0, 16384: 4.0, 131072: 15.0}
+MODES = ("digest", "files")
+
+
+def _argv(command: str, run: Path) -> list[str]:
+    return (
+        [*ezpz_tui(), "runs", "--json"]
+        if command == "runs"
+        else [*ezpz_tui(), command, str(run), "--json"]
+    )
+
+
+def _wall(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.strip()}")
+    return wall
+
+
+def main() -> int:
+    parser = bench_parser(__doc__, ())
+    parser.add_argument("src", type=Path, help="a finished run directory to grow")
+    parser.add_argument("--sizes", default="64,4096,16384", help="ranks, comma-separated")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    sizes = [int(n) for n in args.sizes.split(",")]
+    with scratch("digest-bench-", args.keep) as root:
+        source = root / "source" / args.src.name
+        shutil.copytree(args.src, source, ignore=shutil.ignore_patterns("*.fifo"))
+        env = with_repo_path(clean_env(root / "source"))
+        start = time.perf_counter()
+        subprocess.run(
+            [*ezpz_tui(), "finalize", str(source)], env=env, check=True, capture_output=True
+        )
+        print(f"finalized the source in {time.perf_counter() - start:.1f} s")
+        runs: dict[int, Path] = {}
+        for n in sizes:
+            run = root / f"outputs-{n}" / source.name
+            grown = grow(source, run, n, workers=max(1, min(4, os.cpu_count() or 1)))
+            print(
+                f"grew {n} ranks: {grown.files} files, {grown.bytes / 1e6:.0f} MB, "
+                f"{grown.seconds:.1f} s with the digest's build"
+            )
+            runs[n] = run
+        walls: dict[tuple[str, int, str], list[float]] = {}
+        for _ in range(args.repeats):
+            for command in COMMANDS:
+                for n, run in runs.items():
+                    env = with_repo_path(clean_env(run.parent))
+                    digest = RunDir(run).digest_json
+                    aside = digest.with_name(digest.name + ".aside")
+                    for mode in MODES:
+                        if mode == "files":
+                            digest.rename(aside)
+                        try:
+                            walls.setdefault((command, n, mode), []).append(
+                                _wall(_argv(command, run), env)
+                            )
+                        finally:
+                            if mode == "files":
+                                aside.rename(digest)
+        base = min(sizes)
+        print(f"median wall of {args.repeats} interleaved repeats, s (slope: over {base} ranks)")
+        print(
+            f"{'command':<8}{'ranks':>8}{'digest':>9}{'files':>9}{'files/digest':>14}"
+            f"{'slope':>8}{'target':>8}"
+        )
+        for command in COMMANDS:
+            for n in sizes:
+                with_d, files = (statistics.median(walls[(command, n, m)]) for m in MODES)
+                slope = with_d / statistics.median(walls[(command, base, "digest")])
+                target = TARGETS_S.get(n)
+                said = (
+                    "-"
+                    if target is None
+                    else f"{target:g}" + (" ok" if with_d <= target else " MISS")
+                )
+                print(
+                    f"{command:<8}{n:>8}{with_d:>9.2f}{files:>9.2f}{files / with_d:>13.2f}x"
+                    f"{slope:>7.2f}x{said:>8}"
+                )
+    flags = f"--sizes {args.sizes} --repeats {args.repeats}" + (" --keep" if args.keep else "")
+    print(f"rerun: python bench/digest_bench.py {args.src} {flags}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
