@@ -55,6 +55,7 @@ from ezpz_tui.ui.messages import (
     BadHostsRead,
     BatchRead,
     ComparisonReady,
+    DigestRead,
     ExclusionPlanned,
     FailureExplained,
     GoodputRead,
@@ -196,8 +197,9 @@ class MainScreen(Screen[None]):
         from ezpz_tui.ui.widgets.topology import TopologyGrid
 
         start = self.start
-        self._unpainted.enter_context(self.app.batch_update())
-        self.set_timer(PLAN_WAIT_S, self._unpainted.close)
+        if start.attach is None:  # an attached run's rows paint as they come: the form is hidden
+            self._unpainted.enter_context(self.app.batch_update())
+            self.set_timer(PLAN_WAIT_S, self._unpainted.close)
         self._start_session(start.alloc)  # first: the probes run while the widgets mount
         tabs = TabbedContent(id="main", classes="region")
         for title, pane in TABS:
@@ -465,6 +467,14 @@ class MainScreen(Screen[None]):
         try:
             if message.run is self.opened:
                 message.run.expect_ranks(message.world)
+        finally:
+            message.done()
+
+    def on_digest_read(self, message: DigestRead) -> None:
+        try:
+            if message.run is self.opened:
+                message.run.settle(message.found)
+                self._update_summary()
         finally:
             message.done()
 

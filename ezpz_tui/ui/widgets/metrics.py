@@ -148,6 +148,14 @@ class MetricsView(PlotCursor, Widget, can_focus=True):
         self._pending_restarts.clear()
         self.redraw()
 
+    def settle(self, store: MetricStore) -> None:
+        """The opened run's metrics as its digest has them (a finished run's bands and last
+        values, :meth:`MetricStore.settled`), in place of its records."""
+        self.store = store
+        self._pending.clear()
+        self._pending_restarts.clear()
+        self.redraw()
+
     def add_records(
         self, records: Mapping[int, RecordColumns | Sequence[Record]], restarts: set[int]
     ) -> None:
