@@ -29,7 +29,9 @@ from runtime.efficiency.flops import FLOPS_PER_TOKEN
 from runtime.rundir import RunDir
 from runtime.telemetry.record import Sample
 
-APART_BYTES = 1 << 20  # a digest this large (~2,000 ranks) parses in a child: 10 ms and more
+# A digest this large (~8,000 ranks) parses in a child: json.loads holds the interpreter's lock
+# throughout, ~12 ms a MiB, and a key must repaint within 100 ms; a child takes ~0.15 s to start.
+APART_BYTES = 4 << 20
 READ_TIMEOUT_S = 120.0  # a 131,072-rank digest parses in about a second; a stuck disk is no hang
 STATUS_FIELDS = ("local_rank", "state", "exit_code", "signal_name", "cause", "end")
 """The status columns a rank's row shows (with ``host``, an index into ``hosts``)."""
