@@ -147,6 +147,8 @@ class MainScreen(Screen[None]):
         # The doctor's first run waits for the first preview: the plan is what a person reads
         # first, and the doctor's probes would take the CPU it needs.
         self._doctor_waits = False
+        # ... and, with a run attached, for its first rows: they are what the person came for.
+        self._rows_shown = start.attach is None
         # The plan whose preview came with the session: the Changed its filling posts asks
         # for no second one.
         self._preview_given: LaunchPlan | None = None
@@ -435,10 +437,18 @@ class MainScreen(Screen[None]):
 
     def _preview_shown(self) -> None:
         """The first preview is in the form: once it is painted, the doctor starts from its
-        kept answers (its probes would take the CPU the paint needs)."""
-        if self._doctor_waits:
+        kept answers (its probes would take the CPU the paint needs), after an attached run's
+        first rows (or PLAN_WAIT_S, should they never come)."""
+        if self._doctor_waits and not self._rows_shown:
+            self.set_timer(PLAN_WAIT_S, self._rows_arrived)
+        elif self._doctor_waits:
             self._doctor_waits = False
             self.call_after_refresh(self._run_doctor, True)
+
+    def _rows_arrived(self) -> None:
+        if not self._rows_shown:
+            self._rows_shown = True
+            self._preview_shown()
 
     def on_bad_hosts_read(self, message: BadHostsRead) -> None:
         self.query_one(AllocationPanel).set_bad_hosts(message.hosts)
@@ -475,6 +485,7 @@ class MainScreen(Screen[None]):
             if message.run is self.opened:
                 message.run.settle(message.found)
                 self._update_summary()
+                self.call_after_refresh(self._rows_arrived)
         finally:
             message.done()
 
@@ -482,6 +493,8 @@ class MainScreen(Screen[None]):
         try:
             if message.run is self.opened and message.run.apply(message.prepared, self.clock()):
                 self._update_summary()
+            if not self._rows_shown:
+                self.call_after_refresh(self._rows_arrived)
         finally:
             message.done()
 
