@@ -1,12 +1,15 @@
 """Opening a finished run of 4,096 to 131,072 ranks, timed from outside as a person sees it.
 
 ``python bench/attach_bench.py [--ranks 4096,16384] [--baseline-ranks 64] [--reps 3]
-[--idle-s 5] [--idle-cap-s 60] [--from RUN] [--keep]``
+[--idle-s 5] [--idle-cap-s 60] [--from RUN] [--keep] [--without-digest]``
 
 The run is a real 300-step 2-rank demo (``ezpz-tui launch --quiet --ppn 2 -- python -m
 runtime.examples.train --steps 300``, or ``--from`` a finished run) grown by ``grow_run.py`` to
 each size on nodes of 12 ranks (Aurora's): every file it wrote, for every rank, with ranks, hosts
-and sizes rewritten. For each size, alternating with the same run grown to ``--baseline-ranks``
+and sizes rewritten, and its ``digest.json`` the grown run's (built by the finalizer's builder
+when the grown copy is not of its size), as a finished run of that size has it; with
+``--without-digest`` none, as a run finalized before digests (its files are read). For each
+size, alternating with the same run grown to ``--baseline-ranks``
 (64) so that both meet the same load:
 
 - ``ezpz-tui attach RUN`` in a fresh tmux session (120x40, a private server, read with
@@ -38,6 +41,10 @@ from pathlib import Path
 from _common import PY, REPO, print_rerun, scratch, versus, with_repo_path
 from _tmux import Tmux, clean_env, versions
 from grow_run import grow
+
+from ezpz_tui.core.runs.digest import read_digest, write_digest
+from ezpz_tui.core.watching.digesting import build_digest
+from runtime.rundir import RunDir
 
 STEPS = 300
 PER_NODE = 12
@@ -198,15 +205,23 @@ def demo(outputs: Path) -> Path:
     return run
 
 
-def grown(source: Path, root: Path, ranks: int) -> Path:
+def grown(source: Path, root: Path, ranks: int, digest: bool) -> Path:
+    """``source`` grown to ``ranks``; with ``digest`` its ``digest.json`` is the grown run's
+    (built by the finalizer's builder where the grown one is not of this size), else it has
+    none: a run finalized before digests, read from its files."""
     run = root / f"x{ranks}" / f"{source.name}-x{ranks}"
     run.parent.mkdir(parents=True)
     done = grow(source, run, ranks, PER_NODE)
-    print(
-        f"{ranks:,} ranks: grown in {done.seconds:.1f} s ({done.files:,} files, "
-        f"{done.bytes / 1e9:.2f} GB)",
-        flush=True,
-    )
+    said = f"{ranks:,} ranks: grown in {done.seconds:.1f} s ({done.files:,} files, "
+    said += f"{done.bytes / 1e9:.2f} GB)"
+    found = read_digest(run)
+    if not digest:
+        RunDir(run).digest_json.unlink(missing_ok=True)
+    elif found is None or found.world != ranks:
+        began = time.monotonic()
+        write_digest(run, build_digest(run))
+        said += f", its digest built in {time.monotonic() - began:.1f} s"
+    print(said, flush=True)
     return run
 
 
@@ -244,6 +259,11 @@ def main() -> int:
     parser.add_argument("--idle-cap-s", type=float, default=60.0, help="longest wait for idle")
     parser.add_argument("--source", "--from", help="a finished run to grow (default: a new demo)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    parser.add_argument(
+        "--without-digest",
+        action="store_true",
+        help="grown runs without digest.json (a run finalized before digests: its files read)",
+    )
     args = parser.parse_args()
     header = versions()
     if header is None:
@@ -256,10 +276,10 @@ def main() -> int:
         term = Tmux(root, env)
         try:
             source = Path(args.source) if args.source else demo(root / "demo")
-            base_run = grown(source, root, args.baseline_ranks)
+            base_run = grown(source, root, args.baseline_ranks, not args.without_digest)
             attach(term, base_run, args, "warm")  # unmeasured: cold caches
             for size in (int(s) for s in args.ranks.split(",")):
-                run = grown(source, root, size)
+                run = grown(source, root, size, not args.without_digest)
                 found: list[dict] = []
                 base: list[dict] = []
                 for rep in range(args.reps):
@@ -274,7 +294,8 @@ def main() -> int:
         finally:
             term.kill_server()
     print(
-        f"\nfinished {STEPS}-step demo grown to each size ({PER_NODE} ranks a node), medians of "
+        f"\nfinished {STEPS}-step demo grown to each size ({PER_NODE} ranks a node), "
+        f"{'without' if args.without_digest else 'with'} its digest, medians of "
         f"{args.reps}, each beside the same run grown to {args.baseline_ranks:,} ranks "
         "(size vs baseline, ratio) and issue 34's target"
     )

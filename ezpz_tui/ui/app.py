@@ -27,6 +27,7 @@ from textual.screen import Screen
 from ezpz_tui import config
 from ezpz_tui.keymap.overrides import apply_overrides
 from ezpz_tui.keymap.table import DEFAULT_KEYMAP
+from ezpz_tui.ui.digest_ahead import read_ahead
 from ezpz_tui.ui.main.screen import MainScreen, StartUp
 from ezpz_tui.ui.palette import ActionsProvider, ChordKeys, bindings_for
 from ezpz_tui.ui.typeahead import HOLD_LIMIT_S, TypeAhead
@@ -70,6 +71,8 @@ class EzpzApp(App[None]):
         self._wanted_theme = settings.theme
         self._themes_loaded = False
         start = StartUp(clock, settings, outputs, alloc, checks, attach)
+        if attach is not None:  # read while the screen starts: the rows need nothing else
+            read_ahead(attach)
         # Keys typed from the first frame on wait for the main screen's start-up (its Ready).
         self.typeahead = TypeAhead(self.post_message, self.set_timer, self._after_queues)
         self.typeahead.hold(MainScreen.Ready, limit_s=None)  # its limit starts on_mount

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ezpz_tui.core.watching.failure import Failure
     from ezpz_tui.core.watching.first_read import Ending, Part
     from ezpz_tui.core.watching.metrics.store import MetricStore
-    from ezpz_tui.core.watching.monitor import Prepared
+    from ezpz_tui.core.watching.monitor import Prepared, Settled
     from ezpz_tui.ui.opened_run import OpenedRun
     from runtime.rundir import RunState
 
@@ -190,6 +190,15 @@ class RanksExpected(Handoff):
 
     run: OpenedRun
     world: int
+
+
+@dataclass(eq=False)
+class DigestRead(Handoff):
+    """The opened run has ended and its digest was read (in a child interpreter): every rank's
+    row, the summary and the plot's band, in place of a first read of its files."""
+
+    run: OpenedRun
+    found: Settled
 
 
 @dataclass(eq=False)

@@ -15,8 +15,9 @@ import contextvars
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ezpz_tui.core.runs.record import ranks_on_disk, read_record
 from ezpz_tui.core.watching.checkpoint_gauge import Gauge, OnDisk, gauge, read_on_disk
@@ -36,9 +37,18 @@ from ezpz_tui.core.watching.first_read import (
 from ezpz_tui.core.watching.followers import RunFollower
 from ezpz_tui.core.watching.goodput import Ancestry, run_ledger
 from ezpz_tui.core.watching.metrics.load import rank_loader
-from ezpz_tui.core.watching.monitor import RankInfo, RunMonitor
+from ezpz_tui.core.watching.monitor import RankInfo, RunMonitor, settled
 from ezpz_tui.core.watching.progress import Progress
-from ezpz_tui.ui.messages import BatchRead, FirstReadPart, Handoff, ParentFound, RanksExpected
+from ezpz_tui.core.watching.shown_files import ShownFiles
+from ezpz_tui.ui.digest_ahead import digest_of
+from ezpz_tui.ui.messages import (
+    BatchRead,
+    DigestRead,
+    FirstReadPart,
+    Handoff,
+    ParentFound,
+    RanksExpected,
+)
 from runtime import flight
 from runtime.checkpoint_dirs import RESUME_VAR
 from runtime.rundir import RunDir
@@ -48,7 +58,7 @@ if TYPE_CHECKING:
 
     from ezpz_tui.config import Config
     from ezpz_tui.core.watching.failure import Failure
-    from ezpz_tui.core.watching.monitor import Prepared
+    from ezpz_tui.core.watching.monitor import Prepared, Settled
     from ezpz_tui.ui.widgets.metrics import MetricsView
     from ezpz_tui.ui.widgets.run_panel import RunPanel
 
@@ -98,6 +108,7 @@ class OpenedRun:
         self.follower: RunFollower | None = None  # once the thread made it (benches read it)
         self.first_read_pid: int | None = None  # the worker process of the first read
         self.first_read_ended = False  # its ending was shown
+        self.shown_files: ShownFiles | None = None  # a finished run's, opened from its digest
         # Why it failed (read in a worker once it is seen failed), and whether the person was
         # watching it live (or this process started it): only then does the why open by itself.
         self.failure: Failure | None = None
@@ -116,7 +127,7 @@ class OpenedRun:
         self._metrics.set_run(self.path.name, self.path)
         context = contextvars.copy_context()
         name = f"follow {self.path.name}"
-        threading.Thread(target=context.run, args=(self._follow,), name=name, daemon=True).start()
+        threading.Thread(target=context.run, args=(self._read,), name=name, daemon=True).start()
         name = f"collectives {self.path.name}"
         threading.Thread(target=self._watch_collectives, name=name, daemon=True).start()
         name = f"checkpoints {self.path.name}"
@@ -130,6 +141,19 @@ class OpenedRun:
     def expect_ranks(self, world: int) -> None:
         self.monitor.expect_ranks(world)
         self._run_panel.ranks.update_rows()
+
+    def settle(self, found: Settled) -> None:
+        """Show the finished run as its digest has it (from :meth:`_from_digest`): the rank
+        rows, the summary bar's step, loss and rate, the plot's band and last values."""
+        from ezpz_tui.core.watching.metrics.load import own_file_loader  # numpy: not at start
+        from ezpz_tui.core.watching.metrics.store import MetricStore
+
+        digested = found.digested
+        self.monitor.settle(found)
+        self._run_panel.ranks.update_rows(wait=False)  # 131,072 rows sorted in a thread
+        loader = own_file_loader(self.path)
+        self._metrics.adopt_store(MetricStore.settled(digested.metrics, loader, digested.records))
+        self.progress = Progress(digested.step, digested.loss, digested.steps_per_s)
 
     def apply(self, prepared: Prepared, now: float) -> bool:
         """Show one batch; True when the summary may have changed: new records move the
@@ -316,6 +340,56 @@ class OpenedRun:
         self._metrics.adopt_store(item.store)
         self.first_read_ended = True
 
+    def _read(self) -> None:
+        """The run from its digest when it has ended and has one; else from its files."""
+        if not self._from_digest():
+            self._follow()
+
+    def _from_digest(self) -> bool:
+        """Open a finished run from its ``digest.json`` (read ahead while the app started, when
+        attached: :mod:`~ezpz_tui.ui.digest_ahead`; a large one in a child interpreter), then read
+        only the files of the ranks shown (:class:`ShownFiles`: rank 0's log and the
+        launcher's at first, another rank's when a person opens it; its series when plotted).
+        False, having shown nothing, for a live run or one without a readable digest."""
+        run_dir = self.monitor.run_dir
+        state, digested = digest_of(run_dir)
+        if digested is None or self._stop.is_set():
+            return False
+        record, _ = read_record(run_dir)
+        sizes = record.get("sizes", {}) if isinstance(record.get("sizes"), dict) else {}
+        if sizes.get("world_size", digested.world) != digested.world:
+            return False  # a digest of another run of this name (copied, grown since)
+        plan = record.get("plan")
+        command = plan.get("command") if isinstance(plan, dict) else None
+        if isinstance(command, list) and all(isinstance(w, str) for w in command):
+            self.total_steps = total_steps(command)
+        self._find_parent(record)
+        try:
+            if not self._handed_over(DigestRead(self, settled(digested, state))):
+                return True
+            files = self.shown_files = ShownFiles(
+                run_dir,
+                self.monitor.shown_ranks,
+                log_backlog=self.monitor.keep_per_rank * BACKLOG_BYTES_PER_LINE,
+                read_bytes=READ_BYTES,
+            )
+            for batch in files.watch(self._stop, interval_s=FOLLOW_INTERVAL_S):
+                prepared = self.monitor.prepare(batch)
+                if self._stop.is_set() or not self._handed_over(BatchRead(self, prepared)):
+                    break
+        except RuntimeError:  # the app's loop closed while a batch was on its way
+            self._stop.set()
+        return True
+
+    def _find_parent(self, record: Mapping[str, Any]) -> None:
+        """Say the run's parent (a relaunch's) to the screen, which overlays its curve."""
+        parent, run_dir = record.get("parent"), self.monitor.run_dir
+        if isinstance(parent, str) and RunDir(run_dir.parent / parent).run_toml.is_file():
+            plan = record.get("plan")
+            env = plan.get("env") if isinstance(plan, dict) else None
+            resumed = isinstance(env, dict) and RESUME_VAR in env
+            self._screen.post_message(ParentFound(self, run_dir.parent / parent, resumed))
+
     def _follow(self) -> None:
         monitor, stop = self.monitor, self._stop
         # The plan says how many ranks there are; a run with no readable record (ezpz's own, a
@@ -329,12 +403,7 @@ class OpenedRun:
         command = plan.get("command") if isinstance(plan, dict) else None
         if isinstance(command, list) and all(isinstance(w, str) for w in command):
             self.total_steps = total_steps(command)
-        parent = record.get("parent")
-        if isinstance(parent, str) and RunDir(monitor.run_dir.parent / parent).run_toml.is_file():
-            plan = record.get("plan")
-            env = plan.get("env") if isinstance(plan, dict) else None
-            resumed = isinstance(env, dict) and RESUME_VAR in env
-            self._screen.post_message(ParentFound(self, monitor.run_dir.parent / parent, resumed))
+        self._find_parent(record)
         try:
             expected = isinstance(world, int) and 0 < world <= 1 << 20
             if expected and not self._handed_over(RanksExpected(self, world)):

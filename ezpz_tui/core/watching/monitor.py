@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from itertools import accumulate, count, repeat
 from operator import add
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ezpz_tui.core.runs.ending import derived_state
 from ezpz_tui.core.watching.collectives import Reading
@@ -27,6 +27,10 @@ from ezpz_tui.core.watching.stragglers import SLOW_FACTOR, StepTimes
 from ezpz_tui.core.watching.tails import DEFAULT_MAX_LINE, LineSegment, collapse_cr, strip_ansi
 from ezpz_tui.core.watching.telemetry import RankTelemetry
 from runtime.rundir import RANK_ENDED, STATUS, RankState, RankStatus, RunDir, RunState, State
+from runtime.telemetry.record import Sample
+
+if TYPE_CHECKING:
+    from ezpz_tui.core.watching.digested import Digested
 
 KEEP_PER_RANK = 2000
 KEEP_TOTAL = 128_000  # lines held over all ranks: 2000 each up to 64 ranks, fewer beyond
@@ -63,7 +67,7 @@ With 256 ranks' buffers (~600k lines) every full collection of NamedTuples stopp
 RANK, TEXT, OFFSET, LENGTH, CUT = range(5)
 
 
-@dataclass
+@dataclass(slots=True)
 class RankInfo:
     """One rank as the rank list shows it. ``status`` is its status file's state, or
     ``waiting`` before the file exists; ``stalled`` is decided by :meth:`RunMonitor.state_of`."""
@@ -116,6 +120,48 @@ class Changes:
     arrived: list[LogLine]
     restarted: set[int]  # ranks whose log was truncated or replaced: reload their view
     problems: bool = False  # a file came to be unusable, or usable again
+
+
+class Settled(NamedTuple):
+    """A finished run's ranks as its digest has them, made off the UI thread
+    (:func:`settled`) and installed at once (:meth:`RunMonitor.settle`)."""
+
+    ranks: dict[int, RankInfo]
+    telemetry: dict[int, RankTelemetry]
+    digested: Digested
+    run: RunState
+
+
+def settled(digested: Digested, run: RunState) -> Settled:
+    """The rank list's rows of a finished run from its digest: each rank's end, host, last line
+    and last telemetry sample (the per-rank objects the views read; a rank's log lines, its
+    series and its minute of samples are read from its files when it is shown)."""
+    status, hosts = digested.status, digested.hosts
+    ranks: dict[int, RankInfo] = {}
+    for rank in range(digested.world):
+        word, host = status["state"][rank], digested.host[rank]
+        try:
+            state = RankState(word) if word is not None else RankState.WAITING
+        except ValueError:
+            state = RankState.UNKNOWN
+        end = status["end"][rank]
+        ranks[rank] = RankInfo(
+            rank,
+            host=hosts[host] if isinstance(host, int) and 0 <= host < len(hosts) else "",
+            local_rank=status["local_rank"][rank],
+            status=state,
+            exit_code=status["exit_code"][rank],
+            signal_name=status["signal_name"][rank],
+            cause=status["cause"][rank],
+            ended=float(end) if isinstance(end, int | float) else None,
+            last_line=digested.last_line[rank] or "",
+        )
+    telemetry: dict[int, RankTelemetry] = {}
+    for rank, row in enumerate(zip(*digested.telemetry.values(), strict=True)):
+        if isinstance(row[0], int | float):  # its time: a sample at all
+            telemetry[rank] = RankTelemetry()
+            telemetry[rank].samples.append(Sample(*row))  # by position: its fields' order
+    return Settled(ranks, telemetry, digested, run)
 
 
 class RunMonitor:
@@ -186,8 +232,15 @@ class RunMonitor:
         info = self.ranks.get(rank)
         if info is None:
             info = self.ranks[rank] = RankInfo(rank)
-            self._lines[rank] = deque(maxlen=self._keep(rank))
         return info
+
+    def _buffer(self, rank: int) -> deque[LogLine]:
+        """``rank``'s lines, its buffer made when it first has some: an empty deque costs
+        600 bytes, and 131,072 ranks of which a few are shown need none."""
+        lines = self._lines.get(rank)
+        if lines is None:
+            lines = self._lines[rank] = deque(maxlen=self._keep(rank))
+        return lines
 
     def expect_ranks(self, world: int) -> None:
         """List ranks ``0..world-1`` before any of them wrote (the plan says how many), and
@@ -197,6 +250,22 @@ class RunMonitor:
             self.keep_per_rank = min(self.keep_per_rank, share)
         for rank in range(world):
             self._rank(rank)
+
+    def settle(self, found: Settled) -> None:
+        """Show a finished run as its digest has it (:func:`settled`): every rank's row, its
+        step time and whether it was slow, without a batch of its files."""
+        digested = found.digested
+        if self.run_state is None:  # as the runs list will say: an ended run's rows stay still
+            self.run_state = found.run
+        if not self.ranks:
+            share = max(KEEP_AT_LEAST, KEEP_TOTAL // max(1, digested.world))
+            self.keep_per_rank = min(self.keep_per_rank, share)
+        self.ranks = found.ranks
+        self.telemetry = found.telemetry
+        times = {r: t for r, t in enumerate(digested.step_time) if t is not None}
+        tokens = {r: t for r, t in enumerate(digested.tokens_per_s) if t is not None}
+        slow = frozenset(digested.slow)
+        self.steps.settle(times, slow, tokens, digested.flops_per_token)
 
     def prepare(self, batch: Batch) -> Prepared:
         """The display lines of ``batch``; safe to call from the follower's thread."""
@@ -230,11 +299,11 @@ class RunMonitor:
         self.has_launcher |= batch.launcher or LAUNCHER in prepared.by_rank
         for rank in batch.log_restarts:
             self._rank(rank)
-            self._lines[rank].clear()
+            self._buffer(rank).clear()
             changes.restarted.add(rank)
         for rank, new in prepared.by_rank.items():
             info = self._rank(rank)
-            self._lines[rank].extend(new)
+            self._buffer(rank).extend(new)
             info.lines += prepared.counts[rank]
             info.last_line = prepared.last[rank]
             info.last_activity = now
@@ -294,7 +363,7 @@ class RunMonitor:
         info.ended = None if status.end is None else float(status.end)
 
     def _tail_texts(self, rank: int, count: int = 60) -> list[str]:
-        lines = self._lines[rank]
+        lines = self._buffer(rank)
         start = max(0, len(lines) - count)
         return [strip_ansi(lines[i][TEXT]) for i in range(start, len(lines))]
 
@@ -307,7 +376,7 @@ class RunMonitor:
     def lines_of(self, rank: int) -> deque[LogLine]:
         """The newest lines of ``rank`` (older ones: :func:`read_lines_before`)."""
         self._rank(rank)
-        return self._lines[rank]
+        return self._buffer(rank)
 
     def launcher_state(self) -> tuple[str, str]:
         """The launcher's state word (a run state) and how it ended in the rank list's words:

@@ -27,6 +27,7 @@ class StepTimes:
         self.slow_factor = slow_factor
         self._recent: dict[int, deque[float]] = {}
         self._last: dict[int, tuple[int, float]] = {}  # (step, timestamp) of the last record
+        self._settled: dict[int, float] = {}  # a finished run's, from its digest
         self.tokens_per_s: dict[int, float] = {}  # each rank's latest, for the heatmap
         self.flops_per_token: float | None = None  # the run's, from the first record that says
         self.slow: frozenset[int] = frozenset()
@@ -43,15 +44,32 @@ class StepTimes:
         if records or restarted:
             self._decide()
 
+    def settle(
+        self,
+        recent: Mapping[int, float],
+        slow: frozenset[int],
+        tokens_per_s: Mapping[int, float],
+        flops_per_token: float | None,
+    ) -> None:
+        """Take a finished run's figures as its digest judged them at the end (``recent``:
+        each rank's recent step time): no record of it is read again."""
+        self._settled = dict(recent)
+        self.slow = slow
+        self.tokens_per_s = dict(tokens_per_s)
+        self.flops_per_token = flops_per_token
+        self.median = statistics.median(self._settled.values()) if self._settled else None
+
     @property
     def ranks(self) -> list[int]:
         """The ranks with records seen so far."""
-        return list(self._recent)
+        return [*self._settled, *(r for r in self._recent if r not in self._settled)]
 
     def recent(self, rank: int) -> float | None:
         """The median of ``rank``'s last :data:`RECENT_STEPS` step times, in seconds."""
         times = self._recent.get(rank)
-        return statistics.median(times) if times else None
+        if not times:
+            return self._settled.get(rank)
+        return statistics.median(times)
 
     def _add(self, rank: int, columns: RecordColumns) -> None:
         times = self._recent.setdefault(rank, deque(maxlen=RECENT_STEPS))

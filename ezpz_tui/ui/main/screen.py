@@ -55,6 +55,7 @@ from ezpz_tui.ui.messages import (
     BadHostsRead,
     BatchRead,
     ComparisonReady,
+    DigestRead,
     ExclusionPlanned,
     FailureExplained,
     FirstReadPart,
@@ -147,6 +148,8 @@ class MainScreen(Screen[None]):
         # The doctor's first run waits for the first preview: the plan is what a person reads
         # first, and the doctor's probes would take the CPU it needs.
         self._doctor_waits = False
+        # ... and, with a run attached, for its first rows: they are what the person came for.
+        self._rows_shown = start.attach is None
         # The plan whose preview came with the session: the Changed its filling posts asks
         # for no second one.
         self._preview_given: LaunchPlan | None = None
@@ -197,8 +200,9 @@ class MainScreen(Screen[None]):
         from ezpz_tui.ui.widgets.topology import TopologyGrid
 
         start = self.start
-        self._unpainted.enter_context(self.app.batch_update())
-        self.set_timer(PLAN_WAIT_S, self._unpainted.close)
+        if start.attach is None:  # an attached run's rows paint as they come: the form is hidden
+            self._unpainted.enter_context(self.app.batch_update())
+            self.set_timer(PLAN_WAIT_S, self._unpainted.close)
         self._start_session(start.alloc)  # first: the probes run while the widgets mount
         tabs = TabbedContent(id="main", classes="region")
         for title, pane in TABS:
@@ -434,10 +438,18 @@ class MainScreen(Screen[None]):
 
     def _preview_shown(self) -> None:
         """The first preview is in the form: once it is painted, the doctor starts from its
-        kept answers (its probes would take the CPU the paint needs)."""
-        if self._doctor_waits:
+        kept answers (its probes would take the CPU the paint needs), after an attached run's
+        first rows (or PLAN_WAIT_S, should they never come)."""
+        if self._doctor_waits and not self._rows_shown:
+            self.set_timer(PLAN_WAIT_S, self._rows_arrived)
+        elif self._doctor_waits:
             self._doctor_waits = False
             self.call_after_refresh(self._run_doctor, True)
+
+    def _rows_arrived(self) -> None:
+        if not self._rows_shown:
+            self._rows_shown = True
+            self._preview_shown()
 
     def on_bad_hosts_read(self, message: BadHostsRead) -> None:
         self.query_one(AllocationPanel).set_bad_hosts(message.hosts)
@@ -469,10 +481,21 @@ class MainScreen(Screen[None]):
         finally:
             message.done()
 
+    def on_digest_read(self, message: DigestRead) -> None:
+        try:
+            if message.run is self.opened:
+                message.run.settle(message.found)
+                self._update_summary()
+                self.call_after_refresh(self._rows_arrived)
+        finally:
+            message.done()
+
     def on_batch_read(self, message: BatchRead) -> None:
         try:
             if message.run is self.opened and message.run.apply(message.prepared, self.clock()):
                 self._update_summary()
+            if not self._rows_shown:
+                self.call_after_refresh(self._rows_arrived)
         finally:
             message.done()
 

@@ -149,8 +149,10 @@ class MetricsView(PlotCursor, Widget, can_focus=True):
         self.redraw()
 
     def adopt_store(self, store: MetricStore) -> None:
-        """The opened run's records as a worker process folded them (its first read): they
-        replace what this view holds of the run; records that come later add to them."""
+        """The opened run's metrics as they were read elsewhere, in place of what this view
+        holds of it: folded by the first read's worker process (records that come later add
+        to them), or a finished run's bands and last values from its digest
+        (:meth:`MetricStore.settled`)."""
         self.store = store
         self._pending.clear()
         self._pending_restarts.clear()

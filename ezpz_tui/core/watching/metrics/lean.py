@@ -314,6 +314,51 @@ class LeanRanks:
         a band cannot be unfolded without every rank's series."""
         self.ranks.pop(rank, None)
 
+    # --- what the store asks (a settled run's answers from columns: :mod:`.settled`) --------
+
+    def holds(self, rank: int) -> bool:
+        """Whether ``rank`` has records here."""
+        return rank in self.ranks
+
+    def records(self, rank: int) -> int | None:
+        """Records folded for ``rank`` (0: none); None where the count is not known, and a
+        series read from the rank's file is whole (a settled run's)."""
+        summary = self.ranks.get(rank)
+        return summary.n if summary is not None else 0
+
+    def last(self, rank: int, metric: str) -> Last | None:
+        """``rank``'s last record holding ``metric``."""
+        summary = self.ranks.get(rank)
+        return summary.last.get(metric) if summary is not None else None
+
+    def with_metric(self, metric: str | None) -> list[int]:
+        """Ranks holding ``metric`` (any record, with None), ascending."""
+        held = self.ranks.items()
+        return sorted(r for r, d in held if metric is None or metric in d.last)
+
+    def points_of(self, metric: str) -> int:
+        """Records folded of the ranks holding ``metric``."""
+        return sum(d.n for d in self.ranks.values() if metric in d.last)
+
+    def start_time(self) -> float:
+        """The earliest timestamp of any rank (inf: none)."""
+        return min((d.first_time for d in self.ranks.values()), default=math.inf)
+
+    def nonfinite(self, metric: str) -> dict[int, NonFinite]:
+        """The ranks whose ``metric`` had NaN or ±inf values, with the first of them."""
+        out = {}
+        for rank, summary in self.ranks.items():
+            last = summary.last.get(metric)
+            if last is not None and last.bad is not None:
+                out[rank] = last.bad
+        return dict(sorted(out.items()))
+
+    def first_step(self, metric: str) -> int | None:
+        """The first step any rank logged ``metric`` at."""
+        firsts = [s.last[metric].first for s in self.ranks.values() if metric in s.last]
+        found = [f for f in firsts if f is not None]
+        return min(found) if found else None
+
     @property
     def nbytes(self) -> int:
         """Bytes of the bands' arrays: what grows with the steps."""

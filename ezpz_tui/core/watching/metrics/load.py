@@ -10,7 +10,7 @@ from pathlib import Path
 from ezpz_tui.core.watching.metrics.store import Loader, MetricStore
 from ezpz_tui.core.watching.tails import file_columns
 from runtime.record_columns import RecordColumns
-from runtime.rundir import EZPZ_METRICS_FILE, JSONL_FILE, metric_files
+from runtime.rundir import EZPZ_METRICS_FILE, JSONL_FILE, RunDir, metric_files
 
 
 def rank_loader(run_dir: str | os.PathLike[str]) -> Loader:
@@ -37,6 +37,20 @@ def rank_loader(run_dir: str | os.PathLike[str]) -> Loader:
                 columns = result.columns.get(rank)
                 if columns is not None:
                     yield columns
+
+    return load
+
+
+def own_file_loader(run_dir: str | os.PathLike[str]) -> Loader:
+    """What reads one rank's records from its own file (``metrics/rank-N.jsonl``) and no
+    other: a finished run opened from its digest lists none of its 131,072 files."""
+    run = RunDir(Path(run_dir))
+
+    def load(rank: int) -> Iterator[RecordColumns]:
+        for result in file_columns(run.metrics(rank), rank):
+            columns = result.columns.get(rank)
+            if columns is not None:
+                yield columns
 
     return load
 

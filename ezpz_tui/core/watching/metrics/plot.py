@@ -176,7 +176,7 @@ def _plot_band(drawing: Drawing, store: MetricStore, settings: PlotSettings, wid
     _band(drawing, band, settings, store.start_time, width)
     _line(drawing, band.x, band.mean, settings, store.start_time, 2 * width, "mean", 0)
     ranks = store.ranks(settings.metric)
-    drawing.raw = sum(store.points(r) for r in ranks)
+    drawing.raw = store.points_of(settings.metric)
     drawing.shown = f"mean, min–max of {len(ranks)} ranks"
 
 

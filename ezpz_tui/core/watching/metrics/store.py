@@ -125,6 +125,17 @@ class MetricStore:
         first read moves them across processes a few hundred at a time."""
         return self._lean.ranks if self._lean is not None else None
 
+    @classmethod
+    def settled(cls, lean: LeanRanks, loader: Loader, records: int) -> MetricStore:
+        """A finished run's store from its digest (:mod:`.settled`): the bands and each rank's
+        last values, ``records`` records in all; a rank's series read by ``loader`` when a
+        view shows it."""
+        store = cls(loader)
+        store._lean = lean
+        store._count = records
+        store.version = 1
+        return store
+
     @property
     def lean(self) -> bool:
         """Whether only the bands, the last values and the shown ranks' series are held."""
@@ -149,8 +160,7 @@ class MetricStore:
             return
         data = self._ranks.get(rank)
         if self._lean is not None:
-            summary = self._lean.ranks.get(rank)
-            n0 = summary.n if summary is not None else 0
+            n0 = self._lean.records(rank) or 0
         else:
             n0 = data.n if data is not None else 0
         steps = _steps(columns.steps, n0)
@@ -186,9 +196,9 @@ class MetricStore:
         data = self._ranks.pop(rank, None)
         self._shown.pop(rank, None)
         if self._lean is not None:
-            summary = self._lean.ranks.get(rank)
-            if summary is not None:
-                self._count -= summary.n
+            held = self._lean.records(rank)
+            if held:
+                self._count -= held
                 self._lean.forget(rank)
                 self.version += 1
         elif data is not None:
@@ -221,14 +231,16 @@ class MetricStore:
         the store counted for the rank (the file may have grown since: those records are left
         for the batches that bring them); False when it falls short (it stays wanted: read it
         again)."""
-        summary = self._lean.ranks.get(rank) if self._lean is not None else None
-        if summary is None or rank in self._ranks:
+        lean = self._lean
+        if lean is None or not lean.holds(rank) or rank in self._ranks:
             self._wanted.discard(rank)
             return False
-        if data.n < summary.n:
+        held = lean.records(rank)
+        if held is not None and data.n < held:
             return False
         self._wanted.discard(rank)
-        _truncate(data, summary.n)
+        if held is not None:
+            _truncate(data, held)
         self._ranks[rank] = data
         self._shown.pop(rank, None)
         self._shown[rank] = None
@@ -245,7 +257,7 @@ class MetricStore:
         if data is not None:
             self._shown.pop(rank, None)
             self._shown[rank] = None
-        elif self._lean is not None and rank in self._lean.ranks:
+        elif self._lean is not None and self._lean.holds(rank):
             self._wanted.add(rank)
         return data
 
@@ -260,8 +272,10 @@ class MetricStore:
     def start_time(self) -> float:
         """The earliest timestamp of the run (NaN when no record has one): time axes count
         seconds from here."""
-        held = self._lean.ranks.values() if self._lean is not None else self._ranks.values()
-        first = min((d.first_time for d in held), default=math.inf)
+        if self._lean is not None:
+            first = self._lean.start_time()
+        else:
+            first = min((d.first_time for d in self._ranks.values()), default=math.inf)
         return first if math.isfinite(first) else math.nan
 
     def names(self) -> list[str]:
@@ -277,38 +291,37 @@ class MetricStore:
     def ranks(self, metric: str | None = None) -> list[int]:
         """Ranks with data (with ``metric``, when given), ascending."""
         if self._lean is not None:
-            held = self._lean.ranks.items()
-            return sorted(r for r, d in held if metric is None or metric in d.last)
+            return self._lean.with_metric(metric)
         return sorted(r for r, d in self._ranks.items() if metric is None or metric in d.series)
 
     def points(self, rank: int) -> int:
         """Records held for ``rank``."""
-        data = self._lean.ranks.get(rank) if self._lean is not None else self._ranks.get(rank)
+        if self._lean is not None:
+            return self._lean.records(rank) or 0
+        data = self._ranks.get(rank)
         return data.n if data else 0
+
+    def points_of(self, metric: str) -> int:
+        """Records held of the ranks with ``metric`` (a settled run's: its values across
+        ranks, as its band counts them)."""
+        if self._lean is not None:
+            return self._lean.points_of(metric)
+        return sum(self.points(r) for r in self.ranks(metric))
 
     def nonfinite(self, metric: str) -> dict[int, NonFinite]:
         """The ranks whose ``metric`` had NaN or ±inf values, with the first of them."""
-        out = {}
-        if self._lean is not None:
-            for rank, summary in self._lean.ranks.items():
-                last = summary.last.get(metric)
-                if last is not None and last.bad is not None:
-                    out[rank] = last.bad
-            return dict(sorted(out.items()))
+        out = self._lean.nonfinite(metric) if self._lean is not None else {}
         for rank, data in self._ranks.items():
             series = data.series.get(metric)
             if series is not None and series.bad is not None:
-                out[rank] = series.bad
+                out.setdefault(rank, series.bad)  # a settled run's digest has no first NaN
         return dict(sorted(out.items()))
 
     def first_step(self, metric: str) -> int | None:
         """The first step any rank logged ``metric`` at (None before one did)."""
         if self._lean is not None:
-            firsts = [s.last[metric].first for s in self._lean.ranks.values() if metric in s.last]
-        else:
-            firsts = [
-                int(xs[0]) for r in self.ranks(metric) if len(xs := self.series(metric, r)[0])
-            ]
+            return self._lean.first_step(metric)
+        firsts = [int(xs[0]) for r in self.ranks(metric) if len(xs := self.series(metric, r)[0])]
         found = [f for f in firsts if f is not None]
         return min(found) if found else None
 
@@ -350,8 +363,7 @@ class MetricStore:
         store answers for a rank it does not hold at its last step only (see :meth:`across`)."""
         data = self._ranks.get(rank)
         if data is None and self._lean is not None:
-            summary = self._lean.ranks.get(rank)
-            last = summary.last.get(metric) if summary is not None else None
+            last = self._lean.last(rank, metric)
             if last is None or last.first is None or last.step != step:
                 return None
             return last.value, last.time
