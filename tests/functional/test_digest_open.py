@@ -175,7 +175,8 @@ async def test_a_finished_run_without_a_digest_opens_from_its_files(
             monitor.ranks[r].status == RankState.SUCCEEDED for r in range(RANKS)
         )
         await until(pilot, done, "every rank's status file", 30)
-        assert run_open.follower is not None and run_open.shown_files is None
+        # Read whole by the first read's worker process, not from a digest.
+        assert run_open.first_read_pid is not None and run_open.shown_files is None
 
 
 async def test_a_digest_of_another_size_is_not_used(source: Path, tmp_path: Path) -> None:
@@ -188,6 +189,6 @@ async def test_a_digest_of_another_size_is_not_used(source: Path, tmp_path: Path
         main = app.main  # type: ignore[attr-defined]
         await until(pilot, lambda: main.opened is not None, "the run opened", 10)
         run_open = main.opened
-        await until(pilot, lambda: run_open.follower is not None, "the files followed", 30)
-        await until(pilot, lambda: len(run_open.monitor.ranks) == RANKS, "every rank's row", 30)
-        assert run_open.shown_files is None
+        await until(pilot, lambda: run_open.first_read_ended, "the files read", 30)
+        assert len(run_open.monitor.ranks) == RANKS
+        assert run_open.first_read_pid is not None and run_open.shown_files is None
