@@ -25,9 +25,11 @@ ring's cost per collective, a rank's dump, and the analysis of a 1,024-rank run'
   calling thread's CPU time (where torch records the entry; others' load moves it far less than
   wall time) and of wall time, each with its interval; NCCL on a CUDA tensor too where torch
   has CUDA.
-- dump: one rank's ``runtime.flight`` dump of a full ring (torch's ``_dump_fr_trace_json``, cut to
-  the newest 128 entries and written as the thread writes it), its wall and CPU time, and as a
-  share of a core (and of the main thread, which it holds the GIL from) at the interval.
+- dump: what the recorder thread costs its rank with a full ring: the progress it computes every
+  interval for the node digest (torch's pickled dump without Python stacks, condensed), the
+  same from torch's JSON dump, the look while nothing changed (torch's status alone), and a
+  full dump (``_dump_fr_trace_json`` cut to the newest 128 entries and written, as when asked),
+  each in wall and CPU time and as a share of a core at the interval.
 - the demo's collectives a step (from an "on" run's flight file) turn ring and dump into an
   expected cost a step, printed beside the measured one when every part ran.
 - analysis: ``flight/`` of a made-up 1,024-rank run (128 entries each, one rank missing from the
@@ -320,26 +322,50 @@ os.environ[flight.BUFFER_VAR] = str(flight.DEFAULT_BUFFER)
 import torch, torch.distributed as dist
 dist.init_process_group("gloo", rank=0, world_size=1, init_method=f"tcp://127.0.0.1:{os.environ['PORT']}")
 big, small = torch.ones(120064), torch.ones(2, dtype=torch.float64)  # the demo's two a step
-for _ in range(flight.DEFAULT_BUFFER):
+def step():
     dist.all_reduce(big)
     dist.all_reduce(small)
+for _ in range(flight.DEFAULT_BUFFER):
+    step()
 path = os.path.join(os.environ["OUT"], "rank-00000.json")
-def dump():
+def full():  # a full dump, written as an asked one is
     found = flight._dump()
     record = {"rank": 0, "pid": os.getpid(), "time": time.time(), **found, "interval_s": 5.0}
     flight._write(path, json.dumps(record, separators=(",", ":")))
-walls, cpus = [], []
-for _ in range(60):
-    w, c = time.perf_counter(), time.thread_time()
-    dump()
-    cpus.append(time.thread_time() - c); walls.append(time.perf_counter() - w)
-print(json.dumps({"wall": statistics.median(walls), "cpu": statistics.median(cpus),
-                  "bytes": os.path.getsize(path)}))
+def timed(fn, before=None, rounds=60):
+    walls, cpus = [], []
+    for _ in range(rounds):
+        if before is not None:
+            before()
+        w, c = time.perf_counter(), time.thread_time()
+        fn()
+        cpus.append(time.thread_time() - c); walls.append(time.perf_counter() - w)
+    return {"wall": statistics.median(walls), "cpu": statistics.median(cpus)}
+looked = [flight._progress_now(None, 5.0)]
+def progress():  # what the thread does each interval after a step: the entries changed
+    looked[0] = flight._progress_now(None, 5.0)
+def unchanged():  # ... and while nothing changed (a hung rank)
+    looked[0] = flight._progress_now(looked[0], 5.0)
+def json_progress():  # the same progress from torch's JSON dump instead of its pickled one
+    flight.progress([json.loads(flight._recorders(dist)[0][0](True, False))], time.time(), 5.0)
+got = {
+    "full": timed(full),
+    "progress": timed(progress, step),
+    "json_progress": timed(json_progress, step),
+    "unchanged": timed(unchanged),
+    "bytes": os.path.getsize(path),
+    "progress_bytes": len(json.dumps(looked[0][1], separators=(",", ":"))),
+}
+print(json.dumps(got))
 dist.destroy_process_group()
 """
 
 
 def dump(root: Path, found: dict[str, float]) -> None:
+    """What the recorder thread costs its rank: a full dump (written only when asked and at the
+    end), against the progress it computes every interval (torch's pickled dump without Python
+    stacks, condensed: :func:`runtime.flight.progress`), the same from torch's JSON dump, and
+    the look of a rank where nothing changed (torch's status alone), in one process."""
     env = with_repo_path({**os.environ, "OUT": str(root), "PORT": str(_free_port())})
     proc = subprocess.run([PY, "-c", DUMP_CODE], env=env, cwd=REPO, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -347,12 +373,28 @@ def dump(root: Path, found: dict[str, float]) -> None:
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     every = flight.DEFAULT_INTERVAL_S
     print(
-        f"dump: a full ring of {flight.DEFAULT_BUFFER}, the newest {flight.KEEP} written "
-        f"({got['bytes']} bytes): {got['wall'] * 1e3:.2f} ms wall, {got['cpu'] * 1e3:.2f} ms CPU "
-        f"(medians of 60); every {every:g} s: {got['cpu'] / every * 100:.3f}% of a core, and "
-        f"at most {got['wall'] / every * 100:.3f}% of the main thread's time (the GIL it holds)"
+        f"dump: a ring of {flight.DEFAULT_BUFFER} entries (medians of 60; shares of a core at "
+        f"one every {every:g} s; the GIL is held for the wall time):"
     )
-    found["dump_s"] = got["wall"]
+    rows = (
+        ("full", f"full dump, newest {flight.KEEP} written ({got['bytes']} bytes), when asked"),
+        ("progress", f"progress ({got['progress_bytes']} bytes to the node digest), pickled"),
+        ("json_progress", "progress from torch's JSON dump instead"),
+        ("unchanged", "progress while nothing changed (torch's status alone)"),
+    )
+    for key, what in rows:
+        wall, cpu = got[key]["wall"], got[key]["cpu"]
+        print(
+            f"  {what}: {wall * 1e3:.3f} ms wall, {cpu * 1e3:.3f} ms CPU = "
+            f"{cpu / every * 100:.4f}% of a core"
+        )
+    full, prog = got["full"]["cpu"], got["progress"]["cpu"]
+    print(
+        f"  progress/full dump: {prog / full:.2f}x CPU; JSON/pickled progress: "
+        f"{got['json_progress']['cpu'] / prog:.2f}x; unchanged/changed: "
+        f"{got['unchanged']['cpu'] / prog:.4f}x"
+    )
+    found["dump_s"] = got["progress"]["wall"]
 
 
 def expected(found: dict[str, float]) -> None:
@@ -364,7 +406,7 @@ def expected(found: dict[str, float]) -> None:
     print(
         f"expected from the parts: {found['collectives']:.2f} collectives a step x "
         f"{found['ring_s'] * 1e6:.2f} us / {found['step_s'] * 1e3:.3f} ms = "
-        f"{ring_share * 100:.3f}% (ring) + {dump_share * 100:.3f}% (dumps, at most) = "
+        f"{ring_share * 100:.3f}% (ring) + {dump_share * 100:.3f}% (progress, at most) = "
         f"{(ring_share + dump_share) * 100:.3f}% a step"
     )
 

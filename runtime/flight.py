@@ -1,4 +1,5 @@
-"""Keep torch's Flight Recorder on in every rank and put what it holds in the run directory.
+"""Keep torch's Flight Recorder on in every rank, report where each group got, and put the
+entries in the run directory when asked.
 
 The Flight Recorder keeps, per rank, a ring of the newest collectives the process groups ran
 (sequence number, op, group, sizes, dtypes, the time it was called), for gloo as for NCCL, once
@@ -6,17 +7,24 @@ The Flight Recorder keeps, per rank, a ring of the newest collectives the proces
 rank never entered which collective of a hung job, and which rank everyone waits for
 (:mod:`ezpz_tui.core.watching.collectives`). So the capture wrapper turns it on (:func:`add_env`;
 ``EZPZ_FLIGHT_RECORDER=0``, set from ``[collectives] flight_recorder = false``, turns it off,
-torch's own ring too)
-and every rank gets a daemon thread that writes the newest entries to its file in ``flight/``:
+torch's own ring too) and every rank gets a daemon thread that:
 
-* every :data:`INTERVAL_VAR` seconds when they changed, so a reader can follow a live run and
-  the collective a hung job waits in is on disk within one interval;
-* at once when asked through the rank's FIFO beside that file: ``ezpz-tui stacks`` and the TUI
-  (``S``, and a run that turned ``hung``) write a byte into it, as they send SIGUSR1 for the
-  stacks. A thread, because the main thread may be blocked inside the very collective;
-* once more at the interpreter's exit, so a run shorter than an interval, or a rank that
-  raised, leaves its entries too; and just before ``runtime.cleanup()`` destroys the group, after
-  which torch has none to give.
+* every :data:`INTERVAL_VAR` seconds (on the wall clock's multiples of it, so every rank looks
+  at about the same moment) looks at the rank's **progress**: per group the last sequence
+  number it entered and completed, that collective's op, sizes and dtypes, and when it entered
+  each of the newest :data:`ARRIVALS` (:func:`progress`); from torch's status alone
+  (microseconds) while nothing was entered or completed since. It reports it into its node's
+  digest (:mod:`runtime.node_digest`, section ``"flight"``; a few hundred bytes) when it
+  changed, which the digest's writer rewrites within its own interval. Readers judge a live
+  run from these: no file per rank is rewritten while it runs (at 127,488 ranks that was
+  ~25,500 creates and renames a second in one folder);
+* writes the newest entries whole to its file in ``flight/`` at once when asked through the
+  rank's FIFO beside that file: ``ezpz-tui stacks``, ``profile`` and the TUI (``S``, and a run
+  that turned ``hung``) write a byte into it, as they send SIGUSR1 for the stacks. A thread,
+  because the main thread may be blocked inside the very collective;
+* writes them once more at the interpreter's exit, so a finished run keeps its entries (a rank
+  that raised too); and just before ``runtime.cleanup()`` destroys the group, after which
+  torch has none to give.
 
 The same FIFO carries a request to profile the next N steps (``p<N>``), which this thread keeps
 in :data:`profile_requests` for the step hook (:mod:`runtime.profiling`). It lives only while its
@@ -44,7 +52,7 @@ import time
 # when it starts, and typing never.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # for type checkers; nothing is imported at run time
-    from collections.abc import Mapping, MutableMapping
+    from collections.abc import Callable, Mapping, MutableMapping, Sequence
     from typing import Any
 
 ENABLE_VAR = "EZPZ_FLIGHT_RECORDER"
@@ -57,6 +65,9 @@ SHARED_NAME = "_ezpz_flight"
 DEFAULT_BUFFER = 512  # a larger ring only costs each dump more: a few hundred are written
 DEFAULT_INTERVAL_S = 5.0
 KEEP = 128  # newest entries written; the groups' status says how far each got beyond them
+ARRIVALS = 32  # arrival times a group's progress keeps: the lag is a median over as many
+SECTION = "flight"  # the node digest's section the progress goes in (runtime.node_digest)
+RESEND = 6  # an unchanged progress is sent again after this many intervals (one may be dropped)
 # torch's own names, kept: a reader that knows its analyzer knows these.
 FIELDS = (
     "collective_seq_id",
@@ -180,22 +191,115 @@ def snapshot(*raws: bytes | str, keep: int = KEEP) -> dict[str, Any]:
     }
 
 
+def _int(value: object) -> int | None:
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return None
+
+
+def progress(dumps: Sequence[Mapping[str, Any]], at: float, every: float) -> dict[str, Any]:
+    """Where each of the rank's process groups got, from torch's dumps (the JSON ones or the
+    pickled ones, parsed): by the group's name (the same on every member), its description, the
+    last sequence number entered (its status' ``last_enqueued_collective``, or its newest entry)
+    and completed, the op, sizes and dtypes of the newest entry, and the times the newest
+    :data:`ARRIVALS` consecutive sequence numbers were entered: ``seq``, the first of them,
+    ``t_ns`` when it was, ``dt_us`` each next one after it. ``at``: when torch was asked;
+    ``every``: the interval, so a reader knows how stale a report may be."""
+    entries: dict[str, dict[int, Mapping[str, Any]]] = {}
+    status: dict[int, Mapping[str, Any]] = {}
+    for data in dumps:
+        for pg_id, said in (data.get("pg_status") or {}).items():
+            if _int(pg_id) is not None and isinstance(said, dict):
+                status[int(pg_id)] = said
+        for entry in data.get("entries") or ():
+            seq = entry.get("collective_seq_id")
+            if not isinstance(seq, int) or seq <= 0 or entry.get("is_p2p"):
+                continue
+            pg = entry.get("process_group") or ("", "")
+            entries.setdefault(str(pg[0]), {})[seq] = entry
+    groups: dict[str, Any] = {}
+    for name, calls in entries.items():
+        newest = max(calls)
+        last = calls[newest]
+        pg = last.get("process_group") or ("", "")
+        said = status.get(last.get("pg_id")) or {}  # type: ignore[arg-type]
+        entered = max(newest, _int(said.get("last_enqueued_collective")) or 0)
+        first = newest
+        while first - 1 in calls and newest - first + 1 < ARRIVALS:
+            first -= 1
+        t0 = calls[first].get("time_created_ns") or 0
+        dt_us = [
+            ((calls[seq].get("time_created_ns") or 0) - t0) // 1000
+            for seq in range(first + 1, newest + 1)
+        ]
+        groups[name] = {
+            "desc": str(pg[1]) if len(pg) > 1 else "",
+            "entered": entered,
+            "completed": _int(said.get("last_completed_collective")),
+            "op": str(last.get("profiling_name") or "?").rpartition(":")[2],
+            "sizes": [list(size) for size in last.get("input_sizes") or ()],
+            "dtypes": [str(dtype) for dtype in last.get("input_dtypes") or ()],
+            "seq": first,
+            "t_ns": t0,
+            "dt_us": dt_us,
+        }
+    return {"at": at, "every": every, "groups": groups}
+
+
+def _recorders(dist: Any) -> list[tuple[Any, Any]]:
+    """This process's recorders as (JSON dump, pickled dump) functions: the CPU one (gloo's
+    groups) and, where torch has NCCL, the CUDA one (NCCL's); none before the default group
+    exists."""
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return []
+    c10d = sys.modules["torch"]._C._distributed_c10d
+    found = [(c10d._dump_fr_trace_json, c10d._dump_fr_trace)]
+    nccl = getattr(c10d, "_dump_nccl_trace_json", None), getattr(c10d, "_dump_nccl_trace", None)
+    if None not in nccl:
+        found.append(nccl)
+    return found
+
+
 def _dump() -> dict[str, Any] | None:
     """This process's recorders now, or None before its default group exists.
 
     torch keeps one recorder per kind of event: the CPU one (gloo's groups) dumps through
     ``_dump_fr_trace_json``, the CUDA one (NCCL's) only through ``_dump_nccl_trace_json``, which a
     build without NCCL lacks. A job may have both (an NCCL job's gloo group for checkpoints)."""
-    dist = sys.modules.get(_DIST)
-    if dist is None or not dist.is_available() or not dist.is_initialized():
+    recorders = _recorders(sys.modules.get(_DIST))
+    if not recorders:
         return None
-    c10d = sys.modules["torch"]._C._distributed_c10d
-    raws = [c10d._dump_fr_trace_json(True, False)]
-    nccl = getattr(c10d, "_dump_nccl_trace_json", None)
-    if nccl is not None:
+    raws = []
+    for as_json, _ in recorders:
         with contextlib.suppress(RuntimeError):  # a CUDA build whose job made no NCCL group
-            raws.append(nccl(True, False))
-    return snapshot(*raws)
+            raws.append(as_json(True, False))
+    return snapshot(*raws) if raws else None
+
+
+def _progress_now(last: tuple[tuple[bytes, ...], dict[str, Any]] | None, every: float) -> Any:
+    """(torch's status, the progress) now; ``last``'s progress, newly dated, while the status is
+    the same (no collective entered or completed since: a hung rank's look costs microseconds).
+    Otherwise the entries without their Python stacks, pickled (the cheapest of torch's dumps:
+    ``bench/flight_bench.py``'s "dump"). None before the default group exists."""
+    import pickle
+
+    recorders = _recorders(sys.modules.get(_DIST))
+    if not recorders:
+        return None
+    at = time.time()
+    said = []
+    for as_json, _ in recorders:
+        with contextlib.suppress(RuntimeError):
+            said.append(as_json(False, False))
+    status = tuple(said)
+    if last is not None and last[0] == status:
+        return status, {**last[1], "at": at}
+    dumps = []
+    for _, pickled in recorders:
+        with contextlib.suppress(RuntimeError):
+            dumps.append(pickle.loads(pickled(True, False, False)))  # torch's own, in-process
+    return status, progress(dumps, at, every)
 
 
 def _write(path: str, text: str) -> None:
@@ -227,53 +331,94 @@ def _listen(fifo: str) -> int | None:
 
 
 class _Recorder:
-    """The daemon thread that writes the rank's entries, by interval and on request."""
+    """The daemon thread that reports the rank's progress every interval and writes its
+    entries when asked."""
 
     def __init__(self, dump: str, fifo: str, every: float) -> None:
         import threading
 
         self.dump, self.fifo, self.every = dump, fifo, every
         self.pid = os.getpid()
-        self.last: dict[str, Any] | None = None
+        self.looked: tuple[tuple[bytes, ...], dict[str, Any]] | None = None
+        self.sent: dict[str, Any] | None = None  # the progress last sent, but its time
+        self.unchanged = 0  # intervals since
         self.lock = threading.Lock()  # the thread's writes and the one at exit
         thread = threading.Thread(target=self._run, name="ezpz-flight-recorder", daemon=True)
         thread.start()
 
-    def _wait(self, fd: int | None) -> None:
-        """Until the interval is over or a request came, whichever is first."""
+    def _wait(self, fd: int | None, seconds: float) -> bool:
+        """Up to ``seconds``, or until a request came: whether one did."""
         if fd is None:
-            time.sleep(self.every)
-            return
+            time.sleep(seconds)
+            return False
         import select
 
-        ready, _, _ = select.select([fd], [], [], self.every)
-        if ready:
-            with contextlib.suppress(OSError):
-                for word in os.read(fd, 4096).split():
-                    if word[:1] == b"p" and word[1:].isdigit() and int(word[1:]) > 0:
-                        profile_requests.append(int(word[1:]))
+        ready, _, _ = select.select([fd], [], [], max(seconds, 0.0))
+        if not ready:
+            return False
+        with contextlib.suppress(OSError):
+            for word in os.read(fd, 4096).split():
+                if word[:1] == b"p" and word[1:].isdigit() and int(word[1:]) > 0:
+                    profile_requests.append(int(word[1:]))
+        return True
 
     def _run(self) -> None:
         fd = _listen(self.fifo)
         while True:
-            self._wait(fd)
-            self.write()
+            due = (time.time() // self.every + 1) * self.every  # every rank at about one moment
+            while (left := due - time.time()) > 0:
+                if self._wait(fd, left):
+                    self.write("asked")
+            self.report()
 
-    def write(self) -> None:
-        """Write the entries if they changed since the last write; never raises."""
+    def report(self, now: bool = False) -> None:
+        """The progress into the node's digest when it changed (``now``: in any case, past the
+        digest's rate limit: a last word), and every :data:`RESEND` intervals even if not, so
+        a hung rank leaves its node's digest unchanged (rewritten at its heartbeat only) and a
+        dropped report is made good; never raises."""
+        try:
+            looked = _progress_now(self.looked, self.every)
+            if looked is None:
+                return
+            self.looked = looked
+            said = {k: v for k, v in looked[1].items() if k != "at"}
+            self.unchanged += 1
+            if not now and said == self.sent and self.unchanged < RESEND:
+                return
+            send = _reporter()
+            if send is not None:
+                send(SECTION, looked[1], now=now)
+                self.sent, self.unchanged = said, 0
+        except Exception:  # a rank must never fail because of this; try again next time
+            return
+
+    def write(self, why: str) -> None:
+        """Write the entries whole (``why``: ``"asked"`` or ``"end"``, kept in the file so a
+        reader knows it is no periodic rewrite); never raises."""
         import json
 
         with self.lock:
             try:
                 found = _dump()
-                if found is None or found == self.last:
+                if found is None:
                     return
-                self.last = found
                 record = {"rank": _rank(), "pid": self.pid, "time": time.time(), **found}
                 record["interval_s"] = self.every
+                record["written"] = why
                 _write(self.dump, json.dumps(record, separators=(",", ":")))
             except Exception:  # a rank must never fail because of this; try again next time
                 return
+
+
+def _reporter() -> Callable[..., Any] | None:
+    """:func:`runtime.node_digest.report`; None where the rank's Python cannot import
+    ``runtime`` (the wrapper's ``sitecustomize`` loaded this file by its path): no digest then,
+    and readers fall back to the files."""
+    try:
+        from runtime import node_digest
+    except Exception:
+        return None
+    return node_digest.report
 
 
 def _rank() -> int | None:
@@ -297,17 +442,24 @@ def _arm() -> None:
 
 
 def at_exit() -> None:
-    """The last entries, at the interpreter's exit: a run shorter than one interval, or a rank
-    that raised, still leaves them (before the exit hook destroys a group left alive)."""
+    """The last entries and progress, at the interpreter's exit: every rank that ends leaves
+    them, a run shorter than one interval or a rank that raised too (before the exit hook
+    destroys a group left alive). The node's digest is rewritten with them at once where this
+    process is its writer (whose own exit hook ran before this one)."""
     if _recorder and _recorder[0].pid == os.getpid():
-        _recorder[0].write()
+        _recorder[0].write("end")
+        _recorder[0].report(now=True)
+        with contextlib.suppress(Exception):
+            from runtime import node_digest
+
+            node_digest.flush()
 
 
 def write_now() -> None:
     """The entries now, from whichever copy of this module runs the recorder: a program that
     ends cleanly destroys its group before the interpreter exits (``runtime.cleanup``), and
-    torch has nothing left to give :func:`at_exit` then, so the file would keep the last
-    interval's entries, or none in a run shorter than one."""
+    torch has nothing left to give :func:`at_exit` then, so the file would keep only what
+    was last asked for, or nothing."""
     shared = sys.modules.get(SHARED_NAME)
     if shared is not None:
         shared.at_exit()

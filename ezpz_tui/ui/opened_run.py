@@ -69,7 +69,7 @@ READ_BYTES = 1 << 20  # per file and poll
 BACKLOG_BYTES_PER_LINE = 200  # a generous training log line, to start a log near its end
 FIRST_READS = 512  # files read for the first time per poll: rows show before every file is read
 TAKEN_POLL_S = 0.05  # how often a thread waiting for the UI looks whether it should stop
-COLLECTIVES_EVERY_S = 5.0  # the ranks rewrite their Flight Recorder files at most this often
+COLLECTIVES_EVERY_S = 5.0  # the ranks report their Flight Recorder progress this often
 COLLECTIVES_SHARE = 10  # ... and reading them takes at most a tenth of this thread's time
 GOODPUT_EVERY_S = 5.0  # a live run's goodput is read again this often, or more seldom:
 GOODPUT_SHARE = 50  # ... so that reading it takes at most a fiftieth of a core
@@ -199,8 +199,9 @@ class OpenedRun:
         is ``slow`` in the rank list, the summary bar and the heatmap (counted in the summary
         bar once the run has ended), a rank that never entered the collective the others wait
         in is marked ``?`` and named in a notification. When the run turns ``hung`` every rank
-        is asked to write its entries at once. A 1,024-rank run's files take a second or two
-        to read, so the looks are spaced to keep them under a tenth of the time."""
+        is asked to write its entries at once. The progress comes from the node digests (a
+        rank's file only where none covers it: an older run's files take a second or two at
+        1,024 ranks), and the looks are spaced to keep them under a tenth of the time."""
         monitor, flight_dir = self.monitor, RunDir(self.path).flight_dir
         said, asked, wait = None, False, COLLECTIVES_EVERY_S
         while not self._stop.wait(wait):

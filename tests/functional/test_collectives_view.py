@@ -36,11 +36,12 @@ from tests.pilots import LOCAL, text_of, until
 def launch_script(tmp_path: Path) -> Iterator:
     started: list[tuple[subprocess.Popen, Path]] = []
 
-    def launch(script: str, ranks: int) -> Path:
+    def launch(script: str | Path, ranks: int) -> Path:
         outputs, marks = tmp_path / "outputs", tmp_path / "marks"
         marks.mkdir()
-        path = tmp_path / "job.py"
-        path.write_text(script)
+        path = script if isinstance(script, Path) else tmp_path / "job.py"
+        if isinstance(script, str):
+            path.write_text(script)
         env = {**base_env(outputs), "EZPZ_FLIGHT_INTERVAL_S": "0.5"}
         argv = [PY, "-m", "ezpz_tui", "launch", "--ppn", str(ranks), "--quiet", "--"]
         proc = subprocess.Popen(
@@ -71,21 +72,24 @@ def app_on(run: Path) -> EzpzApp:
 
 @pytest.mark.mpi
 async def test_missing_rank_is_marked_and_named(launch_script, mpiexec: str) -> None:
-    run = launch_script(SKIPS, 2)
+    """From the ranks' progress in their node's digest."""
+    run = launch_script(SKIPS, 4)
     app = app_on(run)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app.main.opened is not None, "the run opened", 30)
         monitor = app.main.opened.monitor
-        await until(pilot, lambda: monitor.missing == {1}, "rank 1 named missing", 60)
+        await until(pilot, lambda: monitor.missing == {3}, "rank 3 named missing", 90)
         ranks = app.main.query_one(RankList)
-        await until(pilot, lambda: ranks._missing == {1}, "the rank list's rows", 30)
-        row = ranks.rows.index(1)
-        assert ranks.render_row(row).plain.startswith("?    1 ")
+        await until(pilot, lambda: ranks._missing == {3}, "the rank list's rows", 30)
+        row = ranks.rows.index(3)
+        assert ranks.render_row(row).plain.startswith("?    3 ")
         assert not ranks.render_row(ranks.rows.index(0)).plain.startswith("?")
+        told = lambda: any(n.message.startswith("Collectives: ") for n in app._notifications)  # noqa: E731
+        await until(pilot, told, "the notification", 10)  # posted just after the rows
         said = [n.message for n in app._notifications]
         assert any(
-            m.startswith("Collectives: all_reduce #6 (default group, 4 floats): rank 0 waiting")
-            and m.endswith("rank 1 never entered it")
+            m.startswith("Collectives: all_reduce #6 (default group, 4 floats): ranks 0-2 waiting")
+            and m.endswith("rank 3 never entered it")
             for m in said
         ), said
 

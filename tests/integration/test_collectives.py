@@ -1,15 +1,17 @@
 """The collectives' verdicts on real jobs: plain gloo scripts under ``ezpz-tui launch`` (the real
-mpiexec and capture wrapper, torch's real Flight Recorder), read by ``why`` and ``top``.
+mpiexec and capture wrapper, torch's real Flight Recorder, the ranks' real node digest), read by
+``why``, ``top`` and ``stacks``.
 
 Each script's ranks write a marker when they have got where the test needs them; the test waits
-for it and for the rank's Flight Recorder file to hold what it needs, then asks once. Every test
-ends its run (SIGTERM to the CLI, then SIGKILL to anything of the run still there).
+for it and for the ranks' progress in the node digest to hold what it needs, then asks once.
+Every test ends its run (SIGTERM to the CLI, then SIGKILL to anything of the run still there).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,22 +28,11 @@ from tests.fixtures.cli import REPO, base_env, cli, kill_leftovers, run_dirs
 PY = sys.executable
 INTERVAL_S = 0.5  # the ranks' Flight Recorder interval: a verdict after twice this of waiting
 
-# Rank 1 never enters the 6th all_reduce; rank 0 waits in it.
-SKIPS = textwrap.dedent(
-    """
-    import os, sys, time
-    import torch, torch.distributed as dist
-
-    dist.init_process_group("gloo")
-    rank, t = dist.get_rank(), torch.ones(4)
-    for i in range(8):
-        if rank == 1 and i == 5:
-            open(os.path.join(sys.argv[1], "skipping"), "w").close()
-            while True:
-                time.sleep(0.5)
-        dist.all_reduce(t)
-    """
-)
+RANKS = REPO / "tests" / "ranks"
+# Rank 3 of 4 never enters the 6th all_reduce; ranks 0-2 wait in it.
+SKIPS = RANKS / "skips_a_collective.py"
+# Rank 2 of 4 sleeps 40 ms before each all_reduce; nobody writes metrics.
+LATE = RANKS / "late_at_collectives.py"
 # At the 3rd collective rank 1 expects 8 floats from a broadcast whose root sends 4: gloo lets
 # it pass with the wrong data (a size mismatch in an all_reduce it aborts on, at once).
 MISMATCH = textwrap.dedent(
@@ -59,24 +50,6 @@ MISMATCH = textwrap.dedent(
         time.sleep(0.5)
     """
 )
-# Rank 2 arrives ~40 ms late at every all_reduce; nobody writes metrics.
-LATE = textwrap.dedent(
-    """
-    import os, sys, time
-    import torch, torch.distributed as dist
-
-    dist.init_process_group("gloo")
-    rank, t = dist.get_rank(), torch.ones(4)
-    for i in range(400):
-        if rank == 2:
-            time.sleep(0.04)
-        dist.all_reduce(t)
-        if i == 60:
-            open(os.path.join(sys.argv[1], f"steady-{rank}"), "w").close()
-    while True:
-        time.sleep(0.5)
-    """
-)
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 120.0) -> None:
@@ -86,23 +59,41 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 120.0) -> None:
         time.sleep(0.1)
 
 
-def flight_seqs(run: Path, rank: int) -> list[int]:
-    """The collective sequence numbers rank's Flight Recorder file holds (none yet: [])."""
+def progress(run: Path) -> tuple[float, dict[int, dict]]:
+    """When the run's one node digest was written, and each rank's default-group progress it
+    holds (none yet: 0, {})."""
     try:
-        data = json.loads(RunDir(run).flight(rank).read_text())
+        [path] = RunDir(run).node_digests()
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
-        return []
-    return [e["collective_seq_id"] for e in data["entries"]]
+        return 0.0, {}
+    found = {}
+    for rank, entry in data["ranks"].items():
+        groups = (entry.get("flight") or {}).get("groups") or {}
+        found.update({int(rank): g for g in groups.values() if g["desc"] == "default_pg"})
+    return data["written"], found
+
+
+def arrived(group: dict, seq: int) -> float | None:
+    """When a rank's progress says it entered collective ``seq``."""
+    offsets = [0, *group["dt_us"]]
+    index = seq - group["seq"]
+    return (group["t_ns"] / 1e9 + offsets[index] / 1e6) if 0 <= index < len(offsets) else None
+
+
+def full_dumps(run: Path) -> list[Path]:
+    return sorted(RunDir(run).flight_dir.glob("rank-*.json"))
 
 
 @contextlib.contextmanager
-def launched(tmp_path: Path, script: str, ranks: int) -> Iterator[tuple[Path, Path, dict]]:
-    """``ezpz-tui launch --ppn RANKS -- python script MARKS``: (run dir, marks, env) while it
-    runs; stopped and cleaned up after."""
+def launched(tmp_path: Path, script: str | Path, ranks: int) -> Iterator[tuple[Path, Path, dict]]:
+    """``ezpz-tui launch --ppn RANKS -- python script MARKS`` (``script``: its text, or one
+    under tests/ranks/): (run dir, marks, env) while it runs; stopped and cleaned up after."""
     outputs, marks = tmp_path / "outputs", tmp_path / "marks"
     marks.mkdir()
-    path = tmp_path / "job.py"
-    path.write_text(script)
+    path = script if isinstance(script, Path) else tmp_path / "job.py"
+    if isinstance(script, str):
+        path.write_text(script)
     env = base_env(outputs)
     env["EZPZ_FLIGHT_INTERVAL_S"] = str(INTERVAL_S)
     argv = [PY, "-m", "ezpz_tui", "launch", "--ppn", str(ranks), "--quiet", "--"]
@@ -130,14 +121,26 @@ def launched(tmp_path: Path, script: str, ranks: int) -> Iterator[tuple[Path, Pa
 
 @pytest.mark.mpi
 def test_rank_skipping_the_sixth_all_reduce_is_named_missing(tmp_path: Path, mpiexec: str) -> None:
-    with launched(tmp_path, SKIPS, 2) as (run, marks, env):
+    """Judged from the ranks' progress in their node's digest, with no Flight Recorder file
+    written before the verdict; ``stacks`` then asks every rank for its entries."""
+    with launched(tmp_path, SKIPS, 4) as (run, marks, env):
         wait_for(lambda: (marks / "skipping").exists())
-        wait_for(lambda: 6 in flight_seqs(run, 0))
-        time.sleep(4 * INTERVAL_S)  # rank 0 has waited over two intervals in #6
+
+        def judgeable() -> bool:  # the others have waited in #6 twice the interval, digested
+            written, ranks = progress(run)
+            if len(ranks) < 4 or ranks[3]["entered"] != 5:
+                return False
+            if any(ranks[r]["entered"] != 6 or arrived(ranks[r], 6) is None for r in range(3)):
+                return False
+            since = min(arrived(ranks[r], 6) for r in range(3))  # type: ignore[type-var]
+            return written - INTERVAL_S >= since and time.time() > since + 3 * INTERVAL_S
+
+        wait_for(judgeable)
         proc = cli(["why", run.name, "--json"], env)
         assert proc.returncode == 0, proc.stderr
+        assert full_dumps(run) == []  # nobody asked: no rank wrote its entries
         data = json.loads(proc.stdout)
-        assert data["failed"] is False
+        assert data["failed"] is False and data["collective_notes"] == []
         found = data["collectives"]
         assert found["kind"] == "missing"
         assert (found["collective"], found["seq"], found["group_desc"]) == (
@@ -145,26 +148,35 @@ def test_rank_skipping_the_sixth_all_reduce_is_named_missing(tmp_path: Path, mpi
             6,
             "default_pg",
         )
-        assert (found["waiting"], found["missing"]) == ([0], [1])
-        assert found["last_collective"] == {"1": {"collective": "all_reduce", "seq": 5}}
+        assert (found["waiting"], found["missing"]) == ([0, 1, 2], [3])
+        assert found["last_collective"] == {"3": {"collective": "all_reduce", "seq": 5}}
         assert found["sizes"] == [[4]] and found["dtypes"] == ["Float"]
         text = cli(["why", run.name], env).stdout
-        assert "all_reduce #6 (default group, 4 floats): rank 0 waiting for" in text
-        assert "rank 1 never entered it" in text and "last collective all_reduce #5" in text
+        assert "all_reduce #6 (default group, 4 floats): ranks 0-2 waiting for" in text
+        assert "rank 3 never entered it" in text and "last collective all_reduce #5" in text
         stacks = cli(["stacks", run.name], env)
         assert stacks.returncode == 0, stacks.stderr
-        line = next(i for i, s in enumerate(SKIPS.splitlines(), 1) if "time.sleep(0.5)" in s)
-        assert f"  rank 1's stack: <module> at job.py:{line}" in stacks.stdout.splitlines()
-        assert "  all_reduce #6 (default group, 4 floats): rank 0 waiting for" in stacks.stdout
+        script = SKIPS.read_text().splitlines()
+        line = next(i for i, s in enumerate(script, 1) if "time.sleep(0.5)" in s)
+        said = stacks.stdout.splitlines()
+        assert f"  rank 3's stack: <module> at skips_a_collective.py:{line}" in said
+        assert "  all_reduce #6 (default group, 4 floats): ranks 0-2 waiting for" in stacks.stdout
+        wait_for(lambda: len(full_dumps(run)) == 4, 30)  # asked through each rank's FIFO
+        for rank in range(4):
+            dumped = json.loads(RunDir(run).flight(rank).read_text())
+            assert dumped["written"] == "asked" and dumped["rank"] == rank
+            seqs = [e["collective_seq_id"] for e in dumped["entries"]]
+            assert seqs == list(range(1, 6 if rank == 3 else 7)), seqs
 
 
 @pytest.mark.mpi
 def test_size_mismatch_at_one_sequence_number_is_named(tmp_path: Path, mpiexec: str) -> None:
     with launched(tmp_path, MISMATCH, 2) as (run, marks, env):
         wait_for(lambda: (marks / "mismatch-0").exists() and (marks / "mismatch-1").exists())
-        wait_for(lambda: 3 in flight_seqs(run, 0) and 3 in flight_seqs(run, 1))
+        wait_for(lambda: [g["entered"] for g in progress(run)[1].values()] == [3, 3])
         proc = cli(["why", run.name, "--json"], env)
         assert proc.returncode == 0, proc.stderr
+        assert full_dumps(run) == []  # from the progress alone
         found = json.loads(proc.stdout)["collectives"]
         assert (found["kind"], found["seq"], found["group_desc"]) == ("mismatch", 3, "default_pg")
         sizes = {tuple(c["ranks"]): c["sizes"] for c in found["calls"]}
@@ -177,9 +189,15 @@ def test_size_mismatch_at_one_sequence_number_is_named(tmp_path: Path, mpiexec: 
 def test_rank_arriving_late_is_slow_by_arrival_lag(tmp_path: Path, mpiexec: str) -> None:
     with launched(tmp_path, LATE, 4) as (run, marks, env):
         wait_for(lambda: all((marks / f"steady-{r}").exists() for r in range(4)))
-        wait_for(lambda: all(len(flight_seqs(run, r)) >= 40 for r in range(4)))
+
+        def windows_full() -> bool:  # every rank's progress holds its newest 32 arrivals
+            ranks = progress(run)[1]
+            return len(ranks) == 4 and all(len(g["dt_us"]) == 31 for g in ranks.values())
+
+        wait_for(windows_full)
         proc = cli(["top", run.name, "--json"], env)
         assert proc.returncode == 0, proc.stderr
+        assert full_dumps(run) == []  # from the progress alone
         data = json.loads(proc.stdout)
         assert data["slow"] == [2]
         rows = {row["rank"]: row for row in data["ranks"]}
@@ -197,13 +215,18 @@ def test_rank_arriving_late_is_slow_by_arrival_lag(tmp_path: Path, mpiexec: str)
         said = plain.stderr
         assert said.startswith(f"ezpz-tui: no profile from {run.name}: rank 0: it calls no step")
         assert "adds `runtime.profiling.step()` at the end of each step" in said
+        wait_for(lambda: len(full_dumps(run)) == 4, 30)  # profile's request asks for them too
+        assert all(json.loads(p.read_text())["written"] == "asked" for p in full_dumps(run))
 
 
-# Rank 2 arrives ~40 ms late at each of 60 all_reduces, and every rank then ends.
+# Rank 2 arrives ~40 ms late at each of 60 all_reduces, and every rank then ends: by destroying
+# its group itself (torch then has no entries left to write at the end), or by runtime.cleanup()
+# (which has them written first).
 LATE_THEN_ENDS = textwrap.dedent(
     """
-    import time
+    import sys, time
     import torch, torch.distributed as dist
+    import runtime
 
     dist.init_process_group("gloo")
     rank, t = dist.get_rank(), torch.ones(4)
@@ -211,22 +234,26 @@ LATE_THEN_ENDS = textwrap.dedent(
         if rank == 2:
             time.sleep(0.04)
         dist.all_reduce(t)
-    dist.destroy_process_group()
+    runtime.cleanup() if sys.argv[1] == "cleanup" else dist.destroy_process_group()
     """
 )
 
 
 @pytest.mark.mpi
-def test_an_ended_run_keeps_its_straggler(tmp_path: Path, mpiexec: str) -> None:
+@pytest.mark.parametrize("end", ["destroy", "cleanup"])
+def test_an_ended_run_keeps_its_straggler(tmp_path: Path, mpiexec: str, end: str) -> None:
     """Once the run has ended its straggler is still named: by ``top`` and ``why`` from what
-    the finalizer recorded in ``summary.json``, and by ``top`` from the ranks' files where
-    there is no summary (an older run, or a finalizer that has not run)."""
+    the finalizer recorded in ``summary.json``, and by ``top`` without a summary (an older
+    run, or a finalizer that has not run) from the ranks' last progress in their node's
+    digest, or their files written at the end; ``why`` from those files alone (an older run's
+    shape: no digest)."""
     outputs = tmp_path / "outputs"
     script = tmp_path / "job.py"
     script.write_text(LATE_THEN_ENDS)
     env = {**base_env(outputs), "EZPZ_FLIGHT_INTERVAL_S": str(INTERVAL_S)}
     try:
-        done = cli(["launch", "--quiet", "--ppn", "4", "--", PY, str(script)], env, timeout=240)
+        argv = ["launch", "--quiet", "--ppn", "4", "--", PY, str(script), end]
+        done = cli(argv, env, timeout=240)
     finally:
         kill_leftovers(outputs)
     assert done.returncode == 0, done.stderr
@@ -253,6 +280,15 @@ def test_an_ended_run_keeps_its_straggler(tmp_path: Path, mpiexec: str) -> None:
     slow, rows = slow_rows()
     assert slow == [2] and rows[2]["arrival_lag_s"] > 0.02
     assert all(abs(rows[r]["arrival_lag_s"]) < 0.02 for r in (0, 1, 3))
+    if end == "destroy":
+        assert full_dumps(run) == []  # from the digest's progress
+        return
+    assert [json.loads(p.read_text())["written"] for p in full_dumps(run)] == ["end"] * 4
+    shutil.rmtree(RunDir(run).nodes_dir)
+    said = cli(["why", run.name, "--json"], env)
+    assert said.returncode == 0, said.stderr
+    late = json.loads(said.stdout)["collectives"]
+    assert (late["kind"], late["ranks"], late["collective"]) == ("late", [2], "all_reduce")
 
 
 REPORTS = textwrap.dedent(

@@ -106,7 +106,7 @@ def test_a_rank_with_no_file_is_missing_too(tmp_path: Path) -> None:
     found = verdict(read(tmp_path, records), now=T0 + 60, world=WORLD)
     assert isinstance(found, Missing)
     assert (found.collective.seq, found.missing, found.no_record) == (1, (1023,), (1023,))
-    assert "  rank 1023: no Flight Recorder file" in found.lines()
+    assert "  rank 1023: no Flight Recorder record" in found.lines()
 
 
 def test_hang_in_a_second_group_names_that_group(tmp_path: Path) -> None:

@@ -31,12 +31,15 @@ import contextlib
 import json
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ezpz_tui.core.runs.record import positive_int, read_record
 from ezpz_tui.core.runs.unreadable import named
+from ezpz_tui.core.watching.flight_progress import progress_of, read_progress
+from ezpz_tui.core.watching.node_digests import NodeDigests
 from ezpz_tui.core.watching.recorded import Recorded, rank_figures, recorded_verdicts
 from ezpz_tui.core.words import rank_ranges
 from runtime.rundir import RunDir, read_state
@@ -46,6 +49,7 @@ LAG_MIN_S = 0.010  # under this a rank's lag is noise (scheduling, clocks), not 
 LAG_MIN_CALLS = 8  # fewer collectives in common (a job's set-up, say) are no straggler's sign
 RECENT = 32  # collectives the lag is the median over
 DEFAULT_GROUP = "default_pg"
+UNKNOWN_OP = "?"  # a collective whose entry a record no longer holds: only its number is known
 # Ops whose members legitimately pass different sizes.
 _SIZES_MAY_DIFFER = ("all_to_all", "alltoall", "gather", "scatter", "send", "recv")
 _DTYPE_WORDS = {"Float": "float", "Double": "double", "Half": "half", "BFloat16": "bfloat16"}
@@ -90,31 +94,40 @@ class Call:
         return ", ".join(parts)
 
     def name(self) -> str:
-        return f"{self.op} #{self.seq}"
+        return f"{self.op} #{self.seq}" if self.op != UNKNOWN_OP else f"collective #{self.seq}"
+
+    def described(self) -> str:
+        """``all_reduce #6 (default group, 4 floats)``; without the tensors where the entry
+        is no longer known (a waiting rank's progress has gone past it)."""
+        what = f", {self.what()}" if self.op != UNKNOWN_OP else ""
+        return f"{self.name()} ({_group_words(self)}{what})"
 
 
 @dataclass(frozen=True)
 class Dump:
-    """One rank's file: its entries by group and sequence number, and when it was written."""
+    """One rank's record: its file (``flight/rank-N.json``) or the progress its node's digest
+    holds (:func:`parse_progress`): its entries by group and sequence number, how far each
+    group got, when it entered the newest collectives, and when it was looked at."""
 
     rank: int
     time: float
     interval_s: float
-    calls: Mapping[tuple[str, int], Call]
+    calls: Mapping[tuple[str, int], Call]  # what it called, where the record says
     members: Mapping[str, tuple[int, ...]]  # a group's ranks, where the recorder knows them
-    enqueued: Mapping[int, int] = field(default_factory=dict)  # by pg_id: the newest seq called
+    newest: Mapping[str, int] = field(default_factory=dict)  # by group: the newest seq entered
+    completed: Mapping[str, int] = field(default_factory=dict)  # by group: the newest completed
+    arrived: Mapping[str, Mapping[int, int]] = field(default_factory=dict)  # group, seq: ns
+    descs: Mapping[str, str] = field(default_factory=dict)  # by group: its description
+    # Whether ``time`` is when the rank's state was looked at (its progress, or a file written
+    # when asked or at its end); not for a file of older runs, rewritten only when it changed.
+    looked: bool = False
+    # By pg_id, the newest seq entered of groups none of its entries names (other ranks' may).
+    unnamed: Mapping[int, int] = field(default_factory=dict)
+    at_end: bool = False  # a file the rank wrote at its end: every entry it had
 
     def last_in(self, group: str) -> Call | None:
         seqs = [seq for g, seq in self.calls if g == group]
         return self.calls[(group, max(seqs))] if seqs else None
-
-    def newest_seq(self, group: str, pg_id: int | None) -> int | None:
-        """The newest sequence number this rank called in ``group``: its entries', or the
-        recorder's status where the entries written no longer reach that group."""
-        last = self.last_in(group)
-        said = self.enqueued.get(pg_id) if pg_id is not None else None
-        seqs = [s for s in (last.seq if last else None, said) if s is not None and s > 0]
-        return max(seqs, default=None)
 
 
 def _group_words(call: Call) -> str:
@@ -155,9 +168,25 @@ def parse_dump(data: Mapping[str, Any], rank: int) -> Dump:
         if name and isinstance(ranks, list) and ranks:
             members[str(name)] = tuple(int(r) for r in ranks)
     enqueued: dict[int, int] = {}
+    done: dict[int, int] = {}
     for pg_id, status in (data.get("pg_status") or {}).items():
         with contextlib.suppress(ValueError, TypeError, AttributeError):
             enqueued[int(pg_id)] = int(status.get("last_enqueued_collective"))
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            done[int(pg_id)] = int(status.get("last_completed_collective"))
+    # The status is by the group's index in the process: its entries say which group that is.
+    names = {c.pg_id: c.group for c in calls.values() if c.pg_id is not None}
+    newest: dict[str, int] = {}
+    for call in calls.values():
+        newest[call.group] = max(newest.get(call.group, 0), call.seq)
+    for pg_id, seq in enqueued.items():
+        if pg_id in names and seq > newest[names[pg_id]]:
+            newest[names[pg_id]] = seq
+    unnamed = {pg_id: seq for pg_id, seq in enqueued.items() if pg_id not in names and seq > 0}
+    arrived: dict[str, dict[int, int]] = {}
+    for (group, seq), call in calls.items():
+        if call.created_ns:
+            arrived.setdefault(group, {})[seq] = call.created_ns
     interval = data.get("interval_s")
     return Dump(
         rank=rank,
@@ -165,7 +194,65 @@ def parse_dump(data: Mapping[str, Any], rank: int) -> Dump:
         interval_s=float(interval) if isinstance(interval, (int, float)) else DEFAULT_INTERVAL_S,
         calls=calls,
         members=members,
-        enqueued=enqueued,
+        newest=newest,
+        completed={names[i]: seq for i, seq in done.items() if i in names},
+        arrived=arrived,
+        descs={c.group: c.desc for c in calls.values()},
+        looked=isinstance(data.get("written"), str),  # asked for, or at its end
+        unnamed=unnamed,
+        at_end=data.get("written") == "end",
+    )
+
+
+def parse_progress(data: Mapping[str, Any], rank: int, written: float = 0.0) -> Dump:
+    """A rank's progress as :func:`runtime.flight.progress` reports it into its node's digest:
+    per group the newest collective entered (with its op, sizes and dtypes) and completed, and
+    when it entered the newest few. As of when it was looked at, or when the digest holding it
+    was ``written`` less the rank's interval (a rank reports its progress only when it changed),
+    whichever is later. Raises ValueError, TypeError, KeyError or AttributeError on what is
+    not that."""
+    calls: dict[tuple[str, int], Call] = {}
+    newest: dict[str, int] = {}
+    completed: dict[str, int] = {}
+    arrived: dict[str, dict[int, int]] = {}
+    descs: dict[str, str] = {}
+    for group, said in data["groups"].items():
+        group, desc = str(group), str(said.get("desc") or "")
+        first, t0 = int(said["seq"]), int(said["t_ns"])
+        after = said.get("dt_us") or ()
+        times = {first + 1 + i: t0 + us * 1000 for i, us in enumerate(after)}
+        times[first] = t0
+        arrived[group] = times
+        last = first + len(after)
+        calls[(group, last)] = Call(
+            rank=rank,
+            seq=last,
+            group=group,
+            pg_id=None,
+            desc=desc,
+            op=str(said.get("op") or UNKNOWN_OP),
+            sizes=tuple(tuple(size) for size in said.get("sizes") or ()),
+            dtypes=tuple(said.get("dtypes") or ()),
+            created_ns=times[last] or None,
+        )
+        newest[group] = max(last, int(said.get("entered") or 0))
+        done = said.get("completed")
+        if isinstance(done, int):
+            completed[group] = done
+        descs[group] = desc
+    every = data.get("every")
+    every = float(every) if isinstance(every, (int, float)) else DEFAULT_INTERVAL_S
+    return Dump(
+        rank=rank,
+        time=max(float(data["at"]), written - every),
+        interval_s=every,
+        calls=calls,
+        members={},
+        newest=newest,
+        completed=completed,
+        arrived=arrived,
+        descs=descs,
+        looked=True,
     )
 
 
@@ -175,13 +262,17 @@ class Flights:
 
     dumps: dict[int, Dump] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    world: int | None = None  # the run's ranks, where :func:`read_records` found them
 
 
-def read_flights(run_dir: Path) -> Flights:
-    """The ranks' Flight Recorder files of ``run_dir``; none when the recorder was off."""
+def read_flights(run_dir: Path, skip: Collection[int] = ()) -> Flights:
+    """The ranks' Flight Recorder files of ``run_dir``, but ``skip``'s; none when the recorder
+    was off or nobody asked a rank for its entries yet."""
     run = RunDir(run_dir)
     found = Flights()
     for path, rank in run.flights():
+        if rank in skip:
+            continue
         try:
             data = json.loads(path.read_bytes())
             found.dumps[rank] = parse_dump(data, rank)
@@ -191,17 +282,90 @@ def read_flights(run_dir: Path) -> Flights:
     return found
 
 
+NO_DIGEST = (
+    "no node digest holds the ranks' Flight Recorder progress: judged from their files as "
+    "last written (`ezpz-tui stacks` asks the ranks for new ones)"
+)
+
+
+def read_records(
+    run_dir: Path, live: bool, now: float, digests: NodeDigests | None = None
+) -> Flights:
+    """Every rank's Flight Recorder record: while the run is live, the progress its node's
+    digest holds (:mod:`~ezpz_tui.core.watching.flight_progress`: O(nodes) small reads), its
+    file only for a rank no digest covers or whose digest is stale, where that file is newer
+    (asked for since); ``flight/`` is not even listed where the digests cover every rank. Once
+    the run has ended, each rank's file, written at its end with every entry, and the progress
+    for a rank that left none or an older one (killed). A live run without digests (an older
+    run, or node digests turned off) is read from its files, and says so. ``digests``: the
+    run's, where the caller read them already (and says their notes)."""
+    world = run_world(run_dir)
+    held = read_progress(run_dir, live, now) if digests is None else progress_of(digests, False)
+    found = Flights(notes=list(held.notes), world=world)
+    for rank, value in held.progress.items():
+        try:
+            found.dumps[rank] = parse_progress(value, rank, held.written.get(rank, 0.0))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            found.notes.append(
+                f"rank {rank}: its node digest's Flight Recorder progress is not one"
+            )
+    covered = set(found.dumps) - held.stale
+    if live and world is not None and covered >= set(range(world)):
+        return found
+    if live and found.dumps:
+        files = read_flights(run_dir, skip=covered)
+    else:
+        files = read_flights(run_dir)
+        if live and files.dumps:
+            found.notes.append(NO_DIGEST)
+    found.notes += files.notes
+    for rank, dump in files.dumps.items():
+        held = found.dumps.get(rank)
+        if held is None or dump.time >= held.time or (dump.at_end and not live):
+            found.dumps[rank] = dump
+    return found
+
+
+def run_world(run_dir: Path) -> int | None:
+    """The run's ranks: its ``run.toml``'s world size, else the highest rank with a status
+    file (one listing of ``status/``), plus one; None for neither."""
+    record, _ = read_record(run_dir)
+    sizes = record.get("sizes")
+    world = positive_int(sizes.get("world_size")) if isinstance(sizes, dict) else None
+    if world is None:
+        world = max((r for _, r in RunDir(run_dir).statuses()), default=-1) + 1 or None
+    return world
+
+
+def _named(dumps: Mapping[int, Dump]) -> Mapping[int, Dump]:
+    """``dumps`` with the groups a rank's status counts but its entries no longer name (its
+    newest entries all in other groups) named by the pg_id other ranks' entries give them."""
+    odd = [d for d in dumps.values() if d.unnamed]
+    if not odd:
+        return dumps
+    names = {
+        c.pg_id: c.group for d in dumps.values() for c in d.calls.values() if c.pg_id is not None
+    }
+    out = dict(dumps)
+    for dump in odd:
+        newest = dict(dump.newest)
+        for pg_id, seq in dump.unnamed.items():
+            if pg_id in names and seq > newest.get(names[pg_id], 0):
+                newest[names[pg_id]] = seq
+        out[dump.rank] = replace(dump, newest=newest, unnamed={})
+    return out
+
+
 def _groups(dumps: Mapping[int, Dump], world: int | None) -> dict[str, tuple[int, ...]]:
     """Each group's members: the recorder's list where it has one (NCCL), every rank for the
-    default group, else the ranks whose entries name the group (gloo keeps no list)."""
+    default group, else the ranks whose records name the group (gloo keeps no list)."""
     everyone = tuple(range(world)) if world else tuple(sorted(dumps))
     seen: dict[str, set[int]] = {}
     defaults: set[str] = set()
     for dump in dumps.values():
-        for (group, _), call in dump.calls.items():
+        for group in dump.newest:
             seen.setdefault(group, set()).add(dump.rank)
-            if call.desc == DEFAULT_GROUP:
-                defaults.add(group)
+        defaults.update(g for g, desc in dump.descs.items() if desc == DEFAULT_GROUP)
     out: dict[str, tuple[int, ...]] = {}
     for group, ranks in seen.items():
         listed = next((d.members[group] for d in dumps.values() if group in d.members), None)
@@ -225,9 +389,8 @@ class Missing:
     no_record: tuple[int, ...] = ()  # missing ranks with no Flight Recorder file at all
 
     def headline(self) -> str:
-        c = self.collective
         return (
-            f"{c.name()} ({_group_words(c)}, {c.what()}): {_ranks(self.waiting)} waiting for "
+            f"{self.collective.described()}: {_ranks(self.waiting)} waiting for "
             f"{self.waiting_s:.0f} s; {_ranks(self.missing)} never entered it"
         )
 
@@ -239,7 +402,7 @@ class Missing:
             call = self.last.get(rank)
             seq = self.last_seq.get(rank)
             if rank in self.no_record:
-                said = "no Flight Recorder file"
+                said = "no Flight Recorder record"
             elif call is not None:
                 said = f"last collective {call.name()}"
             else:
@@ -252,7 +415,7 @@ class Missing:
         c = self.collective
         return {
             "kind": "missing",
-            "collective": c.op,
+            "collective": c.op if c.op != UNKNOWN_OP else None,
             "seq": c.seq,
             "group": c.group,
             "group_desc": c.desc,
@@ -332,13 +495,12 @@ def find_mismatch(dumps: Mapping[int, Dump]) -> Mismatch | None:
 
 def find_missing(dumps: Mapping[int, Dump], now: float, world: int | None = None) -> Missing | None:
     """The first collective, over every group, that some members entered and waited in for
-    two of their intervals while the others' files still lack it; None when there is none."""
+    two of their intervals while the others' records, looked at since, still lack it; None
+    when there is none."""
     found: list[Missing] = []
+    dumps = _named(dumps)
     for group, members in _groups(dumps, world).items():
-        pg_id = next(
-            (c.pg_id for d in dumps.values() for (g, _), c in d.calls.items() if g == group), None
-        )
-        newest = {r: dumps[r].newest_seq(group, pg_id) if r in dumps else None for r in members}
+        newest = {r: dumps[r].newest.get(group) if r in dumps else None for r in members}
         if not any(newest.values()):
             continue
         seq = min(n or 0 for n in newest.values()) + 1
@@ -346,20 +508,23 @@ def find_missing(dumps: Mapping[int, Dump], now: float, world: int | None = None
         missing = tuple(r for r, n in newest.items() if n is None or n < seq)
         if not waiting or not missing:
             continue
-        first = dumps[waiting[0]].calls.get((group, seq))
-        if first is None:  # the waiting ranks' entries no longer reach back to it
+        if any(dumps[r].completed.get(group, -1) >= seq for r in waiting):
+            continue  # it completed, so every member entered it: a record is behind
+        since = _entered(dumps, waiting, group, seq)
+        if since is None:  # the waiting ranks' records no longer reach back to it
             continue
-        created = [
-            call.created_ns
-            for r in waiting
-            if (call := dumps[r].calls.get((group, seq))) is not None and call.created_ns
-        ]
-        if not created:
-            continue
-        waited = now - min(created) / 1e9
+        waited = now - since
         interval = max((dumps[r].interval_s for r in members if r in dumps), default=0.0)
         if waited < 2 * interval:
             continue
+        if any(r in dumps and dumps[r].looked and dumps[r].time < since for r in missing):
+            continue  # a rank's record is older than the wait: not judged until it is looked at
+        first = next(
+            (c for r in waiting if (c := dumps[r].calls.get((group, seq))) is not None), None
+        )
+        if first is None:
+            desc = next((d for r in waiting if (d := dumps[r].descs.get(group)) is not None), "")
+            first = Call(waiting[0], seq, group, None, desc, UNKNOWN_OP, (), (), None)
         found.append(
             Missing(
                 collective=first,
@@ -372,6 +537,19 @@ def find_missing(dumps: Mapping[int, Dump], now: float, world: int | None = None
             )
         )
     return min(found, key=lambda m: (-m.waiting_s, m.collective.seq), default=None)
+
+
+def _entered(
+    dumps: Mapping[int, Dump], waiting: Sequence[int], group: str, seq: int
+) -> float | None:
+    """When the first of ``waiting`` entered collective ``seq``: its record's time of it, else
+    (its record's newest arrivals all came later) no later than the oldest of those."""
+    at = [t for r in waiting if (t := dumps[r].arrived.get(group, {}).get(seq))]
+    if not at:
+        for r in waiting:
+            later = [t for s, t in dumps[r].arrived.get(group, {}).items() if s > seq]
+            at += [min(later)] if later else []
+    return min(at) / 1e9 if at else None
 
 
 def _last_call(dump: Dump | None, group: str, seq: int | None) -> Call | None:
@@ -461,25 +639,31 @@ def together(found: Verdict | None, late: Late | None) -> Verdict | None:
 
 
 def arrival_lags(dumps: Mapping[int, Dump], world: int | None = None, recent: int = RECENT) -> Lags:
-    """Lags from the newest ``recent`` collectives of each group that every member's file
-    holds; slow: last at over half of them (:data:`LAG_MIN_CALLS` or more) and a median lag of
-    :data:`LAG_MIN_S` or more."""
+    """Lags from the newest ``recent`` collectives of each group that every member's record
+    holds the arrival of; slow: last at over half of them (:data:`LAG_MIN_CALLS` or more) and
+    a median lag of :data:`LAG_MIN_S` or more."""
     lags: dict[int, list[float]] = {}
     lasts: Counter[int] = Counter()
     ops: Counter[str] = Counter()
     for group, members in _groups(dumps, world).items():
         if len(members) < 2 or any(r not in dumps for r in members):
             continue
-        seqs = set.intersection(*({s for g, s in dumps[r].calls if g == group} for r in members))
+        held = [dumps[r].arrived.get(group, {}) for r in members]
+        seqs = set(held[0]).intersection(*held[1:])
+        named: Counter[str] = Counter()
         for seq in sorted(seqs)[-recent:]:
-            times = {r: dumps[r].calls[(group, seq)].created_ns for r in members}
-            if not all(times.values()):
-                continue
-            middle = statistics.median(times.values())
-            for rank, t in times.items():
-                lags.setdefault(rank, []).append((t - middle) / 1e9)  # type: ignore[operator]
-            lasts[max(times, key=lambda r: times[r])] += 1  # type: ignore[arg-type,return-value]
-            ops[dumps[members[0]].calls[(group, seq)].op] += 1
+            times = [at[seq] for at in held]
+            middle = statistics.median(times)
+            for rank, t in zip(members, times, strict=True):
+                lags.setdefault(rank, []).append((t - middle) / 1e9)
+            lasts[members[times.index(max(times))]] += 1
+            call = dumps[members[0]].calls.get((group, seq))
+            if call is not None and call.op != UNKNOWN_OP:
+                named[call.op] += 1
+        last = dumps[members[0]].last_in(group)  # a progress names the newest op alone
+        if not named and seqs and last is not None and last.op != UNKNOWN_OP:
+            named[last.op] += 1
+        ops.update(named)
     lag_s = {rank: statistics.median(values) for rank, values in lags.items()}
     share = {rank: lasts[rank] / len(values) for rank, values in lags.items()}
     slow = frozenset(
@@ -532,15 +716,15 @@ def read_collectives(run_dir: Path, live: bool, now: float) -> Reading:
         if recorded is not None:
             return recorded_reading(recorded)
         now = ended_at(run_dir, now)
-    return judge(run_dir, now)
+    return judge(run_dir, now, live)
 
 
-def judge(run_dir: Path, now: float) -> Reading:
-    """The ranks' files judged at ``now``: a live run's present, or an ended run's end."""
-    flights = read_flights(run_dir)
-    world = max((r for _, r in RunDir(run_dir).statuses()), default=-1) + 1 or None
-    found = verdict(flights, now, world)
-    return Reading(found, arrival_lags(flights.dumps, world), tuple(flights.notes))
+def judge(run_dir: Path, now: float, live: bool = False) -> Reading:
+    """The ranks' records judged at ``now``: a live run's present, or an ended run's end
+    (:func:`read_records`)."""
+    flights = read_records(run_dir, live, now)
+    found = verdict(flights, now, flights.world)
+    return Reading(found, arrival_lags(flights.dumps, flights.world), tuple(flights.notes))
 
 
 def ended_at(run_dir: Path, now: float) -> float:

@@ -1,7 +1,9 @@
 """``ezpz-tui top``: every rank's latest telemetry, recent step time, MFU and arrival lag at the
 collectives, read once from the run directory. UI-free, and cheap at scale: each rank's files
-are read from their last few KB only (the newest sample, the newest records), never whole, plus
-its Flight Recorder file (a few hundred entries), so 1,024 ranks cost 3,072 short reads; rank
+are read from their last few KB only (the newest sample, the newest records), never whole, and
+the arrival times at the collectives from the node digests' Flight Recorder progress (a rank's
+own Flight Recorder file only where no digest covers it), so 1,024 ranks cost about 2,048 short
+reads; rank
 0's first record is read too, for the run's FLOPs per token: each rank's MFU is those at its
 newest tokens/s, against the peak the last line names. An ended run's ranks are read from its
 ``digest.json`` instead (:mod:`~ezpz_tui.core.runs.digest`: what the finalizer read of these
@@ -28,7 +30,7 @@ from ezpz_tui.core.runs.ending import derived_state
 from ezpz_tui.core.runs.record import positive_int, read_record
 from ezpz_tui.core.runs.unreadable import named, unreadable, unusable_status, unusable_statuses
 from ezpz_tui.core.watching.checkpoint_gauge import MAX_AGE_S, Gauge, gauge, read_on_disk
-from ezpz_tui.core.watching.collectives import Lags, arrival_lags, lags_of, read_flights
+from ezpz_tui.core.watching.collectives import Lags, arrival_lags, lags_of, read_records
 from ezpz_tui.core.watching.efficiency import Efficiency, PeakSettings, run_efficiency, suspect
 from ezpz_tui.core.watching.finish import Finish, duration, expected_finish, total_steps
 from ezpz_tui.core.watching.node_digests import NodeDigests, read_node_digests
@@ -187,7 +189,7 @@ def read_top(
     if isinstance(command, list) and all(isinstance(w, str) for w in command):
         total = total_steps(command)
     if said is None:
-        flights = read_flights(run_dir)
+        flights = read_records(run_dir, state.live, time.time(), digests)
         notes += flights.notes
         lags = arrival_lags(flights.dumps, max(statuses, default=-1) + 1 or None)
         slow = slow_reasons(steps.times or StepTimes(slow_factor), lags)
