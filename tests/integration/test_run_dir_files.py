@@ -134,7 +134,7 @@ def test_a_run_ended_by_its_tether_leaves_no_fifo(outputs: Path) -> None:
         run = Path(owner.stdout.readline().strip())
         wait_for(lambda: made_its_fifo(run, 0), 60, "the rank's FIFO")
         wait_for(lambda: RunDir(run).status(0).exists(), 30, "the rank's status")
-        assert special_files(run) == ["flight/rank-00000.fifo"]  # nobody removed it
+        assert special_files(run) == ["flight/b0000/rank-00000.fifo"]  # nobody removed it
         owner.send_signal(signal.SIGKILL)  # the tether stops the run and records its end
         owner.wait()
         wait_for(lambda: not read_state(run).live, 60, "the tether's record of the end")
