@@ -164,6 +164,8 @@ class RunDir:
                 flat = self._flat[folder] = False
             elif (where / name).exists():
                 flat = self._flat[folder] = True
+            elif (where / block_name(0)).is_dir():  # a rank past the run's last block
+                flat = self._flat[folder] = False
             else:  # a folder without the rank's block is one made before the blocks
                 flat = where.is_dir()
         return where / name if flat else where / block_name(rank) / name
