@@ -1,6 +1,6 @@
 """A finished run's directory holds only regular files and folders: every rank's Flight Recorder
-FIFO (``flight/bNNNN/rank-NNNNN.fifo``) is gone once the run's end is recorded, however the rank ended,
-so ``shutil.copytree``, archivers and transfer tools take the run whole.
+FIFO (``flight/bNNNN/rank-NNNNN.fifo``) is gone once the run's end is recorded, however the rank
+ended, so ``shutil.copytree``, archivers and transfer tools take the run whole.
 
 Real runs: the mpich wheel's mpiexec, the capture wrapper, torch's gloo ranks and the recorder
 thread that makes the FIFO. Each rank first waits until its FIFO is there and says so in its
