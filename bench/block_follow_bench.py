@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -151,6 +152,7 @@ def main(argv: list[str] | None = None) -> None:
             for layout in LAYOUTS if rep % 2 == 0 else LAYOUTS[::-1]:
                 root = write_run(Path(tmp) / f"{layout}-{rep}", args.ranks, layout)
                 found = measure(root, args.ranks, args.idle_s)
+                shutil.rmtree(root)
                 results[layout].append(found)
                 said = ", ".join(f"{k} {v:,.2f}" for k, v in found.items())
                 print(f"  rep {rep} {layout:6s}: {said}", flush=True)
