@@ -92,7 +92,7 @@ SAYS: dict[tuple[str, str], list[tuple[str, str, str]]] = {
         ("why", "stdout", "note: launcher.log cannot be read: Permission denied"),
     ],
     ("logs/b0000/rank-00001.log", "unreadable"): [
-        ("why", "stdout", "note: logs/rank-00001.log cannot be read: Permission denied"),
+        ("why", "stdout", "note: logs/b0000/rank-00001.log cannot be read: Permission denied"),
     ],
     **{
         ("status/b0000/rank-00001.json", mode): [
