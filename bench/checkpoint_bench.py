@@ -24,6 +24,8 @@ from pathlib import Path
 
 from _common import PY, bench_parser, mpiexec, print_rerun, run_in_repo, scratch, with_repo_path
 
+from runtime.rundir import RunDir
+
 VARIANTS = ("off", "async", "sync")
 
 
@@ -41,7 +43,7 @@ def run(run_dir: Path, demo: list[str]) -> tuple[float, list[dict]]:
     wall = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"the demo failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    path = run_dir / "metrics" / "rank-00000.jsonl"
+    path = RunDir(run_dir).metrics(0)
     return wall, [json.loads(line)["metrics"] for line in path.read_text().splitlines()]
 
 

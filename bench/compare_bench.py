@@ -76,7 +76,7 @@ def make_runs(outputs: Path, runs: int = 20, steps: int = 1000, ranks: int = 2) 
         tp, pp, cp = LAYOUTS[i % len(LAYOUTS)]
         run_id = f"20261126-1{i:05d}-000-tp{tp}pp{pp}cp{cp}"
         run = RunDir(outputs / run_id)
-        run.make_folders()
+        run.make_folders(ranks)
         sizes = {"tp": tp, "pp": pp, "cp": cp, "world_size": ranks}
         record = {
             "run_id": run_id,

@@ -54,6 +54,7 @@ from _common import PY, REPO, bench_parser, mpiexec, print_rerun, scratch, with_
 from _paired import describe, estimate, median_ci, sign_test
 
 from runtime import flight
+from runtime.rundir import RunDir
 
 PARTS = ("demo", "ring", "dump", "analysis")
 TORCH_DEFAULT_BUFFER = "2000"  # torch 2.13's ring when TORCH_FR_BUFFER_SIZE is unset
@@ -69,7 +70,7 @@ def _free_port() -> int:
 def _records(run_dir: Path) -> list[list[dict[str, Any]]]:
     """Each rank's records after the warm-up."""
     ranks = []
-    for path in sorted((run_dir / "metrics").glob("rank-*.jsonl")):
+    for path in sorted((run_dir / "metrics").glob("b*/rank-*.jsonl")):
         records = [json.loads(line) for line in path.read_text().splitlines()]
         ranks.append([r for r in records if r.get("step", 0) >= WARMUP])
     return ranks
@@ -100,11 +101,11 @@ def _collectives_a_step(run_dir: Path) -> float | None:
     """How many collectives a step of the demo makes: the entries of rank 0's flight file
     against the steps whose records fall in the span of those entries."""
     try:
-        entries = json.loads((run_dir / "flight" / "rank-00000.json").read_text())["entries"]
+        entries = json.loads(RunDir(run_dir).flight(0).read_text())["entries"]
     except (OSError, ValueError, KeyError):
         return None
     times = [e["time_created_ns"] / 1e9 for e in entries if e.get("time_created_ns")]
-    lines = (run_dir / "metrics" / "rank-00000.jsonl").read_text().splitlines()
+    lines = RunDir(run_dir).metrics(0).read_text().splitlines()
     stamps = [json.loads(line)["timestamp"] for line in lines]
     if len(times) < 2:
         return None
@@ -142,10 +143,10 @@ def _finish_demo(proc: subprocess.Popen[str], run_dir: Path, on: bool) -> None:
     """Wait for the run; its ranks' logs if it failed, and a check that the recorder was as
     asked (``runtime.cleanup()`` has it write its file at the end of every run it is on in)."""
     if proc.wait() != 0:
-        logs = sorted((run_dir / "logs").glob("rank-*.log"))
+        logs = sorted((run_dir / "logs").glob("b*/rank-*.log"))
         said = "\n".join(p.read_text()[-1500:] for p in logs)
         raise SystemExit(f"the demo failed ({proc.returncode}):\n{said}")
-    wrote = (run_dir / "flight" / "rank-00000.json").exists()
+    wrote = RunDir(run_dir).flight(0).exists()
     if wrote != on:
         raise SystemExit(
             f"{run_dir}: the recorder was {'on' if on else 'off'}; flight file {wrote}"
@@ -422,7 +423,7 @@ def analysis(root: Path) -> None:
         last = 128 if r == 517 else 129
         records[r] = record(r, [entry(s, t0 + s * 0.1) for s in range(2, last + 1)], t0 + 30)
     write_flights(root, records)
-    size = sum(p.stat().st_size for p in (root / "flight").iterdir())
+    size = sum(p.stat().st_size for p, _ in RunDir(root).flights())
     start = time.perf_counter()
     flights = read_flights(root)
     read_s = time.perf_counter() - start
@@ -433,7 +434,7 @@ def analysis(root: Path) -> None:
     assert found is not None and found.missing == (517,), found
     assert lags.slow == frozenset()
     start = time.perf_counter()
-    for path in sorted((root / "flight").iterdir()):
+    for path, _ in RunDir(root).flights():
         json.loads(path.read_bytes())
     base_s = time.perf_counter() - start
     print(f"analysis of 1,024 ranks x 128 entries ({size / 1e6:.1f} MB):")

@@ -74,7 +74,7 @@ def main() -> None:
         deadline = time.monotonic() + 180
         flight = None
         while time.monotonic() < deadline:
-            runs = sorted(outputs.glob("*/flight/rank-00000.json"))
+            runs = sorted(outputs.glob("*/flight/b0000/rank-00000.json"))
             if runs and json.loads(runs[0].read_text())["entries"]:
                 flight = runs[0]
                 break

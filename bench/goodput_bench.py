@@ -34,7 +34,7 @@ def make_run(
     outputs: Path, name: str, ranks: int, first: int, steps: int, start: float, **state: object
 ) -> Path:
     run = outputs / name
-    RunDir(run).make_folders()
+    RunDir(run).make_folders(ranks)
     parent = state.pop("parent", None)
     (run / "run.toml").write_text(
         f'run_id = "{name}"\ncreated_epoch = {start}\n'

@@ -24,6 +24,10 @@ rewritten:
   (:func:`ezpz_tui.core.watching.digesting.build_digest`), as a real N-rank run's finalizer
   would have written it; a source without one (an older run) grows into a run without one.
 
+A rank's file goes into its block of 1,024 ranks (``logs/b0124/rank-127487.log``), as this
+version's ranks write them, whether the source holds its rank files in blocks or (a run made
+before the blocks) in the folders themselves.
+
 Hosts are named like Aurora's (``x4000c0s3b0n0``), so host-keyed readers see N / P of them.
 A named pipe (a rank's Flight Recorder request FIFO) is never copied: a finished run holds
 none. The last line printed says what was written: files, bytes, seconds.
@@ -44,7 +48,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-DIGEST = "digest.json"  # runtime.rundir.DIGEST_JSON: rebuilt, never copied
+import _common  # noqa: F401  (this checkout first on sys.path)
+
+from runtime.rundir import BLOCK_DIR, PROFILES, RANK_FOLDERS, block_name, blocks_of
+from runtime.rundir import DIGEST_JSON as DIGEST  # rebuilt, never copied
+
+BLOCKED = frozenset((*RANK_FOLDERS, PROFILES))  # the folders whose rank files lie in blocks
 RANK_NAME = re.compile(r"^(?P<head>.*?rank-)(?P<n>\d+)(?P<tail>\.[^/]*)$")
 SHARD_NAME = re.compile(r"^(?P<head>__)(?P<n>\d+)(?P<tail>_\d+\.distcp)$")
 NCCL_NAME = re.compile(r"^(?P<head>nccl-rank-)(?P<n>\d+)(?P<tail>)$")
@@ -114,6 +123,8 @@ def survey(src: Path) -> tuple[list[Source], list[Source], list[Path], list[Path
                 special.append(here / name)
                 continue
             folder = "" if str(here) == "." else str(here)
+            if BLOCK_DIR.fullmatch(here.name) and str(here.parent) in BLOCKED:
+                folder = str(here.parent)  # a block: the rank's file goes into its own
             found = _numbered(name, RANK_PATTERNS)
             bucket = ranks
             if found is None:
@@ -190,6 +201,11 @@ def _once(source: Source) -> bool:
     return source.tail.endswith(".raised") or source.head == "nccl-rank-"
 
 
+def _where(dst: Path, folder: str, rank: int) -> Path:
+    """The folder of ``rank``'s file: its block in a rank folder."""
+    return dst / folder / block_name(rank) if folder in BLOCKED else dst / folder
+
+
 def _write_ranks(job: tuple[Path, list[Source], Shape, int, int]) -> tuple[int, int]:
     """Ranks ``first`` to ``last - 1``: every rank file, from its source rank."""
     dst, sources, shape, first, last = job
@@ -202,7 +218,7 @@ def _write_ranks(job: tuple[Path, list[Source], Shape, int, int]) -> tuple[int, 
             if _once(source) and rank != source.number:
                 continue
             data = rewrite(source, rank, shape)
-            (dst / source.folder / _name(source, rank)).write_bytes(data)
+            (_where(dst, source.folder, rank) / _name(source, rank)).write_bytes(data)
             files, size = files + 1, size + len(data)
     return files, size
 
@@ -320,6 +336,8 @@ def grow(
     dst.mkdir(parents=True)
     for folder in {s.folder for s in rank_files + node_files}:
         (dst / folder).mkdir(parents=True, exist_ok=True)
+        for block in blocks_of(ranks) if folder in BLOCKED else ():
+            (dst / folder / block).mkdir()
     files = size = 0
     for relative in run_files:
         if relative == Path(DIGEST):

@@ -113,7 +113,7 @@ def make_run(run: Path, ranks: int, started: float) -> None:
     from runtime.rundir import RankStatus, RunDir, RunState, State
 
     rundir = RunDir(run)
-    rundir.make_folders()
+    rundir.make_folders(ranks)
     rundir.run_toml.write_text(
         f'run_id = "{run.name}"\ncreated_epoch = {started}\n\n'
         f"[sizes]\nworld_size = {ranks}\ntp = 1\npp = 1\ncp = 1\ndp = {ranks}\n"

@@ -75,7 +75,7 @@ def generate(run: Path, ranks: int, started: float) -> None:
     from runtime.telemetry.record import Sample
 
     rundir = RunDir(run)
-    rundir.make_folders()
+    rundir.make_folders(ranks)
     rundir.run_toml.write_text(
         f'run_id = "{run.name}"\ncreated_epoch = {started}\n\n'
         f"[sizes]\nworld_size = {ranks}\ntp = 1\npp = 1\ncp = 1\ndp = {ranks}\n"

@@ -28,7 +28,7 @@ NOW = time.time()
 
 def make_run(outputs: Path, ranks: int) -> Path:
     run = outputs / "20261126-120000-000-tp1pp1cp1"
-    RunDir(run).make_folders()
+    RunDir(run).make_folders(ranks)
     RunDir(run).telemetry_dir.mkdir(exist_ok=True)
     write_state(run, RunState(state=State.RUNNING, updated=NOW))
     for rank in range(ranks):
@@ -58,7 +58,7 @@ def make_run(outputs: Path, ranks: int) -> Path:
 def floor(run: Path) -> None:
     """Every file the reader opens, its tail read and dropped."""
     for folder, tail in (("telemetry", SAMPLE_TAIL), ("metrics", RECORDS_TAIL), ("status", 4096)):
-        for path in (run / folder).iterdir():
+        for path in (run / folder).glob("*/rank-*"):
             with open(path, "rb") as fh:
                 size = fh.seek(0, 2)
                 fh.seek(max(0, size - tail))

@@ -71,25 +71,29 @@ def child_env(run_dir: Path, info: RankInfo) -> dict[str, str]:
         for name, value in torchrun_env(info).items():
             env.setdefault(name, value)
         env.setdefault(RANK_SOURCE_VAR, info.source)
-    run = RunDir(run_dir)
+    run = RunDir(run_dir, fresh=True)
     env[exit_hook.MARK_VAR] = str(run.destroyed_mark(info.rank))
     env[raise_hook.FILE_VAR] = str(run.raised(info.rank))
     env.pop(raise_hook.OWNER_VAR, None)  # the rank's first Python process claims its record
     flight.add_env(
-        env, str(run.flight(info.rank)), str(run.flight_request(info.rank)), run.nccl_dump_prefix()
+        env,
+        str(run.flight(info.rank)),
+        str(run.flight_request(info.rank)),
+        run.nccl_dump_prefix(info.rank),
     )
     stackdump.add_site(env)
     return env
 
 
 def _open_log(run: RunDir, rank: int) -> BinaryIO:
-    """The rank's log, opened to append. The supervisor made the run's folders before any rank
-    started, so 16,384 ranks do not each ``mkdir`` on the metadata server; only a wrapper run
-    by hand into a bare directory makes them."""
+    """The rank's log, opened to append. The supervisor made the run's folders and their blocks
+    before any rank started, so 16,384 ranks do not each ``mkdir`` on the metadata server; only
+    a wrapper run by hand into a bare directory, or into one an older version made, makes its
+    rank's blocks."""
     try:
         return open(run.log(rank), "ab", buffering=0)
     except FileNotFoundError:
-        run.make_folders()
+        run.make_rank_folders(rank)
         return open(run.log(rank), "ab", buffering=0)
 
 
@@ -118,7 +122,7 @@ def run(run_dir: Path, command: list[str]) -> int:
     """Run ``command`` as this rank, record its end, and return the wrapper's exit status
     (128+N for a signal it forwarded; it dies of one it did not, see :func:`_die_of`)."""
     info = rank_info_or_single()
-    run = RunDir(run_dir)
+    run = RunDir(run_dir, fresh=True)
     status = RankStatus(
         rank=info.rank,
         local_rank=info.local_rank,

@@ -114,9 +114,9 @@ class History:
     ):
         self.rank = rank_info_or_single().rank if rank is None else rank
         self.run_dir = Path(run_dir) if run_dir is not None else _default_run_dir()
-        self.path = RunDir(self.run_dir).metrics(self.rank)
+        self.path = RunDir(self.run_dir, fresh=True).metrics(self.rank)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-        try:  # the supervisor made metrics/ before the ranks started: no mkdir per rank
+        try:  # the supervisor made metrics/'s blocks before the ranks started: no mkdir per rank
             self._fd: int | None = os.open(self.path, flags, 0o644)
         except FileNotFoundError:  # a run directory nobody prepared (a script run by hand)
             self.path.parent.mkdir(parents=True, exist_ok=True)

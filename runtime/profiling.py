@@ -125,8 +125,8 @@ def _finish(state: dict[str, Any]) -> None:
     prof, wall = state["prof"], time.perf_counter() - state["start"]
     prof.__exit__(None, None, None)
     rank = rank_info_or_single().rank
-    run = RunDir(Path(os.environ.get(RUN_DIR_VAR) or "."))
-    run.profiles_dir.mkdir(parents=True, exist_ok=True)
+    run = RunDir(Path(os.environ.get(RUN_DIR_VAR) or "."), fresh=True)
+    run.profile_trace(rank).parent.mkdir(parents=True, exist_ok=True)  # made on request only
     prof.export_chrome_trace(str(run.profile_trace(rank)))
     kernels = kernel_split.device_kernels(prof.events())
     summary = summarize(prof.key_averages(), wall, state["steps"], rank, kernels)

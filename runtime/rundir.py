@@ -68,6 +68,7 @@ RANK_FOLDERS = (LOGS, STATUS, METRICS, TELEMETRY, FLIGHT)  # made before any ran
 # default ``History()``, ``history/<run-id>/<run-id>.jsonl`` (the id a ``%Y%m%d-%H%M%S`` time).
 LOG_FILE, STATUS_FILE = re.compile(r"rank-(\d+)\.log"), re.compile(r"rank-(\d+)\.json")
 JSONL_FILE = re.compile(r"rank-(\d+)\.jsonl")
+FIFO_FILE, RAISED_FILE = re.compile(r"rank-(\d+)\.fifo"), re.compile(r"rank-(\d+)\.raised")
 EZPZ_METRICS_FILE, EZPZ_SHARED_METRICS = re.compile(r"metrics-(\d+)\.jsonl"), "metrics.jsonl"
 EZPZ_HISTORY_FILE = re.compile(r"\d{8}-\d{6}\.jsonl")
 _EZPZ_NAMES = re.compile(rf"metrics.*\.jsonl|{EZPZ_HISTORY_FILE.pattern}")
@@ -81,6 +82,28 @@ _MAX_RECORD_BYTES = 1 << 20
 
 
 RAISED_SUFFIX = ".raised"  # status/rank-NNNNN.raised (JSON; no .json: rank-*.json are statuses)
+
+# Each rank folder holds a level of blocks of BLOCK consecutive ranks (logs/b0124/rank-127487.log),
+# so no directory holds more than a few thousand names at 127,488 ranks (docs/run-directory.md,
+# "The filesystem's share"). Runs made before hold their rank files in the folder itself.
+BLOCK = 1024
+BLOCK_DIR = re.compile(r"b(\d{4,})")
+
+
+def block_name(rank: int) -> str:
+    """The block folder of ``rank``: ``b`` and ``rank // BLOCK`` in 4 digits (``b0124``)."""
+    return f"b{rank // BLOCK:04d}"
+
+
+def block_span(name: str) -> tuple[int, int]:
+    """The ranks a block holds, from its first to one past its last: ``b0001``: (1024, 2048)."""
+    first = int(name[1:]) * BLOCK
+    return first, first + BLOCK
+
+
+def blocks_of(world_size: int) -> list[str]:
+    """The block folders a run of ``world_size`` ranks writes into, in order."""
+    return [block_name(rank) for rank in range(0, max(world_size, 0), BLOCK)]
 
 
 def _shard(number: int) -> str:
@@ -103,9 +126,18 @@ class _InRun:
 
 @dataclass(frozen=True)
 class RunDir:
-    """The paths of one run: ``RunDir(path).log(3)`` instead of a path spelled out."""
+    """The paths of one run: ``RunDir(path).log(3)`` instead of a path spelled out.
+
+    A rank's file lies in its block (``logs/b0000/rank-00003.log``). A reader of a run made
+    before the blocks finds it in the folder itself: the first path asked of a folder looks
+    whether the rank's block is there (one ``stat``) and, when it is not, whether the old flat
+    file is; either answer holds for the folder from then on. A folder that is there without
+    the rank's block is taken as one made before the blocks. ``fresh`` (the ranks' writers,
+    which make their block when it is missing) skips the look: every path is the block's."""
 
     path: Path
+    fresh: bool = False
+    _flat: dict[str, bool] = field(default_factory=dict, compare=False, repr=False)
 
     run_toml = _InRun(RUN_TOML)
     state_json = _InRun(STATE_JSON)
@@ -132,47 +164,65 @@ class RunDir:
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
 
+    def _rank_path(self, folder: str, rank: int, suffix: str) -> Path:
+        """``folder/bNNNN/rank-NNNNN<suffix>``, or ``folder/rank-NNNNN<suffix>`` in a folder
+        written before the blocks (see the class)."""
+        name = _rank_file(rank, suffix)
+        where = self.path / folder
+        flat = self._flat.get(folder)
+        if flat is None and not self.fresh:
+            if (where / block_name(rank)).is_dir():
+                flat = self._flat[folder] = False
+            elif (where / name).exists():
+                flat = self._flat[folder] = True
+            elif (where / block_name(0)).is_dir():  # a rank past the run's last block
+                flat = self._flat[folder] = False
+            else:  # a folder without the rank's block is one made before the blocks
+                flat = where.is_dir()
+        return where / name if flat else where / block_name(rank) / name
+
     def log(self, rank: int) -> Path:
-        return self.logs_dir / _rank_file(rank, ".log")
+        return self._rank_path(LOGS, rank, ".log")
 
     def status(self, rank: int) -> Path:
-        return self.status_dir / _rank_file(rank, ".json")
+        return self._rank_path(STATUS, rank, ".json")
 
     def metrics(self, rank: int) -> Path:
-        return self.metrics_dir / _rank_file(rank, ".jsonl")
+        return self._rank_path(METRICS, rank, ".jsonl")
 
     def telemetry(self, rank: int) -> Path:
-        return self.telemetry_dir / _rank_file(rank, ".jsonl")
+        return self._rank_path(TELEMETRY, rank, ".jsonl")
 
     def flight(self, rank: int) -> Path:
         """The rank's newest Flight Recorder entries, rewritten whole (``runtime.flight``)."""
-        return self.flight_dir / _rank_file(rank, ".json")
+        return self._rank_path(FLIGHT, rank, ".json")
 
     def flight_request(self, rank: int) -> Path:
         """The FIFO through which a reader asks the rank to write its entries now."""
-        return self.flight_dir / _rank_file(rank, ".fifo")
+        return self._rank_path(FLIGHT, rank, ".fifo")
 
     def profile_trace(self, rank: int) -> Path:
         """The rank's ``torch.profiler`` trace of the steps asked for (Chrome trace format)."""
-        return self.profiles_dir / _rank_file(rank, ".json")
+        return self._rank_path(PROFILES, rank, ".json")
 
     def profile_summary(self, rank: int) -> Path:
         """What that trace says: compute, communication, idle and the top operators."""
-        return self.profiles_dir / _rank_file(rank, ".summary.json")
+        return self._rank_path(PROFILES, rank, ".summary.json")
 
-    def nccl_dump_prefix(self) -> str:
-        """Where NCCL's own dump on a watchdog timeout goes; NCCL appends the rank."""
-        return str(self.flight_dir / "nccl-rank-")
+    def nccl_dump_prefix(self, rank: int) -> str:
+        """Where NCCL's own dump on a watchdog timeout goes (the rank's block); NCCL appends
+        the rank."""
+        return str(self.flight(rank).parent / "nccl-rank-")
 
     def destroyed_mark(self, rank: int) -> Path:
         """Made by the rank's exit hook when it destroyed the process group (``runtime.exit_hook``);
         its wrapper records that in the rank's status and removes it."""
-        return self.status_dir / _rank_file(rank, ".destroyed")
+        return self._rank_path(STATUS, rank, ".destroyed")
 
     def raised(self, rank: int) -> Path:
         """The rank's uncaught exceptions, recorded as they were raised (``runtime.raise_hook``;
         read by :func:`read_raised`)."""
-        return self.status_dir / _rank_file(rank, RAISED_SUFFIX)
+        return self._rank_path(STATUS, rank, RAISED_SUFFIX)
 
     def node_digest(self, host: str) -> Path:
         """The digest of the node ``host`` (``runtime.node_digest``): in one of
@@ -197,13 +247,32 @@ class RunDir:
             found += [Path(e.path) for e in entries if NODE_FILE.fullmatch(e.name)]
         return sorted(found)
 
-    def make_folders(self) -> None:
-        """The rank folders and the node digests' shards: made once, before any rank starts,
-        so no rank (nor a node's digest writer) makes a folder on the metadata server."""
+    def make_folders(self, world_size: int | None = None) -> None:
+        """The rank folders, in each the blocks of ``world_size`` ranks (None: the first
+        block), and the node digests' shards: made once by the supervisor before any rank
+        starts, so no rank (nor a node's digest writer) runs ``mkdir`` on the metadata server."""
         for name in RANK_FOLDERS:
             (self.path / name).mkdir(parents=True, exist_ok=True)
+            for block in blocks_of(world_size or 1):
+                (self.path / name / block).mkdir(exist_ok=True)
         for shard in range(NODE_SHARDS):
             (self.nodes_dir / _shard(shard)).mkdir(parents=True, exist_ok=True)
+
+    def make_rank_folders(self, rank: int) -> None:
+        """``rank``'s block in every rank folder: what a rank makes itself when nobody made
+        them (a run directory of an older version, a wrapper run by hand)."""
+        for name in RANK_FOLDERS:
+            (self.path / name / block_name(rank)).mkdir(parents=True, exist_ok=True)
+
+    def rank_folders(self, folder: Path) -> list[Path]:
+        """``folder`` and its blocks: where its ranks' files lie, in both layouts. One listing
+        of ``folder``; [] when it cannot be listed."""
+        try:
+            with os.scandir(folder) as entries:
+                blocks = [Path(e.path) for e in entries if is_block(e)]
+        except OSError:
+            return []
+        return [folder, *sorted(blocks)]
 
     def logs(self) -> list[tuple[Path, int]]:
         """Every rank log with its rank, by rank."""
@@ -221,6 +290,14 @@ class RunDir:
         """Every rank's Flight Recorder file with its rank, by rank."""
         return _numbered(self.flight_dir, STATUS_FILE)
 
+    def flight_requests(self) -> list[tuple[Path, int]]:
+        """Every rank's FIFO there is, with its rank, by rank (the ranks a reader can ask)."""
+        return _numbered(self.flight_dir, FIFO_FILE)
+
+    def raised_files(self) -> list[tuple[Path, int]]:
+        """Every rank's ``.raised`` record, with its rank, by rank."""
+        return _numbered(self.status_dir, RAISED_FILE)
+
     def looks_like_run(self) -> bool:
         """Whether anything here was written by a run (ours or ezpz's); never raises."""
         if self.run_toml.is_file() or self.state_json.is_file():
@@ -237,7 +314,11 @@ def metric_files(run_dir: str | os.PathLike[str]) -> list[tuple[Path, int]]:
     """Metric JSONL files of a run, ours and ezpz's, with the rank each defaults to, by rank."""
     root = Path(run_dir)
     found: list[tuple[Path, int]] = []
-    ours = sorted((root / METRICS).glob("*.jsonl"))
+    ours = sorted(
+        path
+        for folder in RunDir(root).rank_folders(root / METRICS)
+        for path in folder.glob("*.jsonl")
+    )
     theirs = sorted(_ezpz_files(root, rank_folders=not ours))
     for path in ours + theirs:
         for pattern in (JSONL_FILE, EZPZ_METRICS_FILE):
@@ -269,17 +350,40 @@ def sweep_record(outputs: str | os.PathLike[str], sweep_id: str) -> Path:
     return Path(outputs) / SWEEPS / f"{sweep_id}.json"
 
 
+def is_block(entry: os.DirEntry[str]) -> bool:
+    """Whether a folder's entry is a block of ranks (``b0124``); never raises."""
+    try:
+        return BLOCK_DIR.fullmatch(entry.name) is not None and entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
 def _numbered(folder: Path, pattern: re.Pattern[str]) -> list[tuple[Path, int]]:
+    """The files of ``folder`` whose name ``pattern`` matches, with their rank, by rank: in
+    its blocks (a listing each) and in itself (a run made before the blocks). A rank found in
+    both is its block's."""
     try:
         entries = list(os.scandir(folder))
     except OSError:
         return []
-    found = []
+    found: dict[int, Path] = {}
+    blocks = []
     for entry in entries:
         match = pattern.fullmatch(entry.name)
         if match:
-            found.append((Path(entry.path), int(match.group(1))))
-    return sorted(found, key=lambda item: item[1])
+            found[int(match.group(1))] = Path(entry.path)
+        elif is_block(entry):
+            blocks.append(entry.path)
+    for block in blocks:
+        try:
+            inside = list(os.scandir(block))
+        except OSError:
+            continue
+        for entry in inside:
+            match = pattern.fullmatch(entry.name)
+            if match:
+                found[int(match.group(1))] = Path(entry.path)
+    return sorted(((path, rank) for rank, path in found.items()), key=lambda item: item[1])
 
 
 # --- the vocabulary ---------------------------------------------------------------------------
@@ -603,8 +707,15 @@ def read_statuses(run_dir: str | os.PathLike[str]) -> list[RankStatus]:
 
 
 def write_status(run_dir: str | os.PathLike[str], status: RankStatus) -> None:
-    """Rewrite the rank's status file whole, so a follower never reads half of it."""
-    _replace(RunDir(Path(run_dir)).status(status.rank), _encode(status.to_json()))
+    """Rewrite the rank's status file whole, so a follower never reads half of it (in its
+    block, made when nobody made it: a run directory of an older version)."""
+    data = _encode(status.to_json())
+    try:  # no look at the disk first: the rank's block is there in a run of this version
+        _replace(RunDir(Path(run_dir), fresh=True).status(status.rank), data)
+    except FileNotFoundError:
+        path = RunDir(Path(run_dir)).status(status.rank)  # the flat file of a run made before
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _replace(path, data)
 
 
 _FULL = frozenset({errno.ENOSPC, errno.EDQUOT})

@@ -176,7 +176,7 @@ COMMANDS_HELP = {
         "Ask every rank of RUN on this host that calls the runtime's step hook (History.record "
         "does) to run torch.profiler for its next --steps N steps (through its Flight Recorder "
         "FIFO), wait for them, and print each rank's split of that time into compute, "
-        "communication and idle with its top operators. Traces go to RUN/profiles/"
+        "communication and idle with its top operators. Traces go to RUN/profiles/bNNNN/"
         "rank-NNNNN.json (open in Perfetto). Exit 2 when no rank answered.",
     ),
     "top": (

@@ -202,7 +202,8 @@ class OpenedRun:
         is asked to write its entries at once. The progress comes from the node digests (a
         rank's file only where none covers it: an older run's files take a second or two at
         1,024 ranks), and the looks are spaced to keep them under a tenth of the time."""
-        monitor, flight_dir = self.monitor, RunDir(self.path).flight_dir
+        monitor, run_dir = self.monitor, RunDir(self.path)
+        flight_dir = run_dir.flight_dir
         said, asked, wait = None, False, COLLECTIVES_EVERY_S
         while not self._stop.wait(wait):
             run, now = monitor.run_state, time.time()
@@ -211,7 +212,7 @@ class OpenedRun:
                 continue
             if live and not asked and monitor.hung(now) is not None:
                 asked = True
-                for fifo in flight_dir.glob("rank-*.fifo"):
+                for fifo, _ in run_dir.flight_requests():  # every block's, or an older run's
                     flight.ask(str(fifo))
                 if self._stop.wait(1.0):  # a moment for the ranks to write
                     return

@@ -139,7 +139,7 @@ def start_sampler(
     runner = ToolRunner()
     sources = sources_for(local_rank, env, runner, tool_timeout(interval))
     sampler = Sampler(
-        RunDir(run_dir).telemetry(rank),
+        RunDir(run_dir, fresh=True).telemetry(rank),
         ProcessTree(pid, adopter=os.getpid()),
         Accelerator(sources, expected(env), note),
         interval,

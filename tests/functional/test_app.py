@@ -679,7 +679,7 @@ async def test_user_launch_key_and_quit_with_a_live_run(outputs: Path, config_di
             assert read_run_toml(run)["plan"]["command"] == ["sleep", "300"]
             await until(
                 pilot,
-                lambda: len(list((run / "status").glob("rank-*.json"))) == 2,
+                lambda: len(list((run / "status").glob("b0000/rank-*.json"))) == 2,
                 "both ranks to start",
                 30,
             )

@@ -387,7 +387,7 @@ def outputs(tmp_path: Path) -> Path:
             created=FIXED - 3600.0 * (i + 1),
             failing_rank=failing,
         )
-    newest = sorted(outputs.iterdir())[-1] / "logs" / "rank-00000.log"
+    newest = sorted(outputs.iterdir())[-1] / "logs" / "b0000" / "rank-00000.log"
     with newest.open("a") as log:  # more lines than the log view's rows: zz has to scroll
         log.writelines(f"note {i}\n" for i in range(80))
     return outputs

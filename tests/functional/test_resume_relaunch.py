@@ -32,13 +32,13 @@ SAVED_NOW = re.compile(r"The new run continues at step (\d+) \(saved now\)\.")
 
 
 def last_step(run: Path) -> int | None:
-    path = run / "metrics" / "rank-00000.jsonl"
+    path = run / "metrics" / "b0000" / "rank-00000.jsonl"
     lines = path.read_text().splitlines() if path.is_file() else []
     return json.loads(lines[-1])["step"] if lines else None
 
 
 def first_step(run: Path) -> int | None:
-    path = run / "metrics" / "rank-00000.jsonl"
+    path = run / "metrics" / "b0000" / "rank-00000.jsonl"
     lines = path.read_text().splitlines() if path.is_file() else []
     return json.loads(lines[0])["step"] if lines else None
 
@@ -94,7 +94,7 @@ async def test_relaunch_with_tp_changed_resumes_and_joins_the_curves(tmp_path: P
             # The header says when the child will finish: --steps 100000, no walltime here.
             summary = app.query_one(SummaryBar)
             await until(pilot, lambda: "finish in " in text_of(summary), "the finish", 30)
-            log = (child / "logs" / "rank-00000.log").read_text()
+            log = (child / "logs" / "b0000" / "rank-00000.log").read_text()
             assert f"resumed at step {resumed} from {parent}/checkpoints/step-{resumed}" in log
 
             tabs = app.query_one(TabbedContent)

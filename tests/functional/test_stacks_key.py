@@ -47,7 +47,7 @@ def hung_run(tmp_path: Path) -> Iterator[Path]:
         deadline = time.monotonic() + 60
         while True:
             dirs = run_dirs(outputs)
-            logs = sorted((dirs[0] / "logs").glob("rank-*.log")) if dirs else []
+            logs = sorted((dirs[0] / "logs").glob("b0000/rank-*.log")) if dirs else []
             if len(logs) == 2 and all("up" in p.read_text() for p in logs):
                 break
             assert time.monotonic() < deadline, "the ranks did not start"

@@ -23,11 +23,11 @@ def capture(run_dir: Path, *cmd: str, env: dict[str, str] | None = None) -> int:
 
 
 def status(run_dir: Path, rank: int = 0) -> dict:
-    return json.loads((run_dir / "status" / f"rank-{rank:05d}.json").read_text())
+    return json.loads((run_dir / "status" / "b0000" / f"rank-{rank:05d}.json").read_text())
 
 
 def log(run_dir: Path, rank: int = 0) -> str:
-    return (run_dir / "logs" / f"rank-{rank:05d}.log").read_text()
+    return (run_dir / "logs" / "b0000" / f"rank-{rank:05d}.log").read_text()
 
 
 def test_exit_zero_with_stdout_and_stderr(tmp_path: Path) -> None:
@@ -48,7 +48,7 @@ def test_exit_three_and_rank_from_environment(tmp_path: Path) -> None:
     assert capture(tmp_path, sys.executable, "-c", "raise SystemExit(3)", env=env) == 3
     st = status(tmp_path, rank=1)
     assert (st["state"], st["exit_code"], st["world_size"]) == ("failed", 3, 2)
-    assert (tmp_path / "logs" / "rank-00001.log").exists()
+    assert (tmp_path / "logs" / "b0000" / "rank-00001.log").exists()
 
 
 def test_native_crash_keeps_last_words(tmp_path: Path) -> None:
@@ -81,7 +81,7 @@ def test_signals_are_forwarded_to_the_child(tmp_path: Path) -> None:
     )
     proc = subprocess.Popen([*CAPTURE, str(tmp_path), "--", sys.executable, "-c", code])
     deadline = time.time() + 30
-    rank_log = tmp_path / "logs" / "rank-00000.log"  # made once the wrapper has started
+    rank_log = tmp_path / "logs" / "b0000" / "rank-00000.log"  # made once the wrapper has started
     while "ready" not in (rank_log.read_text() if rank_log.exists() else ""):
         assert time.time() < deadline
         time.sleep(0.05)
@@ -101,7 +101,7 @@ def test_missing_program_is_a_readable_failure(tmp_path: Path) -> None:
 def test_non_utf8_output_is_kept_as_bytes(tmp_path: Path) -> None:
     code = "import os; os.write(1, b'half a char: \\xe2\\x82\\n')"
     assert capture(tmp_path, sys.executable, "-c", code) == 0
-    assert b"\xe2\x82" in (tmp_path / "logs" / "rank-00000.log").read_bytes()
+    assert b"\xe2\x82" in (tmp_path / "logs" / "b0000" / "rank-00000.log").read_bytes()
 
 
 def test_usage_error_without_command(tmp_path: Path) -> None:
@@ -149,5 +149,7 @@ def test_a_rank_makes_no_folder_and_lists_none_of_the_run(tmp_path: Path) -> Non
 def test_a_rank_run_by_hand_into_a_bare_directory_makes_its_folders(tmp_path: Path) -> None:
     code = "from runtime.history import History; History().record(1, {'loss': 1.0})"
     assert capture(tmp_path / "bare", sys.executable, "-c", code) == 0
-    assert '"loss":1.0' in (tmp_path / "bare" / "metrics" / "rank-00000.jsonl").read_text()
+    assert (
+        '"loss":1.0' in (tmp_path / "bare" / "metrics" / "b0000" / "rank-00000.jsonl").read_text()
+    )
     assert status(tmp_path / "bare")["state"] == "succeeded"

@@ -49,11 +49,11 @@ WAIT_READY = textwrap.dedent(
 
 
 def status(run_dir: Path, rank: int = 0) -> dict:
-    return json.loads((run_dir / "status" / f"rank-{rank:05d}.json").read_text())
+    return json.loads((run_dir / "status" / "b0000" / f"rank-{rank:05d}.json").read_text())
 
 
 def log(run_dir: Path, rank: int = 0) -> str:
-    return (run_dir / "logs" / f"rank-{rank:05d}.log").read_text()
+    return (run_dir / "logs" / "b0000" / f"rank-{rank:05d}.log").read_text()
 
 
 def gone(pid: int) -> bool:

@@ -58,7 +58,7 @@ def demo(mpiexec: str, args: list[str], run_dir: Path, ranks: int = 2) -> tuple[
 
 
 def records(run_dir: Path, rank: int = 0) -> list[dict]:
-    path = run_dir / "metrics" / f"rank-{rank:05d}.jsonl"
+    path = run_dir / "metrics" / "b0000" / f"rank-{rank:05d}.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
@@ -106,7 +106,7 @@ def test_saves_keep_the_newest_and_record_their_cost(ddp_run: Path) -> None:
 
 def recorded_steps(run_dir: Path) -> set[int]:
     """The steps rank 0 has written so far (a line still being written is left for later)."""
-    path = run_dir / "metrics" / "rank-00000.jsonl"
+    path = run_dir / "metrics" / "b0000" / "rank-00000.jsonl"
     lines = path.read_text().splitlines(keepends=True) if path.is_file() else []
     return {json.loads(line)["step"] for line in lines if line.endswith("\n")}
 

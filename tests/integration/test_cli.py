@@ -555,11 +555,11 @@ def test_launch_demo_leaves_a_complete_run_directory(launched: dict[str, Any]) -
     proc, run_dir = launched["good"], launched["good_dir"]
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert run_dir is not None
-    assert len(list((run_dir / "logs").glob("rank-*.log"))) == 2
+    assert len(list((run_dir / "logs").glob("b0000/rank-*.log"))) == 2
     for rank in (0, 1):
-        status = json.loads((run_dir / "status" / f"rank-{rank:05d}.json").read_text())
+        status = json.loads((run_dir / "status" / "b0000" / f"rank-{rank:05d}.json").read_text())
         assert (status["rank"], status["exit_code"], status["state"]) == (rank, 0, "succeeded")
-        lines = (run_dir / "metrics" / f"rank-{rank:05d}.jsonl").read_text().splitlines()
+        lines = (run_dir / "metrics" / "b0000" / f"rank-{rank:05d}.jsonl").read_text().splitlines()
         records = [json.loads(line) for line in lines]
         assert [r["step"] for r in records] == [0, 1, 2, 3, 4]
         assert all(r["rank"] == rank and "loss" in r["metrics"] for r in records)

@@ -46,7 +46,7 @@ def test_a_run_that_fills_its_disk_says_so_everywhere(tmp_path: Path) -> None:
         # own (exit 1, the OSError) in the room its status file already held; the other did
         # too, or was stopped first by the fail-fast and is killed after it.
         statuses = [
-            json.loads((run_dir / "status" / f"rank-{rank:05d}.json").read_text())
+            json.loads((run_dir / "status" / "b0000" / f"rank-{rank:05d}.json").read_text())
             for rank in (0, 1)
         ]
         ends = sorted((s["state"], s["exit_code"], s.get("ended_by")) for s in statuses)
@@ -71,7 +71,8 @@ def test_a_run_that_fills_its_disk_says_so_everywhere(tmp_path: Path) -> None:
         assert "free space" in why.stdout and "--outputs" in why.stdout, why.stdout
         first = state["failed_rank"]
         said_it = (
-            "No space left on device" in (run_dir / "logs" / f"rank-{first:05d}.log").read_text()
+            "No space left on device"
+            in (run_dir / "logs" / "b0000" / f"rank-{first:05d}.log").read_text()
         )
         if said_it:  # the rank's own words, when its log had room for its traceback
             assert "[Errno 28] No space left on device" in why.stdout, why.stdout

@@ -33,7 +33,7 @@ DEMO = ("-m", "runtime.examples.train", "--sleep", "0.15", "--steps", "100000")
 def losses(run_dir: Path) -> dict[int, float]:
     """Rank 0's recorded loss by step, read from its JSONL."""
     out = {}
-    for line in (run_dir / "metrics" / "rank-00000.jsonl").read_text().splitlines():
+    for line in (run_dir / "metrics" / "b0000" / "rank-00000.jsonl").read_text().splitlines():
         try:
             record = json.loads(line)
         except ValueError:
@@ -114,5 +114,5 @@ def _drive(tmux: Tmux, tmp_path: Path) -> None:  # noqa: F811
 
 
 def _losses_or_none(run_dir: Path) -> dict[int, float]:
-    path = run_dir / "metrics" / "rank-00000.jsonl"
+    path = run_dir / "metrics" / "b0000" / "rank-00000.jsonl"
     return losses(run_dir) if path.exists() else {}

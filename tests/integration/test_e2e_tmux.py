@@ -345,7 +345,7 @@ def test_a_torchrun_script_from_the_launch_form(tmux: Tmux, tmp_path: Path) -> N
     )
     (run_dir,) = run_dirs(tmp_path)
     for rank in (0, 1):
-        log = (run_dir / "logs" / f"rank-{rank:05d}.log").read_text()
+        log = (run_dir / "logs" / "b0000" / f"rank-{rank:05d}.log").read_text()
         assert f"rank={rank} world=2 sum=3.0" in log, log
     tmux.wait_for("rank 0's line on screen", lambda s: "rank=0 world=2 sum=3.0" in s, 20)
 
@@ -476,7 +476,7 @@ def test_a_tui_that_dies_takes_its_run_down_and_says_so(
         time.sleep(0.2)
     assert state["state"] == "stopped", state
     assert f"pid {tui}" in state["reason"] or how != "SIGKILL", state
-    statuses = [json.loads(p.read_text()) for p in (run_dir / "status").glob("rank-*.json")]
+    statuses = [json.loads(p.read_text()) for p in (run_dir / "status").glob("b0000/rank-*.json")]
     assert sorted(s["state"] for s in statuses) == ["stopped", "stopped"], statuses
     assert not processes_of(run_dir)
 
@@ -500,7 +500,7 @@ def test_quit_leaving_the_run_running_and_stop_it_later(tmux: Tmux, tmp_path: Pa
     assert stop.returncode == 0, stop.stderr
     state = json.loads((run_dir / "state.json").read_text())
     assert state["state"] == "stopped" and state["stopped_by_user"] is True, state
-    statuses = [json.loads(p.read_text()) for p in (run_dir / "status").glob("rank-*.json")]
+    statuses = [json.loads(p.read_text()) for p in (run_dir / "status").glob("b0000/rank-*.json")]
     assert sorted(s["state"] for s in statuses) == ["stopped", "stopped"], statuses
     assert not processes_of(run_dir)
 
@@ -525,7 +525,7 @@ def test_a_launch_whose_terminal_closes_records_the_hang_up(tmux: Tmux, tmp_path
     assert state["supervisor_pid"] == launch, "the launch recorded it, not its tether"
     assert state["reason"] == "the terminal hung up (SIGHUP)", state
     assert state.get("stopped_by_user") is not True, state
-    statuses = [json.loads(p.read_text()) for p in (run_dir / "status").glob("rank-*.json")]
+    statuses = [json.loads(p.read_text()) for p in (run_dir / "status").glob("b0000/rank-*.json")]
     assert [s["cause"] for s in statuses] == ["the terminal hung up (SIGHUP)"] * 2, statuses
     assert not processes_of(run_dir)
 

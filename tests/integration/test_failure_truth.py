@@ -50,7 +50,7 @@ for i in range(40):
 def statuses(run_dir: Path) -> dict[int, dict]:
     return {
         int(p.stem.split("-")[1]): json.loads(p.read_text())
-        for p in sorted((run_dir / "status").glob("rank-*.json"))
+        for p in sorted((run_dir / "status").glob("b0000/rank-*.json"))
     }
 
 
@@ -106,7 +106,7 @@ def _wait_for_ranks(outputs: Path, count: int = 2, timeout: float = 60) -> Path:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         dirs = run_dirs(outputs)[-1:]
-        logs = sorted((dirs[0] / "logs").glob("rank-*.log")) if dirs else []
+        logs = sorted((dirs[0] / "logs").glob("b0000/rank-*.log")) if dirs else []
         if len(logs) == count and all("up" in p.read_text(errors="replace") for p in logs):
             return dirs[0]
         time.sleep(0.1)

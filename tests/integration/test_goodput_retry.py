@@ -40,7 +40,7 @@ run = Path(os.environ["EZPZ_RUN_DIR"])
 
 def recorded():
     try:
-        lines = (run / "metrics" / f"rank-{rank:05d}.jsonl").read_text().splitlines()
+        lines = (run / "metrics" / "b0000" / f"rank-{rank:05d}.jsonl").read_text().splitlines()
     except OSError:
         return -1
     steps = [-1]
@@ -86,7 +86,7 @@ def steps_of(run: Path) -> list[int]:
     """Every step any rank of ``run`` recorded."""
     return [
         json.loads(line)["step"]
-        for path in sorted((run / "metrics").glob("rank-*.jsonl"))
+        for path in sorted((run / "metrics").glob("b0000/rank-*.jsonl"))
         for line in path.read_text().splitlines()
     ]
 

@@ -45,7 +45,7 @@ def test_a_grown_run_holds_every_ranks_files_naming_it(finished: Finished, tmp_p
 
     done = grow(source, tmp_path / "grown", str(RANKS), "--ranks-per-node", str(PER_NODE))
     assert done.returncode == 0, done.stderr
-    assert "skipped flight/rank-00000.fifo: not a regular file" in done.stdout
+    assert "skipped flight/b0000/rank-00000.fifo: not a regular file" in done.stdout
 
     grown = RunDir(tmp_path / "grown")
     for rank in range(RANKS):
@@ -56,7 +56,7 @@ def test_a_grown_run_holds_every_ranks_files_naming_it(finished: Finished, tmp_p
         assert json.loads(grown.flight(rank).read_text())["rank"] == rank
     said = "[rank 13] ezpz.train: rank 13/24 (local 1, node 1, via pmi)"
     assert said in grown.log(13).read_text()
-    assert not any(p.is_fifo() for p in grown.flight_dir.iterdir())
+    assert not any(p.is_fifo() for p in grown.flight_dir.rglob("*"))
     statuses = read_statuses(grown.path)
     assert [s.rank for s in statuses] == list(range(RANKS))
     assert {s.world_size for s in statuses} == {RANKS}
@@ -89,8 +89,9 @@ def test_what_only_the_failing_rank_wrote_stays_with_it(finished: Finished, tmp_
     done = grow(finished.bad, tmp_path / "grown", "8")
     assert done.returncode == 0, done.stderr
     grown = RunDir(tmp_path / "grown")
-    raised = sorted(p.name for p in grown.status_dir.glob("*.raised"))
-    assert raised == sorted(p.name for p in RunDir(finished.bad).status_dir.glob("*.raised"))
+    raised = sorted(p.name for p, _ in grown.raised_files())
+    assert raised == sorted(p.name for p, _ in RunDir(finished.bad).raised_files())
+    assert raised
     assert grown.raised(1).name in raised and grown.raised(3).name not in raised
 
 
@@ -98,3 +99,40 @@ def test_a_directory_that_is_no_run_is_refused(tmp_path: Path) -> None:
     done = grow(tmp_path, tmp_path / "grown", "8")
     assert done.returncode == 2
     assert f"{tmp_path} is not a run directory (no run.toml)" in done.stderr
+
+
+def test_a_run_grown_past_two_blocks_writes_three(finished: Finished, tmp_path: Path) -> None:
+    """2,100 ranks: blocks of 1,024 ranks each (b0000, b0001) and the last 52 in b0002, in
+    every rank folder; each rank's path is its block's, at the blocks' edges too."""
+    done = grow(finished.good, tmp_path / "grown", "2100")
+    assert done.returncode == 0, done.stderr
+    grown = RunDir(tmp_path / "grown")
+    for folder in (grown.logs_dir, grown.status_dir, grown.metrics_dir, grown.telemetry_dir):
+        assert sorted(p.name for p in folder.iterdir()) == ["b0000", "b0001", "b0002"]
+    assert len(list((grown.logs_dir / "b0001").iterdir())) == 1024
+    assert len(list((grown.logs_dir / "b0002").iterdir())) == 52
+    for rank, block in ((1023, "b0000"), (1024, "b0001"), (2047, "b0001"), (2099, "b0002")):
+        assert grown.log(rank) == grown.logs_dir / block / f"rank-{rank:05d}.log"
+        assert grown.log(rank).is_file() and grown.status(rank).is_file()
+    assert [r for _, r in grown.statuses()] == list(range(2100))
+
+
+def test_a_source_made_before_the_blocks_grows_into_blocks(
+    finished: Finished, tmp_path: Path
+) -> None:
+    """An older run (rank files in the folders themselves) is read as a source all the same,
+    and the grown run is written as this version's ranks write theirs."""
+    source = tmp_path / "source"
+    shutil.copytree(finished.good, source)
+    for block in source.glob("*/b0000"):
+        for path in block.iterdir():
+            path.rename(block.parent / path.name)
+        block.rmdir()
+    assert (source / "logs" / "rank-00001.log").is_file()
+
+    done = grow(source, tmp_path / "grown", "6")
+    assert done.returncode == 0, done.stderr
+    grown = RunDir(tmp_path / "grown")
+    assert [p.name for p in grown.logs_dir.iterdir()] == ["b0000"]
+    assert [r for _, r in grown.logs()] == list(range(6))
+    assert (grown.logs_dir / "b0000" / "rank-00005.log").is_file()

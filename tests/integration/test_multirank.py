@@ -46,7 +46,11 @@ def test_ddp_gradients_equal_and_averaged(launcher: list[str], tmp_path: Path) -
     assert r0["grads_are_mean"] and r0["grad_norm"] == r1["grad_norm"]
     # History files from both ranks, in the run directory the launcher named.
     for rank in (0, 1):
-        lines = (tmp_path / "run" / "metrics" / f"rank-{rank:05d}.jsonl").read_text().splitlines()
+        lines = (
+            (tmp_path / "run" / "metrics" / "b0000" / f"rank-{rank:05d}.jsonl")
+            .read_text()
+            .splitlines()
+        )
         assert [json.loads(x)["rank"] for x in lines] == [rank] * 3
 
 
@@ -85,10 +89,12 @@ def test_demo_through_capture_leaves_a_complete_run_dir(mpiexec: str, tmp_path: 
     proc = subprocess.run(cmd, timeout=180, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for rank in (0, 1):
-        status = json.loads((run / "status" / f"rank-{rank:05d}.json").read_text())
+        status = json.loads((run / "status" / "b0000" / f"rank-{rank:05d}.json").read_text())
         assert (status["exit_code"], status["state"]) == (0, "succeeded")
-        assert "step 19/20" in (run / "logs" / f"rank-{rank:05d}.log").read_text()
-        recs = [json.loads(x) for x in (run / "metrics" / f"rank-{rank:05d}.jsonl").open()]
+        assert "step 19/20" in (run / "logs" / "b0000" / f"rank-{rank:05d}.log").read_text()
+        recs = [
+            json.loads(x) for x in (run / "metrics" / "b0000" / f"rank-{rank:05d}.jsonl").open()
+        ]
         assert [r["step"] for r in recs] == list(range(20))
         assert recs[-1]["metrics"]["loss"] < recs[0]["metrics"]["loss"] - 0.5
 

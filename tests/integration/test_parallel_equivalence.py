@@ -67,7 +67,7 @@ def run_demo(launcher: list[str], args: list[str], run_dir: Path) -> tuple[dict,
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]
     per_rank = {}
-    for path in sorted((run_dir / "metrics").glob("rank-*.jsonl")):
+    for path in sorted((run_dir / "metrics").glob("b0000/rank-*.jsonl")):
         records = [json.loads(line) for line in path.read_text().splitlines()]
         assert [r["step"] for r in records] == list(range(STEPS))
         assert {"dt", "tokens_per_s", "samples_per_s"} <= set(records[-1]["metrics"])

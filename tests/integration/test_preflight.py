@@ -73,7 +73,7 @@ def _launch_parent(outputs: Path, log: Path, *demo: str) -> tuple[subprocess.Pop
 
 
 def _steps(run: Path) -> int:
-    path = run / "metrics" / "rank-00000.jsonl"
+    path = run / "metrics" / "b0000" / "rank-00000.jsonl"
     return len(path.read_bytes().splitlines()) if path.is_file() else 0
 
 

@@ -49,10 +49,10 @@ FILES = (
     "run.toml",
     "state.json",
     "launcher.log",
-    "logs/rank-00001.log",
-    "status/rank-00001.json",
-    "metrics/rank-00001.jsonl",
-    "telemetry/rank-00001.jsonl",
+    "logs/b0000/rank-00001.log",
+    "status/b0000/rank-00001.json",
+    "metrics/b0000/rank-00001.jsonl",
+    "telemetry/b0000/rank-00001.jsonl",
     "summary.json",
     "metrics.nc",
     "report.md",
@@ -65,9 +65,9 @@ SETPRIV = ("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups")
 # Truncated text (a log, a JSONL whose last line is cut) is still what its writer wrote, less
 # its end: nothing to say. Truncated JSON is garbage.
 _STATUS_SAYS = {
-    "garbage": "status/rank-00001.json is not a status record",
-    "truncated": "status/rank-00001.json is not a status record",
-    "unreadable": "status/rank-00001.json cannot be read: Permission denied",
+    "garbage": "status/b0000/rank-00001.json is not a status record",
+    "truncated": "status/b0000/rank-00001.json is not a status record",
+    "unreadable": "status/b0000/rank-00001.json cannot be read: Permission denied",
 }
 SAYS: dict[tuple[str, str], list[tuple[str, str, str]]] = {
     ("run.toml", "garbage"): [
@@ -93,11 +93,11 @@ SAYS: dict[tuple[str, str], list[tuple[str, str, str]]] = {
     ("launcher.log", "unreadable"): [
         ("why", "stdout", "note: launcher.log cannot be read: Permission denied"),
     ],
-    ("logs/rank-00001.log", "unreadable"): [
-        ("why", "stdout", "note: logs/rank-00001.log cannot be read: Permission denied"),
+    ("logs/b0000/rank-00001.log", "unreadable"): [
+        ("why", "stdout", "note: logs/b0000/rank-00001.log cannot be read: Permission denied"),
     ],
     **{
-        ("status/rank-00001.json", mode): [
+        ("status/b0000/rank-00001.json", mode): [
             ("why", "stdout", f"note: {said}"),
             ("why", "stdout", "ValueError: the data ran out at step 3"),  # its log still tells
             ("top", "stdout", said),
@@ -105,19 +105,19 @@ SAYS: dict[tuple[str, str], list[tuple[str, str, str]]] = {
         ]
         for mode, said in _STATUS_SAYS.items()
     },
-    ("metrics/rank-00001.jsonl", "garbage"): [
+    ("metrics/b0000/rank-00001.jsonl", "garbage"): [
         ("plot", "stderr", "unreadable lines skipped"),
-        ("top", "stdout", "metrics/rank-00001.jsonl holds no readable record at its end"),
+        ("top", "stdout", "metrics/b0000/rank-00001.jsonl holds no readable record at its end"),
     ],
-    ("metrics/rank-00001.jsonl", "unreadable"): [
-        ("plot", "stderr", "metrics/rank-00001.jsonl cannot be read: Permission denied"),
-        ("top", "stdout", "metrics/rank-00001.jsonl cannot be read: Permission denied"),
+    ("metrics/b0000/rank-00001.jsonl", "unreadable"): [
+        ("plot", "stderr", "metrics/b0000/rank-00001.jsonl cannot be read: Permission denied"),
+        ("top", "stdout", "metrics/b0000/rank-00001.jsonl cannot be read: Permission denied"),
     ],
-    ("telemetry/rank-00001.jsonl", "garbage"): [
-        ("top", "stdout", "telemetry/rank-00001.jsonl holds no readable sample at its end"),
+    ("telemetry/b0000/rank-00001.jsonl", "garbage"): [
+        ("top", "stdout", "telemetry/b0000/rank-00001.jsonl holds no readable sample at its end"),
     ],
-    ("telemetry/rank-00001.jsonl", "unreadable"): [
-        ("top", "stdout", "telemetry/rank-00001.jsonl cannot be read: Permission denied"),
+    ("telemetry/b0000/rank-00001.jsonl", "unreadable"): [
+        ("top", "stdout", "telemetry/b0000/rank-00001.jsonl cannot be read: Permission denied"),
     ],
 }
 
@@ -240,10 +240,19 @@ ATTACH_SAYS: dict[str, tuple[int | None, dict[str, str]]] = {
     "run.toml": (None, {"garbage": "run.toml cannot be read: not valid TOML"}),
     "state.json": (None, {"garbage": "state.json is not valid JSON"}),
     "launcher.log": (-1, {}),
-    "logs/rank-00001.log": (1, {}),
-    "status/rank-00001.json": (1, {"garbage": "status/rank-00001.json is not a status record"}),
-    "metrics/rank-00001.jsonl": (1, {"garbage": "metrics/rank-00001.jsonl: 3 unreadable lines"}),
-    "telemetry/rank-00001.jsonl": (1, {"garbage": "telemetry/rank-00001.jsonl: 3 unreadable"}),
+    "logs/b0000/rank-00001.log": (1, {}),
+    "status/b0000/rank-00001.json": (
+        1,
+        {"garbage": "status/b0000/rank-00001.json is not a status record"},
+    ),
+    "metrics/b0000/rank-00001.jsonl": (
+        1,
+        {"garbage": "metrics/b0000/rank-00001.jsonl: 3 unreadable lines"},
+    ),
+    "telemetry/b0000/rank-00001.jsonl": (
+        1,
+        {"garbage": "telemetry/b0000/rank-00001.jsonl: 3 unreadable"},
+    ),
 }
 
 
@@ -283,7 +292,7 @@ async def test_attach_on_a_broken_file(
         # The view goes once to the rank that failed first, when the statuses are read: a
         # rank chosen before that would be left for it. Without rank 1's status no rank is
         # known to have failed (rank 0 was killed), and the view stays on rank 0.
-        first = None if name == "status/rank-00001.json" else 1
+        first = None if name == "status/b0000/rank-00001.json" else 1
         await until(
             pilot,
             lambda: first_failure(ranks) == first and log.rank == (first or 0),
@@ -296,7 +305,7 @@ async def test_attach_on_a_broken_file(
             assert ranks.select_rank(where)
             await until(pilot, lambda: log.rank == where, f"the log of {where}", 5)
             await until(pilot, lambda: expected in text_of(status), expected, 10)
-        if name == "status/rank-00001.json":
+        if name == "status/b0000/rank-00001.json":
             row = ranks.render_row(ranks.row_of(1)).plain
             assert row.split()[:2] == ["1", "unknown"], row
         # The rest is shown: rank 0's log, whose files are whole.

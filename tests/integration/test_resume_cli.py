@@ -39,7 +39,7 @@ def test_resume_from_a_run_by_its_id_in_another_layout(outputs: Path) -> None:
     record = read_run_toml(child)
     assert record["parent"] == parent.name
     assert record["plan"]["env"]["EZPZ_RESUME_FROM"] == str(checkpoint)
-    lines = (child / "metrics" / "rank-00000.jsonl").read_text().splitlines()
+    lines = (child / "metrics" / "b0000" / "rank-00000.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [10, 11]
 
 

@@ -1,6 +1,6 @@
 """A finished run's directory holds only regular files and folders: every rank's Flight Recorder
-FIFO (``flight/rank-NNNNN.fifo``) is gone once the run's end is recorded, however the rank ended,
-so ``shutil.copytree``, archivers and transfer tools take the run whole.
+FIFO (``flight/bNNNN/rank-NNNNN.fifo``) is gone once the run's end is recorded, however the rank
+ended, so ``shutil.copytree``, archivers and transfer tools take the run whole.
 
 Real runs: the mpich wheel's mpiexec, the capture wrapper, torch's gloo ranks and the recorder
 thread that makes the FIFO. Each rank first waits until its FIFO is there and says so in its
@@ -83,6 +83,15 @@ def test_a_finished_demo_run_holds_only_regular_files_and_folders(
     (run,) = run_dirs(outputs)
     assert made_its_fifo(run, 0) and made_its_fifo(run, 1)
     assert special_files(run) == []
+    # Every rank file lies in its block of 1,024 ranks, none in the folders themselves.
+    assert sorted(p.relative_to(run).as_posix() for p in run.glob("*/b0000/rank-00001*")) == [
+        "flight/b0000/rank-00001.json",
+        "logs/b0000/rank-00001.log",
+        "metrics/b0000/rank-00001.jsonl",
+        "status/b0000/rank-00001.json",
+        "telemetry/b0000/rank-00001.jsonl",
+    ]
+    assert list(run.glob("*/rank-*")) == []
     shutil.copytree(run, tmp_path / "copy")  # a named pipe would make it raise
     # Asking a finished rank says it has ended, at every level: no traceback.
     stacks = cli(["stacks", str(run)], base_env(outputs))
@@ -134,7 +143,7 @@ def test_a_run_ended_by_its_tether_leaves_no_fifo(outputs: Path) -> None:
         run = Path(owner.stdout.readline().strip())
         wait_for(lambda: made_its_fifo(run, 0), 60, "the rank's FIFO")
         wait_for(lambda: RunDir(run).status(0).exists(), 30, "the rank's status")
-        assert special_files(run) == ["flight/rank-00000.fifo"]  # nobody removed it
+        assert special_files(run) == ["flight/b0000/rank-00000.fifo"]  # nobody removed it
         owner.send_signal(signal.SIGKILL)  # the tether stops the run and records its end
         owner.wait()
         wait_for(lambda: not read_state(run).live, 60, "the tether's record of the end")

@@ -141,7 +141,7 @@ def _describes(run_dir: Path, world: int) -> dict[int, tuple[int, int, str]]:
     """rank -> (local rank, node index, source) from each rank log's describe() line."""
     found: dict[int, tuple[int, int, str]] = {}
     for rank in range(world):
-        text = (run_dir / "logs" / f"rank-{rank:05d}.log").read_text("utf-8", "replace")
+        text = (run_dir / "logs" / "b0000" / f"rank-{rank:05d}.log").read_text("utf-8", "replace")
         lines = [m for m in DESCRIBE.finditer(text) if int(m.group(1)) == rank]
         assert len(lines) == 1, f"rank {rank} log has no single describe line:\n{text[-3000:]}"
         m = lines[0]
@@ -151,12 +151,12 @@ def _describes(run_dir: Path, world: int) -> dict[int, tuple[int, int, str]]:
 
 
 def _statuses(run_dir: Path) -> list[dict[str, Any]]:
-    paths = sorted((run_dir / "status").glob("rank-*.json"))
+    paths = sorted((run_dir / "status").glob("b0000/rank-*.json"))
     return [json.loads(p.read_text()) for p in paths]
 
 
 def _metrics(run_dir: Path, rank: int) -> list[dict[str, Any]]:
-    path = run_dir / "metrics" / f"rank-{rank:05d}.jsonl"
+    path = run_dir / "metrics" / "b0000" / f"rank-{rank:05d}.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
@@ -181,7 +181,7 @@ def test_a_torchrun_script_runs_under_srun(slurm_cluster: SlurmCluster, tmp_path
     export = _option(options, None, "--export") or ""
     assert "MASTER_ADDR=" in export and "MASTER_PORT=" in export, options
     for rank in (0, 1):
-        log = (run_dir / "logs" / f"rank-{rank:05d}.log").read_text("utf-8", "replace")
+        log = (run_dir / "logs" / "b0000" / f"rank-{rank:05d}.log").read_text("utf-8", "replace")
         assert f"rank={rank} world=2 sum=3.0" in log, launch.explain() + log
 
 
@@ -341,7 +341,7 @@ def test_launch_on_a_subset_of_the_nodes(
     assert read_run_toml(run_dir)["hosts"] == [want]
     assert _launching_hosts(run_dir) == {want: 2}
     for rank in (0, 1):
-        text = (run_dir / "logs" / f"rank-{rank:05d}.log").read_text()
+        text = (run_dir / "logs" / "b0000" / f"rank-{rank:05d}.log").read_text()
         assert f"ON {want} {rank} 1\n" in text, text
     assert [(s["state"], s["exit_code"]) for s in _statuses(run_dir)] == [("succeeded", 0)] * 2
     assert ("--overcommit" in options) is overcommit

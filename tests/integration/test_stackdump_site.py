@@ -50,7 +50,7 @@ def run_probe(tmp_path: Path, env: dict[str, str], dump: bool) -> str:
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.02)
         if dump:
-            status = (run / "status" / "rank-00000.json").read_text()
+            status = (run / "status" / "b0000" / "rank-00000.json").read_text()
             pid = int(status.split('"pid": ')[1].split(",")[0])
             os.kill(pid, signal.SIGUSR1)
         assert proc.wait(timeout=30) == 0
@@ -58,7 +58,7 @@ def run_probe(tmp_path: Path, env: dict[str, str], dump: bool) -> str:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return (run / "logs" / "rank-00000.log").read_text()
+    return (run / "logs" / "b0000" / "rank-00000.log").read_text()
 
 
 def test_plain_script_dumps_its_stacks_and_lives_on(tmp_path: Path) -> None:

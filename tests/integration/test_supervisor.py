@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -482,10 +483,16 @@ def test_twenty_relaunches_leave_only_the_last_run(
 def test_the_supervisor_makes_the_rank_folders_before_the_launcher_starts(
     sup: Supervisor, store: RunMaker
 ) -> None:
+    """With each folder's blocks of 1,024 ranks for the launch's world size (2,049: three)."""
     run = store.create({})
-    for name in ("logs", "status", "metrics", "telemetry"):
-        (run / name).rmdir()
-    folders = "all(os.path.isdir(d) for d in ('logs', 'status', 'metrics', 'telemetry'))"
-    start(sup, run, [PY, "-c", f"import os, sys; sys.exit(0 if {folders} else 5)"], cwd=run)
+    for name in ("logs", "status", "metrics", "telemetry", "flight"):
+        shutil.rmtree(run / name)
+    folders = "all(os.path.isdir(f'{d}/{b}') for d in ('logs', 'status', 'metrics', "
+    folders += "'telemetry', 'flight') for b in ('b0000', 'b0001', 'b0002'))"
+    argv = (PY, "-c", f"import os, sys; sys.exit(0 if {folders} else 5)")
+    launch = Launch(run, argv, {}, cwd=run, world_size=2049)
+    record_launch(launch)
+    sup.start(launch)
     wait_for(lambda: disk_state(run)["state"] in FINAL)
     assert (disk_state(run)["state"], disk_state(run)["exit_code"]) == ("succeeded", 0)
+    assert not (run / "logs" / "b0003").exists()

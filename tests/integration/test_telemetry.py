@@ -80,7 +80,7 @@ def capture(run_dir: Path, env: dict[str, str], seconds: float = 1.2) -> RunDir:
 def test_zero_interval_writes_no_telemetry(tmp_path: Path) -> None:
     env = with_standins(without_job())
     run = capture(tmp_path / "run", {**env, "EZPZ_TELEMETRY_S": "0"}, 0.5)
-    assert list(run.telemetry_dir.iterdir()) == []
+    assert list(run.telemetry_dir.rglob("*")) == [run.telemetry_dir / "b0000"]  # the empty block
     assert NOTE not in run.log(0).read_text()
 
 

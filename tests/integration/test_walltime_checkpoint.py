@@ -58,7 +58,7 @@ def test_the_ranks_checkpoint_when_the_walltime_is_about_to_end(tmp_path: Path) 
         handle.stop((1.0, 1.0))
     saves = [
         json.loads(line)["metrics"]
-        for line in (run / "metrics" / "rank-00000.jsonl").read_text().splitlines()
+        for line in (run / "metrics" / "b0000" / "rank-00000.jsonl").read_text().splitlines()
     ]
     asked = [m for m in saves if "ckpt_requested" in m]
     assert len(asked) == 1 and asked[0]["ckpt_step"] == found.step

@@ -18,8 +18,8 @@ def test_the_sweep_removes_every_fifo_and_nothing_else(tmp_path: Path) -> None:
     for rank in range(3):
         os.mkfifo(run.flight_request(rank))
         run.flight(rank).write_text("{}")
-    assert flight.remove_requests(run.flight_dir) == 3
-    assert sorted(p.name for p in run.flight_dir.iterdir()) == [
+    assert flight.remove_requests(run.flight(0).parent) == 3
+    assert sorted(p.name for p in run.flight(0).parent.iterdir()) == [
         "rank-00000.json",
         "rank-00001.json",
         "rank-00002.json",

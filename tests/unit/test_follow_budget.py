@@ -21,7 +21,7 @@ RANKS = 2000
 def make_run(root: Path, state: State, ranks: int = RANKS, ended: bool = True) -> Path:
     """A run of ``ranks`` ranks, each with a log, a status, a metrics and a telemetry file."""
     run = RunDir(root / "run")
-    run.make_folders()
+    run.make_folders(ranks)
     write_state(run.path, RunState(state, start=1.0))
     rank_state = RankState.SUCCEEDED if ended else RankState.RUNNING
     record = {"timestamp": 1.0, "rank": 0, "step": 1, "metrics": {"loss": 1.0}}

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from runtime import records
 from runtime.history import History, load_run_metrics, summarize
-from runtime.rundir import metric_files
+from runtime.rundir import RunDir, metric_files
 
 
 def _strict(line: str) -> dict:
@@ -39,7 +39,7 @@ def test_record_shape_and_nonfinite_round_trip(tmp_path: Path) -> None:
                 "flag": True,
             },
         )
-    line = (tmp_path / "metrics" / "rank-00003.jsonl").read_text()
+    line = RunDir(tmp_path).metrics(3).read_text()
     assert line.endswith("\n") and line.count("\n") == 1
     obj = _strict(line)
     assert set(obj) == {"timestamp", "rank", "step", "metrics"}
@@ -57,7 +57,7 @@ def test_tensor_and_numpy_values(tmp_path: Path) -> None:
     with History(tmp_path, rank=0) as h:
         h.record(1, {"t": torch.tensor(1.5), "n": np.float32(0.25), "nan": torch.tensor(math.nan)})
         summary = h.summary()
-    rec = records.decode((tmp_path / "metrics" / "rank-00000.jsonl").read_bytes())
+    rec = records.decode(RunDir(tmp_path).metrics(0).read_bytes())
     assert rec.metrics == {"t": 1.5, "n": 0.25, "nan": rec.metrics["nan"]}
     assert summary["nan"]["nonfinite"] == 1.0 and summary["t"]["mean"] == 1.5
 
@@ -73,7 +73,7 @@ def test_summary_statistics(tmp_path: Path) -> None:
 
 
 def _metrics(tmp_path: Path, rank: int = 0) -> list[dict]:
-    path = tmp_path / "metrics" / f"rank-{rank:05d}.jsonl"
+    path = RunDir(tmp_path).metrics(rank)
     return [json.loads(line)["metrics"] for line in path.read_text().splitlines()]
 
 
@@ -124,7 +124,7 @@ def test_default_run_dir_comes_from_the_launcher(tmp_path: Path, monkeypatch) ->
     monkeypatch.setenv("PMI_SIZE", "2")
     with History() as h:
         h.record(0, {"loss": 1.0})
-    assert h.path == tmp_path / "run" / "metrics" / "rank-00001.jsonl"
+    assert h.path == tmp_path / "run" / "metrics" / "b0000" / "rank-00001.jsonl"
 
 
 def test_parse_chunk_leaves_torn_line_and_counts_garbage() -> None:
@@ -183,7 +183,7 @@ def test_xarray_view_and_summary(tmp_path: Path) -> None:
 
 def test_concurrent_writer_reader_never_sees_half_a_record(tmp_path: Path) -> None:
     """Another process appends; every read parses only complete records, in order."""
-    path = tmp_path / "metrics" / "rank-00000.jsonl"
+    path = tmp_path / "metrics" / "b0000" / "rank-00000.jsonl"  # where History writes
     code = (
         "import sys; from runtime.history import History\n"
         "h = History(sys.argv[1], rank=0)\n"

@@ -720,7 +720,7 @@ def _run(argv: list[str], env_extra: dict[str, str], run_dir: Path) -> None:
     env.update(env_extra)
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    statuses = sorted((run_dir / "status").glob("rank-*.json"))
+    statuses = sorted((run_dir / "status").glob("b0000/rank-*.json"))
     assert [json.loads(p.read_text())["state"] for p in statuses] == ["succeeded"] * 2
 
 
@@ -740,7 +740,7 @@ def test_local_mpiexec_really_starts_two_ranks(tmp_path: Path) -> None:
     # -rmk user keeps the mpich wheel's mpiexec from following a stray PBS_NODEFILE
     _run(launch.argv, {**launch.env, "PBS_NODEFILE": str(tmp_path / "stray_nodefile")}, run_dir)
     for rank in (0, 1):
-        assert (run_dir / "logs" / f"rank-{rank:05d}.log").read_text() == "2 1 1\n"
+        assert (run_dir / "logs" / "b0000" / f"rank-{rank:05d}.log").read_text() == "2 1 1\n"
 
 
 def test_local_torchrun_really_starts_two_ranks(tmp_path: Path) -> None:
@@ -750,4 +750,4 @@ def test_local_torchrun_really_starts_two_ranks(tmp_path: Path) -> None:
     _run(launch.argv, launch.env, run_dir)
     omp = launch.env["OMP_NUM_THREADS"]
     for rank in (0, 1):
-        assert (run_dir / "logs" / f"rank-{rank:05d}.log").read_text() == f"1 2 {omp}\n"
+        assert (run_dir / "logs" / "b0000" / f"rank-{rank:05d}.log").read_text() == f"1 2 {omp}\n"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from runtime.preflight import PreflightError, mark_path, requested
+from runtime.rundir import RunDir
 from tests.envs import without_job
 
 # A script with History alone (no torch): the line after the record must never be printed.
@@ -54,7 +55,7 @@ def test_the_first_record_leaves_the_mark_and_ends_the_process(tmp_path: Path) -
     mark = json.loads(mark_path(tmp_path, 0).read_text())
     assert (mark["phase"], mark["step"], mark["rank"], mark["world"]) == ("step", 0, 0, 2)
     assert mark["peak_rss_bytes"] > 1 << 20  # a Python process holds more than a MiB
-    [line] = (tmp_path / "metrics" / "rank-00000.jsonl").read_text().splitlines()
+    [line] = RunDir(tmp_path).metrics(0).read_text().splitlines()
     assert json.loads(line)["metrics"]["loss"] == 2.5, "the step's record is written before the end"
 
 
@@ -63,7 +64,7 @@ def test_without_the_variable_history_records_on(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "after the first step" in done.stdout
     assert not mark_path(tmp_path, 0).exists()
-    assert len((tmp_path / "metrics" / "rank-00000.jsonl").read_text().splitlines()) == 2
+    assert len(RunDir(tmp_path).metrics(0).read_text().splitlines()) == 2
 
 
 def test_setup_joins_a_fake_world_of_the_size_asked(tmp_path: Path) -> None:

@@ -42,10 +42,12 @@ def test_every_path_of_a_run_directory(tmp_path: Path) -> None:
         r / "hostfile",
         r / "stage.json",
     )
-    assert run.log(3) == r / "logs" / "rank-00003.log"
-    assert run.status(12) == r / "status" / "rank-00012.json"
-    assert run.metrics(0) == r / "metrics" / "rank-00000.jsonl"
-    assert run.telemetry(123456) == r / "telemetry" / "rank-123456.jsonl"
+    assert run.log(3) == r / "logs" / "b0000" / "rank-00003.log"
+    assert run.status(12) == r / "status" / "b0000" / "rank-00012.json"
+    assert run.metrics(1024) == r / "metrics" / "b0001" / "rank-01024.jsonl"
+    assert run.telemetry(127487) == r / "telemetry" / "b0124" / "rank-127487.jsonl"
+    assert run.flight_request(1023) == r / "flight" / "b0000" / "rank-01023.fifo"
+    assert run.nccl_dump_prefix(2048) == str(r / "flight" / "b0002" / "nccl-rank-")
     assert rundir.BAD_HOSTS == "bad_hosts.txt"
     assert RunDir(str(r)).path == r  # a string is taken as a path
 
@@ -64,12 +66,15 @@ def test_folders_and_listings_by_rank(tmp_path: Path) -> None:
         "telemetry",
     ]
     assert len(list(run.nodes_dir.iterdir())) == NODE_SHARDS  # the node digests' shards
+    assert [p.name for p in run.logs_dir.iterdir()] == ["b0000"]  # the first block of ranks
     assert run.looks_like_run()
     for rank in (10, 2, 0):
         run.log(rank).write_text("")
         run.status(rank).write_text("{}")
-    (run.logs_dir / "rank-7.log.tmp").write_text("")  # not a log
-    (run.status_dir / ".rank-00001.json.abc.tmp").write_text("")  # an atomic write in flight
+    (run.logs_dir / "b0000" / "rank-7.log.tmp").write_text("")  # not a log
+    (run.status_dir / "b0000" / ".rank-00001.json.abc.tmp").write_text("")  # a write in flight
+    (run.logs_dir / "b12").mkdir()  # not a block: 4 digits at least
+    (run.logs_dir / "b12" / "rank-00005.log").write_text("")
     assert [rank for _, rank in run.logs()] == [0, 2, 10]
     assert [rank for _, rank in run.statuses()] == [0, 2, 10]
     assert run.logs()[1][0] == run.log(2)
@@ -91,9 +96,9 @@ def test_metric_files_ours_and_ezpz(tmp_path: Path) -> None:
     (run.telemetry_dir / "metrics-5.jsonl").write_text("")
     assert [(p.relative_to(tmp_path).as_posix(), r) for p, r in metric_files(tmp_path)] == [
         ("history/20261122-101010/20261122-101010.jsonl", 0),
-        ("metrics/rank-00000.jsonl", 0),
+        ("metrics/b0000/rank-00000.jsonl", 0),
         ("sub/metrics.jsonl", 0),
-        ("metrics/rank-00001.jsonl", 1),
+        ("metrics/b0000/rank-00001.jsonl", 1),
         ("metrics-3.jsonl", 3),
     ]
 
@@ -330,7 +335,7 @@ def test_rank_status_round_trips_as_the_capture_wrapper_wrote_it(tmp_path: Path)
 
 def test_rank_status_reads_tolerantly(tmp_path: Path) -> None:
     folder = RunDir(tmp_path).status_dir
-    folder.mkdir()
+    (folder / "b0000").mkdir(parents=True)
     files = {
         0: b'{"rank": 0, "state": "succeeded", "exit_code": 0}',
         1: b'{"rank": 1, "pid": 42}',  # no state: a rank runs until it says not

@@ -69,6 +69,7 @@ from runtime.rundir import (
     RunDir,
     RunState,
     State,
+    blocks_of,
     read_state,
     read_statuses,
     write_state,
@@ -294,7 +295,7 @@ class RunHandle:
     def _watch(self) -> None:
         assert self._proc is not None
         beat = time.monotonic()
-        stamp: int | None = None
+        stamp: tuple[int, ...] | None = None
         asked = False
         launcher = _LauncherExit(self._proc)
         while True:
@@ -361,9 +362,17 @@ class RunHandle:
             return None
         return request_id
 
-    def _fail_fast(self, stamp: int | None) -> int | None:
-        """Stop the job when a rank has failed on its own account; returns the folder stamp."""
-        now = status_dir_stamp(RunDir(self.run_dir).status_dir)
+    def _fail_fast(self, stamp: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        """Stop the job when a rank has failed on its own account; returns the folders' stamp
+        (a ``stat`` of the status folder and of each of its blocks)."""
+        run = RunDir(self.run_dir)
+        world = self.launch.world_size
+        blocks = (
+            [run.status_dir / name for name in blocks_of(world)]
+            if world
+            else run.rank_folders(run.status_dir)[1:]
+        )
+        now = status_dir_stamp(run.status_dir, blocks)
         if now == stamp or self._failure is not None or self._stop_requested:
             return now
         statuses = read_statuses(self.run_dir)
@@ -676,7 +685,8 @@ class Supervisor:
         run = RunDir(handle.run_dir)
         staged = launch.stage is not None
         try:
-            run.make_folders()  # once, before the ranks start: none of them makes or lists one
+            # once, before the ranks start, with each folder's blocks of ranks: no rank runs mkdir
+            run.make_folders(launch.world_size)
             if launch.stage is not None:
                 # Imported by a launch that stages only: the rest start without it.
                 from ezpz_tui.core.launching.staging import not_staged, stage

@@ -22,7 +22,6 @@ its tether and ``ezpz-tui why`` all decide by it.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -31,7 +30,7 @@ from pathlib import Path
 from ezpz_tui.core.runs.ending import cause_in
 from ezpz_tui.core.runs.tail import read_tail
 from ezpz_tui.core.runs.tracebacks import last_traceback, raised_in
-from runtime.rundir import RAISED_SUFFIX, Raised, RankState, RankStatus, RunDir, read_raised
+from runtime.rundir import Raised, RankState, RankStatus, RunDir, read_raised
 
 LOG_TAIL = 64 << 10  # bytes of a log read for its traceback: a failure is told at its end
 MAX_LOG_READS = 16  # logs read per verdict: a 16,384-rank cascade must not read them all
@@ -107,20 +106,13 @@ class Verdict:
 
 
 def raises_in(run_dir: Path) -> dict[int, tuple[Raised, ...]]:
-    """Every rank's recorded raises: one listing of the status folder, one read per rank that
-    raised (most never did)."""
-    run = RunDir(run_dir)
-    try:
-        names = [e.name for e in os.scandir(run.status_dir) if e.name.endswith(RAISED_SUFFIX)]
-    except OSError:
-        return {}
+    """Every rank's recorded raises: one listing of the status folder and of each of its
+    blocks, one read per rank that raised (most never did)."""
     found = {}
-    for name in names:
-        number = name[len("rank-") : -len(RAISED_SUFFIX)]
-        if name.startswith("rank-") and number.isdigit():
-            raises = read_raised(run.status_dir / name)
-            if raises:
-                found[int(number)] = raises
+    for path, rank in RunDir(run_dir).raised_files():
+        raises = read_raised(path)
+        if raises:
+            found[rank] = raises
     return found
 
 

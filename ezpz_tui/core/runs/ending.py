@@ -159,8 +159,11 @@ def finalise(
     caller just read them (read here when not given); ``world_size`` None: as the ranks say.
     A disk that refuses one stops nothing (readers derive the same words). The FIFOs of ranks
     whose wrapper was killed with them go too (:func:`runtime.flight.remove_requests`): the
-    ended run holds only regular files and folders."""
-    remove_requests(RunDir(run_dir).flight_dir)
+    ended run holds only regular files and folders: one listing of ``flight/`` and one of each
+    of its blocks."""
+    run_files = RunDir(run_dir)
+    for folder in run_files.rank_folders(run_files.flight_dir):
+        remove_requests(folder)
     statuses = read_statuses(run_dir) if statuses is None else statuses
     world = world_size or world_size_of(statuses)
     changed = final_statuses(statuses, run, world, now)
@@ -192,10 +195,11 @@ def world_size_of(statuses: Iterable[RankStatus]) -> int | None:
     return sizes.pop() if len(sizes) == 1 else None
 
 
-def status_dir_stamp(status_dir: Path) -> int | None:
-    """The status folder's modification time: each status write renames a file into it, so
-    one ``stat`` says whether any rank's status changed."""
+def status_dir_stamp(status_dir: Path, blocks: Sequence[Path] = ()) -> tuple[int, ...] | None:
+    """The modification times of the status folder and of ``blocks`` (its blocks of ranks):
+    each status write renames a file into one of them, so a ``stat`` of each says whether any
+    rank's status changed."""
     try:
-        return os.stat(status_dir).st_mtime_ns
+        return tuple(os.stat(folder).st_mtime_ns for folder in (status_dir, *blocks))
     except OSError:
         return None

@@ -141,7 +141,7 @@ class RunFollower:
         self.rescan_s = rescan_s
         self.log_backlog = log_backlog
         self.first_reads = first_reads
-        self.listing = RunListing(self.run_dir)
+        self.listing = RunListing(self.run_dir, stats_per_second)
         self.schedule: PollSchedule[Path] = PollSchedule(stats_per_second, slowest)
         self.run_ended = False  # state.json says the run ended
         self.finished = False  # ended and read to the end: nothing here will change again
@@ -395,6 +395,8 @@ class RunFollower:
         self._problem(batch, rank, path, None)
         status = RankStatus.from_json(data, rank)
         batch.status[rank] = status
+        if status.world_size:
+            self.listing.world_size = status.world_size
         self._status_sig[path] = (rank, (st.st_ino, st.st_size, st.st_mtime_ns))
         if status.state == RankState.FAILED:
             self._failed.add(rank)
@@ -437,6 +439,7 @@ class RunFollower:
                     raise_interrupt=False,
                     recursive=False,
                 ):
+                    self.listing.wake(Path(path).parent for _, path in changes)
                     if any(change == watchfiles.Change.added for change, _ in changes):
                         self.rescan()
                     batch = self.poll()

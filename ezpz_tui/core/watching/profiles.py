@@ -125,7 +125,9 @@ def format_profile(report: ProfileReport) -> list[str]:
             lines.append(f"rank {worst} computes {more:.0f}% longer than the median rank")
     if report.summaries:
         where = RunDir(report.run_dir).profiles_dir
-        lines.append(f"traces: {where}/rank-NNNNN.json (open in Perfetto: https://ui.perfetto.dev)")
+        lines.append(
+            f"traces: {where}/bNNNN/rank-NNNNN.json (open in Perfetto: https://ui.perfetto.dev)"
+        )
     by_reason: dict[str, list[int]] = {}
     for rank, why in report.skipped.items():
         by_reason.setdefault(why, []).append(rank)
