@@ -82,7 +82,7 @@ def arrived(group: dict, seq: int) -> float | None:
 
 
 def full_dumps(run: Path) -> list[Path]:
-    return sorted(RunDir(run).flight_dir.glob("rank-*.json"))
+    return [path for path, _ in RunDir(run).flights()]
 
 
 @contextlib.contextmanager

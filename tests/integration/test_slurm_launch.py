@@ -28,6 +28,7 @@ import pytest
 
 from ezpz_tui.core.runs.record import read_run_toml
 from runtime.env import RANK_VARS, SIZE_VARS, _expand_counts, expand_nodelist
+from runtime.rundir import RunDir
 from tests.fixtures.runs import first_run_logged
 
 if TYPE_CHECKING:
@@ -230,7 +231,7 @@ def test_launch_one_node_two_ranks(slurm_cluster: SlurmCluster, tmp_path: Path) 
     assert program[6:] == [*TRAIN, "--steps", "10"]
     assert json.loads((run_dir / "state.json").read_text())["state"] == "succeeded"
 
-    logs = sorted(p.name for p in (run_dir / "logs").iterdir())
+    logs = [p.name for p, _ in RunDir(run_dir).logs()]
     assert logs == ["rank-00000.log", "rank-00001.log"]
     statuses = _statuses(run_dir)
     assert [s["rank"] for s in statuses] == [0, 1]
@@ -426,7 +427,7 @@ def _children(pid: int) -> list[int]:
 def _log_tails(outputs: Path) -> str:
     parts = []
     for run in _run_dirs(outputs):
-        for path in [run / "launcher.log", *sorted((run / "logs").glob("*.log"))]:
+        for path in [run / "launcher.log", *(p for p, _ in RunDir(run).logs())]:
             if path.is_file():
                 text = path.read_text("utf-8", "replace")[-3000:]
                 parts.append(f"--- {path.relative_to(outputs)}\n{text}")

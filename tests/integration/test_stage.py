@@ -189,7 +189,7 @@ def test_a_failed_copy_fails_the_launch_naming_the_node_and_starts_no_rank(
     assert f"staging the environment failed on {socket.gethostname()}: " in state.reason
     assert cause in state.reason and "no rank was started" in state.reason
     assert state.reason in said  # the CLI says it too
-    assert read_statuses(run) == [] and list(RunDir(run).logs_dir.iterdir()) == []
+    assert read_statuses(run) == [] and RunDir(run).logs() == []
     assert left == (["filler"] if fault == "full" else [])
     assert (stage_line(run) or "").startswith(f"staging to {where}/ezpz-stage-{run.name} on 1 node")
 
