@@ -107,3 +107,24 @@ def test_a_rank_file_broken_after_the_digest_was_written_is_not_read(family: Pat
         assert Ancestry().of(run_dirs(family)[0]).highest == STEPS
     finally:
         metrics.write_bytes(kept)
+
+
+def test_a_garbage_line_counts_the_same_from_the_digest(family: Path) -> None:
+    """Rank 1's file holding a line that is no record when the run is finalized: the digest
+    counts it as the files do, and compare notes it either way."""
+    parent = run_dirs(family)[0]
+    metrics = RunDir(parent).metrics(1)
+    kept = metrics.read_bytes()
+    env = base_env(family)
+    try:
+        metrics.write_bytes(kept + b"not a record\n")
+        assert cli(["finalize", str(parent)], env).returncode == 0
+        digest = read_digest(parent)
+        assert digest is not None and digest.others_garbage() == 1
+        from_digest = _compare(family)
+        assert "1 unreadable metric lines skipped" in _run(from_digest, parent)["notes"]
+        with _without_digests(family):
+            assert _compare(family) == from_digest
+    finally:
+        metrics.write_bytes(kept)
+        assert cli(["finalize", str(parent)], env).returncode == 0
