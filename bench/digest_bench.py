@@ -1,4 +1,5 @@
-"""``why``, ``top`` and ``runs`` of a finished run read from its digest, against its files.
+"""``why``, ``top``, ``runs`` and ``compare`` of a finished run read from its digest, against its
+files.
 
 ``python bench/digest_bench.py SRC [SRC...] [--sizes 64,4096,16384] [--repeats 5] [--keep]``
 
@@ -6,11 +7,15 @@ Each SRC is a real finished run (the 300-step 2-rank demo, say, and a failed run
 reads the ranks of a failed run only, a run that succeeded needs none read). Its copy is
 finalized (``ezpz-tui finalize``: its ``digest.json``), then grown to each size with
 bench/grow_run.py (every file a real run of that size writes, the digest built from them by
-the finalizer's code), each in an outputs directory of its own. Each command (``ezpz-tui why
-RUN --json``, ``top RUN --json``, ``runs --json``) is timed as a person sees it, a subprocess's
-wall time, on every size with the digest and without it (the same directory, ``digest.json``
-moved aside: an older run's or one not finalized yet), interleaved in each repeat so the
-machine's load falls on both alike.
+the finalizer's code), each in an outputs directory of its own, beside its child: the grown
+run's twin (its files hard-linked) whose record names it as its parent, as a relaunch's does.
+Each command (``ezpz-tui why RUN --json``, ``top RUN --json``, ``runs --json``, ``compare RUN
+CHILD --json``) is timed as a person sees it, a subprocess's wall time, on every size with the
+digests and without them (the same directories, each ``digest.json`` moved aside: an older
+run's or one not finalized yet), interleaved in each repeat so the machine's load falls on both
+alike. ``compare`` reads every rank's peak memory where rank 0 records a memory metric, and the
+child's goodput the parent's highest step: a SRC that exercises both is
+``ezpz-tui launch --quiet --ppn 2 -- python tests/ranks/memory_steps.py 300 fail``.
 
 Printed: each grow's seconds (the digest's build among them); per command and size the median
 wall with and without the digest, their ratio, and the slope: the wall at that size over the
@@ -28,22 +33,36 @@ import sys
 import time
 from pathlib import Path
 
+import tomli_w
+import tomllib
 from _common import bench_parser, clean_env, ezpz_tui, scratch, with_repo_path
 from grow_run import grow
 
-from runtime.rundir import RunDir
+from runtime.rundir import RUN_TOML, RunDir
 
-COMMANDS = ("why", "top", "runs")
+COMMANDS = ("why", "top", "runs", "compare")
+CHILD = "child"  # the grown run's twin, relaunched from it
 TARGETS_S = {4096: 2.0, 16384: 4.0, 131072: 15.0}
 MODES = ("digest", "files")
 
 
 def _argv(command: str, run: Path) -> list[str]:
-    return (
-        [*ezpz_tui(), "runs", "--json"]
-        if command == "runs"
-        else [*ezpz_tui(), command, str(run), "--json"]
-    )
+    if command == "runs":
+        return [*ezpz_tui(), "runs", "--json"]
+    if command == "compare":
+        return [*ezpz_tui(), "compare", str(run), str(run.with_name(CHILD)), "--json"]
+    return [*ezpz_tui(), command, str(run), "--json"]
+
+
+def _child(run: Path) -> None:
+    """The run's twin beside it, its files hard-linked (no disk), its record naming ``run`` as
+    its parent."""
+    child = run.with_name(CHILD)
+    shutil.copytree(run, child, copy_function=os.link)
+    record = tomllib.loads((run / RUN_TOML).read_text())
+    (child / RUN_TOML).unlink()  # a link to the parent's
+    record.update(run_id=CHILD, parent=run.name)
+    (child / RUN_TOML).write_text(tomli_w.dumps(record))
 
 
 def _wall(argv: list[str], env: dict[str, str]) -> float:
@@ -72,6 +91,7 @@ def _grown(src: Path, root: Path, sizes: list[int]) -> dict[int, Path]:
             f"grew {src.name} to {n} ranks: {grown.files} files, {grown.bytes / 1e6:.0f} MB, "
             f"{grown.seconds:.1f} s with the digest's build"
         )
+        _child(run)
         runs[n] = run
     return runs
 
@@ -83,18 +103,19 @@ def _timed(runs: dict[int, Path], repeats: int) -> dict[tuple[str, int, str], li
         for command in COMMANDS:
             for n, run in runs.items():
                 env = with_repo_path(clean_env(run.parent))
-                digest = RunDir(run).digest_json
-                aside = digest.with_name(digest.name + ".aside")
+                digests = [RunDir(r).digest_json for r in (run, run.with_name(CHILD))]
                 for mode in MODES:
                     if mode == "files":
-                        digest.rename(aside)
+                        for digest in digests:
+                            digest.rename(digest.with_name(digest.name + ".aside"))
                     try:
                         walls.setdefault((command, n, mode), []).append(
                             _wall(_argv(command, run), env)
                         )
                     finally:
                         if mode == "files":
-                            aside.rename(digest)
+                            for digest in digests:
+                                digest.with_name(digest.name + ".aside").rename(digest)
     return walls
 
 

@@ -105,3 +105,30 @@ def test_a_digest_written_before_the_run_ended_is_not_used(tmp_path: Path) -> No
     assert found.digest is not None and found.notes == ()
     assert [s.exit_code for s in found.read] == [0]
     assert rank_statuses(tmp_path, RunState(State.RUNNING)).digest is None  # a live run's files
+
+
+def test_what_compare_and_goodput_take_reads_back_or_is_none(tmp_path: Path) -> None:
+    """A digest without them (written before digests held them), or with a wrong shape, is
+    none: its readers read the ranks' files instead."""
+    data = _digest()
+    write_digest(tmp_path, data)
+    got = read_digest(tmp_path)
+    assert got is not None
+    assert got.peaks() is None and got.others_garbage() is None
+    assert got.highest_step() == (False, None)
+    data["ranks"]["peak"] = {"mem_peak_gb": [2.5, None]}
+    data["reads"].update(others_garbage=3, highest_step=41)
+    write_digest(tmp_path, data)
+    got = read_digest(tmp_path)
+    assert got is not None and got.peaks() == {"mem_peak_gb": [2.5, None]}
+    assert got.others_garbage() == 3 and got.highest_step() == (True, 41)
+    data["ranks"]["peak"] = {"mem_peak_gb": [2.5]}  # not one value a rank
+    data["reads"].update(others_garbage="3", highest_step="41")
+    write_digest(tmp_path, data)
+    got = read_digest(tmp_path)
+    assert got is not None and got.peaks() is None and got.others_garbage() is None
+    assert got.highest_step() == (False, None)
+    data["reads"]["highest_step"] = None  # no rank recorded a step: held, and none
+    write_digest(tmp_path, data)
+    got = read_digest(tmp_path)
+    assert got is not None and got.highest_step() == (True, None)

@@ -3,7 +3,8 @@
 The layout comes from the run's record (what the run store recorded: ``[sizes]`` as
 launched, the hosts used, the plan's launcher), the state from
 :func:`ezpz_tui.core.runs.liveness.run_state` (so a run whose supervisor died reads ``lost``,
-not ``running``), the figures from :mod:`ezpz_tui.core.watching.numbers`. A run still live is
+not ``running``), the figures from :mod:`ezpz_tui.core.watching.numbers` (an ended run's
+ranks past rank 0 from its ``digest.json``, one file whatever its size). A run still live is
 ``partial``: its figures are the steps done so far, and :attr:`RunFacts.notes` says so in words
 the CLI and the TUI show as they are. Never raises: a foreign or half-written run gives blanks.
 """
@@ -141,7 +142,7 @@ def read_facts(run_dir: str | os.PathLike[str], peaks: PeakSettings | None = Non
     path = Path(run_dir)
     record, error = read_record(path)
     state = run_state(path)
-    numbers = read_numbers(path)
+    numbers = read_numbers(path, state)  # an ended run's other ranks: from its digest
     epoch = record.get("created_epoch")
     created = float(epoch) if isinstance(epoch, (int, float)) else state.created
     start = state.start if state.start is not None else created

@@ -241,6 +241,32 @@ class RunDigest:
         """One rank column as written, for a reader that takes every rank at once."""
         return self._ranks[name]
 
+    def peaks(self) -> dict[str, list[Any]] | None:
+        """Each memory metric's largest finite value on each rank (numbers as written: read
+        them with :func:`number`), as ``compare`` takes a run's peak memory from every rank;
+        None: the digest holds none (its run's first metrics file recorded no memory metric,
+        so no reader asks, or it was written before digests held them)."""
+        held = self._ranks.get("peak")
+        if not isinstance(held, dict):
+            return None
+        if not all(isinstance(c, list) and len(c) == self.world for c in held.values()):
+            return None
+        return held
+
+    def others_garbage(self) -> int | None:
+        """The lines of the metrics files after the first (rank 0's) that were not records,
+        held with :meth:`peaks` (a reader of every rank's peak counts them); None where not."""
+        return _int(self.reads.get("others_garbage"))
+
+    def highest_step(self) -> tuple[bool, int | None]:
+        """Whether the digest holds the highest step any rank recorded (the ends of their
+        metrics files, as :func:`ezpz_tui.core.watching.goodput.highest_step` reads them), and
+        that step (None: no rank recorded one)."""
+        if "highest_step" not in self.reads:
+            return False, None
+        step = self.reads["highest_step"]
+        return (True, step) if step is None or _int(step) is not None else (False, None)
+
 
 FROM_FILES = (
     f"no readable {DIGEST} (an older run, or its finalizer has not run yet): "
@@ -261,13 +287,19 @@ class Statuses:
     notes: tuple[str, ...] = ()
 
 
+def ended_digest(run_dir: Path, state: RunState) -> RunDigest | None:
+    """The digest of a run that has ended (``state``), written once it had, so it holds every
+    rank's end; None: a live run, no readable digest, or one written before the run ended (a
+    finalize asked of the live run). Its reader then reads the ranks' files."""
+    digest = read_digest(run_dir) if state.state in FINAL else None
+    return digest if digest is not None and _after_end(digest, state) else None
+
+
 def rank_statuses(run_dir: Path, state: RunState, usable: bool = True) -> Statuses:
     """The ranks' statuses: an ended run's from its digest, one file; a live run's (or an ended
     one without a readable digest, or whose reader cannot use it: ``usable`` false; said in
     ``notes``) from every rank's status file."""
-    digest = read_digest(run_dir) if state.state in FINAL and usable else None
-    if digest is not None and not _after_end(digest, state):
-        digest = None  # written before the run ended (a finalize asked of the live run)
+    digest = ended_digest(run_dir, state) if usable else None
     if digest is not None:
         unusable = digest.reads.get("unusable")
         said = unusable if isinstance(unusable, dict) else {}

@@ -3,7 +3,9 @@ rank's files once, by the finalizer at the run's end.
 
 Each figure is judged here exactly as its reader judges it from the files (``top``'s step times
 from each metrics file's newest records, its newest telemetry sample, the status as the file
-says it), so a reader taking it from the digest shows what it would have shown from the files.
+says it; ``compare``'s peak memory of each rank and the highest step goodput asks of a run's
+ancestor, by the very functions that read them from the files), so a reader taking it from the
+digest shows what it would have shown from the files.
 The digest sits with the run's reading side (core/runs) and is built here, above it, because
 building it takes watching's judgements (step times, bands, the end's verdicts).
 """
@@ -30,7 +32,9 @@ from ezpz_tui.core.runs.digest import (
 from ezpz_tui.core.runs.tail import read_tail
 from ezpz_tui.core.runs.unreadable import unusable_statuses
 from ezpz_tui.core.watching.collectives import lags_of
+from ezpz_tui.core.watching.goodput import highest_step
 from ezpz_tui.core.watching.metrics.lean import LeanRanks, StepBands
+from ezpz_tui.core.watching.numbers import RankPeaks, every_rank_memory
 from ezpz_tui.core.watching.recorded import recorded_verdicts
 from ezpz_tui.core.watching.stragglers import StepTimes
 from ezpz_tui.core.watching.tails import plain as plain_text
@@ -84,6 +88,13 @@ def build_digest(run_dir: Path, verdicts: Mapping[str, Any] | None = None) -> di
     ranks["slow"] = [r in slow for r in range(world)]
     ranks["last"] = {name: [column.get(r) for r in range(world)] for name, column in lasts.items()}
     ranks["telemetry"] = _sample_columns(samples, world)
+    reads: dict[str, Any] = {}
+    memory = every_rank_memory(run.path)
+    if memory is not None and _in_world(memory[0], world):
+        ranks["peak"] = {
+            name: [plain(held.get(r)) for r in range(world)] for name, held in memory[0].items()
+        }
+        reads["others_garbage"] = memory[1]
     return {
         "version": VERSION,
         "run_id": state.run_id or run.path.name,
@@ -97,8 +108,15 @@ def build_digest(run_dir: Path, verdicts: Mapping[str, Any] | None = None) -> di
             "telemetry_notes": telemetry_notes,
             "median_step_s": plain(steps.median),
             "last_step": max(recorded) if recorded else None,
+            "highest_step": highest_step(run.path),
+            **reads,
         },
     }
+
+
+def _in_world(peaks: RankPeaks, world: int) -> bool:
+    """Whether every rank a peak was recorded on has its place in the rank columns."""
+    return all(0 <= rank < world for held in peaks.values() for rank in held)
 
 
 def _status_columns(statuses: Mapping[int, RankStatus], world: int) -> dict[str, Any]:

@@ -25,9 +25,11 @@ time into pieces, each of one segment, that add up to the whole:
 Steps come from rank 0's records (the ranks step together, as :mod:`.numbers` says): record
 *i* covers the time since record *i - 1*, the first its ``dt`` before it. A save's held time
 is put at the end of the step that saved (``ckpt_step`` - 1). Which steps an ancestor ran is
-the highest step any of its ranks recorded (the end of each rank's file). Runs of an
-allocation that overlap share the time they overlap, so its segments still add up to its
-wall time. Reads only; never raises on what a run holds.
+the highest step any of its ranks recorded (the end of each rank's file; an ended run's
+digest holds it, so an ancestor of any size costs one file), and a failed run's stop is its
+failing rank's end (its one status file). Runs of an allocation that overlap share the time
+they overlap, so its segments still add up to its wall time. Reads only; never raises on what
+a run holds.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from ezpz_tui.core.runs.digest import RunDigest, ended_digest
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.record import read_record
 from ezpz_tui.core.runs.staged import stage_seconds
@@ -50,7 +53,7 @@ from ezpz_tui.core.watching.monitor import STALL_AFTER_S
 from ezpz_tui.core.watching.tails import file_columns
 from runtime.checkpoint_dirs import RESUME_VAR
 from runtime.record_columns import RecordColumns, merge_columns, parse_columns
-from runtime.rundir import FINAL, RunDir, State, metric_files, read_statuses
+from runtime.rundir import FINAL, RunDir, State, metric_files, read_status
 
 SEGMENTS = (
     "productive",
@@ -201,8 +204,13 @@ def read_steps(run_dir: Path) -> tuple[Step, ...]:
     return tuple(steps)
 
 
-def highest_step(run_dir: Path) -> int | None:
-    """The highest step any rank of the run recorded, from the end of each rank's file."""
+def highest_step(run_dir: Path, digest: RunDigest | None = None) -> int | None:
+    """The highest step any rank of the run recorded, from the end of each rank's file; from
+    ``digest`` (an ended run's: :func:`~ezpz_tui.core.runs.digest.ended_digest`) where it holds
+    it, the finalizer having read those ends with this function."""
+    held, step = digest.highest_step() if digest is not None else (False, None)
+    if held:
+        return step
     best: int | None = None
     for path, rank in metric_files(run_dir):
         result = parse_columns(read_tail(path, TAIL_BYTES).encode() + b"\n", rank)
@@ -218,7 +226,8 @@ def _stop(run_dir: Path, stop_requested: float | None, failed_rank: int | None) 
     stopped it."""
     if stop_requested is not None or failed_rank is None:
         return stop_requested
-    return next((s.end for s in read_statuses(run_dir) if s.rank == failed_rank), None)
+    status = read_status(RunDir(run_dir).status(failed_rank), failed_rank)
+    return status.end if status is not None else None
 
 
 def read_span(run_dir: Path, now: float | None = None) -> RunSpan:
@@ -399,9 +408,8 @@ class Ancestry:
             return kept
         record, _ = read_record(run_dir)
         state = run_state(run_dir)
-        found = Lineage(
-            _parent(record), highest_step(run_dir), _resumed(record), state.state == State.FAILED
-        )
+        highest = highest_step(run_dir, ended_digest(run_dir, state))
+        found = Lineage(_parent(record), highest, _resumed(record), state.state == State.FAILED)
         if not state.live:
             self.known[run_dir] = found
         return found

@@ -4,7 +4,9 @@ Speed and loss come from rank 0's records: the demo's ``tokens_per_s`` and ``sam
 already global (every replica's tokens over the step time) and ranks of one run step together,
 so the other ranks would repeat rank 0's figures at the cost of reading every file; on a
 1,000-rank run that cost is the whole budget. Only peak memory differs by rank, so the other
-ranks' files are read only when rank 0 records a memory metric (:data:`MEMORY_METRICS`).
+ranks' files are read only when rank 0 records a memory metric (:data:`MEMORY_METRICS`), and
+not even then for a run that has ended with its ``digest.json``: the finalizer read them once
+(:func:`every_rank_memory`) and the digest holds each rank's peak.
 
 Speed is the median over the steady part: the first ``max(2, n // 10)`` records of rank 0 are
 warm-up (compilation, allocator growth, the first collectives' setup) and are left out
@@ -25,10 +27,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
+from ezpz_tui.core.runs.digest import RunDigest, ended_digest, number
 from ezpz_tui.core.watching.tails import file_columns
 from runtime.efficiency.flops import FLOPS_PER_TOKEN, HARDWARE_FLOPS_PER_TOKEN
 from runtime.record_columns import RecordColumns, is_missing, merge_columns
-from runtime.rundir import metric_files
+from runtime.rundir import RunState, metric_files
 
 STEP_TIME, TOKENS, SAMPLES, LOSS = "dt", "tokens_per_s", "samples_per_s", "loss"
 RESTORE = "ckpt_load_s"  # runtime.checkpoint's: a resumed run's load, out of every step's dt
@@ -50,6 +53,7 @@ is used."""
 
 
 Peaks = tuple[tuple[int, float], ...]  # (rank, GiB), by rank
+RankPeaks = dict[str, dict[int, float]]  # memory metric -> rank -> its largest finite value
 
 
 def warmup(records: int) -> int:
@@ -140,37 +144,95 @@ def _read(path: Path, rank: int, into: dict[int, RecordColumns]) -> int:
     return garbage
 
 
-def _memory(by_rank: Mapping[int, RecordColumns]) -> tuple[str | None, Peaks]:
-    """The memory metric recorded and each rank's peak of it, in GiB."""
-    for name, factor in MEMORY_METRICS.items():
-        peaks = []
+def _rank_peaks(by_rank: Mapping[int, RecordColumns]) -> RankPeaks:
+    """Each memory metric's largest finite value on each rank that recorded one, as recorded
+    (not yet in GiB)."""
+    found: RankPeaks = {}
+    for name in MEMORY_METRICS:
         for rank in sorted(by_rank):
             values = _values(by_rank[rank].metrics.get(name))
             if values:
-                peaks.append((rank, max(values) * factor))
-        if peaks:
-            return name, tuple(peaks)
+                found.setdefault(name, {})[rank] = max(values)
+    return found
+
+
+def _memory(peaks: RankPeaks) -> tuple[str | None, Peaks]:
+    """The memory metric recorded and each rank's peak of it, in GiB."""
+    for name, factor in MEMORY_METRICS.items():
+        held = peaks.get(name)
+        if held:
+            return name, tuple((rank, held[rank] * factor) for rank in sorted(held))
     return None, ()
 
 
-def read_numbers(run_dir: str | os.PathLike[str]) -> RunNumbers:
-    """The figures of the run in ``run_dir`` (see the module docstring); never raises."""
+def _first(
+    files: Sequence[tuple[Path, int]], by_rank: dict[int, RecordColumns]
+) -> tuple[RecordColumns | None, int]:
+    """The first file's records into ``by_rank``: rank 0's columns (or the lowest rank's a
+    foreign file holds; None: no records), and the file's garbage lines."""
+    garbage = _read(files[0][0], files[0][1], by_rank)
+    ranks = sorted(by_rank)  # rank 0, or the lowest rank a foreign file holds
+    cols = by_rank[0] if 0 in by_rank else by_rank[ranks[0]] if ranks else None
+    return (cols if cols is not None and len(cols) else None), garbage
+
+
+def _records_memory(cols: RecordColumns) -> bool:
+    """Whether rank 0's records hold a memory metric: only then are the other ranks read."""
+    return any(name in cols.metrics for name in MEMORY_METRICS)
+
+
+def every_rank_memory(run_dir: str | os.PathLike[str]) -> tuple[RankPeaks, int] | None:
+    """What :func:`read_numbers` reads every rank's file for, read once for a finished run's
+    digest: each memory metric's peak on each rank, as recorded, and the garbage lines of the
+    metrics files after the first; None where rank 0 records no memory metric (no reader
+    reads the other ranks then)."""
+    files = metric_files(run_dir)
+    by_rank: dict[int, RecordColumns] = {}
+    cols = _first(files, by_rank)[0] if files else None
+    if cols is None or not _records_memory(cols):
+        return None
+    garbage = sum(_read(path, rank, by_rank) for path, rank in files[1:])
+    return _rank_peaks(by_rank), garbage
+
+
+def _digest_memory(digest: RunDigest) -> tuple[RankPeaks, int] | None:
+    """:func:`every_rank_memory` as the run's digest holds it; None: it holds none."""
+    columns, garbage = digest.peaks(), digest.others_garbage()
+    if columns is None or garbage is None:
+        return None
+    found: RankPeaks = {}
+    for name, column in columns.items():
+        for rank, value in enumerate(column):
+            peak = number(value)
+            if peak is not None and math.isfinite(peak):
+                found.setdefault(name, {})[rank] = peak
+    return found, garbage
+
+
+def read_numbers(run_dir: str | os.PathLike[str], ended: RunState | None = None) -> RunNumbers:
+    """The figures of the run in ``run_dir`` (see the module docstring); never raises.
+    ``ended``: the run's state, whose digest (when it has ended: :func:`ended_digest`) stands
+    for the other ranks' files."""
     files = metric_files(run_dir)
     if not files:
         return NO_NUMBERS
     by_rank: dict[int, RecordColumns] = {}
-    garbage = _read(files[0][0], files[0][1], by_rank)
-    ranks = sorted(by_rank)  # rank 0, or the lowest rank a foreign file holds
-    cols = by_rank[0] if 0 in by_rank else by_rank[ranks[0]] if ranks else None
-    if cols is None or not len(cols):
+    cols, garbage = _first(files, by_rank)
+    if cols is None:
         return replace(NO_NUMBERS, garbage=garbage)
     # ezpz's records carry no step: number them in file order, as runtime.records does
     steps = [i if step is None else step for i, step in enumerate(cols.steps)]
     cols.steps = list[int | None](steps)
-    if any(name in cols.metrics for name in MEMORY_METRICS):
-        for path, rank in files[1:]:
-            garbage += _read(path, rank, by_rank)
-    memory_metric, peaks = _memory(by_rank)
+    held: tuple[RankPeaks, int] | None = None
+    if _records_memory(cols):
+        digest = ended_digest(Path(run_dir), ended) if ended is not None else None
+        held = _digest_memory(digest) if digest is not None else None
+        if held is None:
+            for path, rank in files[1:]:
+                garbage += _read(path, rank, by_rank)
+        else:
+            garbage += held[1]
+    memory_metric, peaks = _memory(_rank_peaks(by_rank) if held is None else held[0])
     skip = min(warmup(len(cols)), len(cols) - 1)  # a run with 1-2 records keeps its last
     times, source = _step_times(cols, skip)
     final, best, by_step = _losses(steps, cols.metrics.get(LOSS))
