@@ -27,15 +27,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import hashlib
 import json
 import os
-import socket
 import threading
 import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # for type checkers; nothing is imported at run time
+    import socket
     from collections.abc import Mapping
     from pathlib import Path
     from typing import Any
@@ -63,6 +62,8 @@ def interval_s(env: Mapping[str, str] | None = None) -> float:
 def address(run_dir: str | os.PathLike[str], host: str) -> bytes:
     """The node's abstract socket name: the run directory (resolved, so every rank of the run
     names it alike) and the host. Abstract: nothing on a filesystem to make or sweep."""
+    import hashlib  # here: the capture wrapper imports this module, and starts light
+
     digest = hashlib.sha1(os.path.realpath(run_dir).encode()).hexdigest()[:16]
     return f"\0ezpz-{digest}-{host}".encode()[:107]
 
@@ -138,6 +139,8 @@ class _Client:
 
     def __init__(self, run_dir: str, rank: int, host: str, every: float) -> None:
         self.run_dir, self.rank, self.host, self.every = run_dir, rank, host, every
+        import socket  # here, not at the top: the capture wrapper imports this module
+
         self.address = address(run_dir, host)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
         self.sock.setblocking(False)
@@ -174,6 +177,8 @@ class _Client:
         with self._elect_lock:
             if self.writer is not None:
                 return True
+            import socket
+
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
             try:
                 sock.bind(self.address)

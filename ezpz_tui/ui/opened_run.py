@@ -344,10 +344,16 @@ class OpenedRun:
 
     def _read(self) -> None:
         """The run from its digest when it has ended and has one; else from its files."""
-        if not self._from_digest():
-            self._follow()
+        record, _ = read_record(self.monitor.run_dir)
+        plan = record.get("plan")
+        command = plan.get("command") if isinstance(plan, dict) else None
+        if isinstance(command, list) and all(isinstance(w, str) for w in command):
+            self.total_steps = total_steps(command)
+        self._find_parent(record)
+        if not self._from_digest(record):
+            self._follow(record)
 
-    def _from_digest(self) -> bool:
+    def _from_digest(self, record: Mapping[str, Any]) -> bool:
         """Open a finished run from its ``digest.json`` (read ahead while the app started, when
         attached: :mod:`~ezpz_tui.ui.digest_ahead`; a large one in a child interpreter), then read
         only the files of the ranks shown (:class:`ShownFiles`: rank 0's log and the
@@ -357,15 +363,9 @@ class OpenedRun:
         state, digested = digest_of(run_dir)
         if digested is None or self._stop.is_set():
             return False
-        record, _ = read_record(run_dir)
         sizes = record.get("sizes", {}) if isinstance(record.get("sizes"), dict) else {}
         if sizes.get("world_size", digested.world) != digested.world:
             return False  # a digest of another run of this name (copied, grown since)
-        plan = record.get("plan")
-        command = plan.get("command") if isinstance(plan, dict) else None
-        if isinstance(command, list) and all(isinstance(w, str) for w in command):
-            self.total_steps = total_steps(command)
-        self._find_parent(record)
         try:
             if not self._handed_over(DigestRead(self, settled(digested, state))):
                 return True
@@ -392,20 +392,14 @@ class OpenedRun:
             resumed = isinstance(env, dict) and RESUME_VAR in env
             self._screen.post_message(ParentFound(self, run_dir.parent / parent, resumed))
 
-    def _follow(self) -> None:
+    def _follow(self, record: Mapping[str, Any]) -> None:
         monitor, stop = self.monitor, self._stop
         # The plan says how many ranks there are; a run with no readable record (ezpz's own, a
         # run.toml half copied) lists those its files show, and more as they appear.
-        record, _ = read_record(monitor.run_dir)
         sizes = record.get("sizes", {}) if isinstance(record.get("sizes"), dict) else {}
         world = sizes.get("world_size")
         if not isinstance(world, int):
             world = ranks_on_disk(monitor.run_dir)
-        plan = record.get("plan")
-        command = plan.get("command") if isinstance(plan, dict) else None
-        if isinstance(command, list) and all(isinstance(w, str) for w in command):
-            self.total_steps = total_steps(command)
-        self._find_parent(record)
         try:
             expected = isinstance(world, int) and 0 < world <= 1 << 20
             if expected and not self._handed_over(RanksExpected(self, world)):

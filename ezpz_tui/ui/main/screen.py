@@ -504,6 +504,8 @@ class MainScreen(Screen[None]):
             if message.run is self.opened:
                 message.run.adopt(message.item, self.clock())
                 self._update_summary()
+            if not self._rows_shown:
+                self.call_after_refresh(self._rows_arrived)
         finally:
             message.done()
 
