@@ -102,7 +102,9 @@ def top(run: Path, env: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
 
 
 def per_rank(opened: list[str], folder: str) -> set[str]:
-    return {path for path in opened if path.startswith(f"{folder}/rank-")}
+    """The rank files of ``folder`` opened, named without their block (``b0000/``)."""
+    named = (re.sub(r"/b\d{4}/", "/", path) for path in opened)
+    return {path for path in named if path.startswith(f"{folder}/rank-")}
 
 
 @pytest.mark.mpi
