@@ -268,6 +268,11 @@ async def test_attach_on_a_broken_file(
     outputs = tmp_path / "outputs"
     shutil.copytree(finished.outputs, outputs, symlinks=True)
     run = outputs / finished.bad.name
+    if name.startswith(("status/", "metrics/")):
+        # Its digest holds every rank's status and last values, so opened from it a broken
+        # status or metrics file is never read (unless that rank is plotted): the files' path,
+        # an older run's, is what reads them.
+        RunDir(run).digest_json.unlink()
     if mode == "garbage":
         (run / name).write_bytes(GARBAGE)
     else:

@@ -6,6 +6,8 @@ shown rank's last minute of telemetry for its sparklines. Each is read once, fro
 when its rank is first shown, into the same :class:`~.followers.Batch` a
 :class:`~.followers.RunFollower` hands over. Nothing is listed and nothing polled: a finished
 run's files no longer change, and a poll with no rank newly shown makes no filesystem call.
+A file that cannot be read, or holds unreadable lines, is said as the follower says it (the
+batch's ``problems``), so a shown rank's empty log is never mistaken for a silent one.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from ezpz_tui.core.runs.unreadable import named
 from ezpz_tui.core.watching import fscalls
 from ezpz_tui.core.watching.followers import TELEMETRY_BACKLOG, TELEMETRY_LINE, Batch, RankLines
 from ezpz_tui.core.watching.listing import LAUNCHER
@@ -55,8 +58,11 @@ class ShownFiles:
                 self._telemetry(rank, self.run.telemetry(rank), batch)
         return batch
 
-    def _drain(self, path: Path, max_line: int, backlog: int) -> Iterator[Lines]:
-        """``path``'s lines from within ``backlog`` bytes of its end; none when it is missing."""
+    def _drain(
+        self, rank: int, path: Path, max_line: int, backlog: int, batch: Batch
+    ) -> Iterator[Lines]:
+        """``path``'s lines from within ``backlog`` bytes of its end; none when it is missing,
+        and its error said in ``batch`` when it cannot be read."""
         if fscalls.stat(path) is None:
             return
         self.opened.append(path)
@@ -67,20 +73,31 @@ class ShownFiles:
             if lines:
                 yield lines
             if not tail.more:
-                return
+                break
+        if tail.error is not None:
+            self._problem(batch, rank, path, f" cannot be read: {tail.error}")
+
+    def _problem(self, batch: Batch, rank: int, path: Path, why: str) -> None:
+        """Say in ``batch`` that ``path`` (named as the follower names it) is ``why``."""
+        name = named(self.run.path, path)
+        batch.problems.setdefault(rank, {})[name] = f"{name}{why}"
 
     def _log(self, rank: int, path: Path, batch: Batch) -> bool:
         """Whether the log exists."""
-        for lines in self._drain(path, self.max_line, self.log_backlog):
+        for lines in self._drain(rank, path, self.max_line, self.log_backlog, batch):
             batch.logs.append(RankLines(rank, self._seq, lines))
             self._seq += len(lines)
         return bool(self.opened) and self.opened[-1] == path
 
     def _telemetry(self, rank: int, path: Path, batch: Batch) -> None:
-        for lines in self._drain(path, TELEMETRY_LINE, TELEMETRY_BACKLOG):
+        bad = 0
+        for lines in self._drain(rank, path, TELEMETRY_LINE, TELEMETRY_BACKLOG, batch):
             samples = [s for s in map(parse_line, lines.texts) if s]
+            bad += sum(1 for text in lines.texts if text.strip()) - len(samples)
             if samples:
                 batch.telemetry.setdefault(rank, []).extend(samples)
+        if bad:
+            self._problem(batch, rank, path, f": {bad} unreadable line{'s' * (bad != 1)} skipped")
 
     def watch(self, stop: threading.Event, interval_s: float) -> Iterator[Batch]:
         """Non-empty batches until ``stop`` is set: a rank's files within ``interval_s`` of
