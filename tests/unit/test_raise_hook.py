@@ -35,7 +35,7 @@ def test_a_raise_is_recorded_before_the_exit_work_and_still_printed(tmp_path: Pa
     """The raise's moment, not the exit's: an atexit function that takes a second (a process
     group destroyed at exit) runs after the record is on disk."""
     record = RunDir(tmp_path).raised(1)
-    record.parent.mkdir()
+    record.parent.mkdir(parents=True)
     code = """
         import atexit, os, sys, time
         def slow_exit():

@@ -108,7 +108,7 @@ def test_on_a_full_disk_a_status_is_written_over_the_old_one_in_its_room(tmp_pat
     with tmpfs(tmp_path / "fs") as where:
         run = RunMaker(where).create({"command": ["train"]})
         write_status(run, RankStatus(0, host="h", pid=os.getpid(), command=("python", "x.py")))
-        folder = RunDir(run).status_dir
+        folder = RunDir(run).status(0).parent  # its block of ranks, or status/ itself
         before = folder.stat().st_mtime_ns
         fill(run, "checkpoint.pt")
         end = RankStatus(0, host="h", pid=os.getpid(), state=RankState.FAILED, exit_code=1)
