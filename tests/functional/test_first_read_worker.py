@@ -71,7 +71,7 @@ async def test_keys_are_answered_while_a_worker_process_reads_the_run(grown: Pat
         finally:
             os.kill(pid, signal.SIGCONT)
         # The worker runs at nice 10: on a loaded machine it yields to everything else.
-        await until(pilot, lambda: opened.first_read_ended, "the read's end", 300)
+        await until(pilot, lambda: opened.first_read_ended, "the read's end", 200)
         monitor = opened.monitor
         assert len(monitor.ranks) == RANKS
         assert {i.status for i in monitor.ranks.values()} == {RankState.SUCCEEDED}
