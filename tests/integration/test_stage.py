@@ -285,6 +285,13 @@ def test_with_stage_min_nodes_the_launch_goes_on_without_the_node_that_cannot_co
     )
 
 
+def _interruptible() -> None:
+    """The launch as a terminal's foreground job, which Ctrl-C reaches: a suite run as a
+    background job of a shell without job control has SIGINT ignored, and a child inherits
+    that (Python then never raises KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("how", ["ctrl-c", "ezpz-tui stop"])
 def test_a_stop_while_staging_stops_the_launch_and_removes_the_copy(
     tmp_path: Path, outputs: Path, stage_dir: Path, how: str
@@ -310,6 +317,7 @@ def test_a_stop_while_staging_stops_the_launch_and_removes_the_copy(
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
+        preexec_fn=_interruptible,
     )
     try:
         deadline = time.monotonic() + 120
