@@ -44,6 +44,7 @@ from textual.widgets import TabbedContent, TabPane
 
 from ezpz_tui.ui.main.comparison import COMPARE_TAB, Comparison
 from ezpz_tui.ui.main.dialogs import ScreenDialogs
+from ezpz_tui.ui.main.doctor_start import DoctorStart
 from ezpz_tui.ui.main.failures import FAILURE_ACTIONS, Failures
 from ezpz_tui.ui.main.launches import Launches
 from ezpz_tui.ui.main.regions import Regions
@@ -145,11 +146,12 @@ class MainScreen(Screen[None]):
         self.clock = start.clock
         self.session: Session | None = None
         self.doctor_checks: list[Check] | None = None
-        # The doctor's first run waits for the first preview: the plan is what a person reads
-        # first, and the doctor's probes would take the CPU it needs.
-        self._doctor_waits = False
-        # ... and, with a run attached, for its first rows: they are what the person came for.
-        self._rows_shown = start.attach is None
+        self.doctor_start = DoctorStart(
+            start.attach is None,
+            lambda: self.call_after_refresh(self._run_doctor, True),
+            self.set_timer,
+            PLAN_WAIT_S,
+        )
         # The plan whose preview came with the session: the Changed its filling posts asks
         # for no second one.
         self._preview_given: LaunchPlan | None = None
@@ -406,7 +408,7 @@ class MainScreen(Screen[None]):
         if self.start.checks is not None:
             self.query_one(DoctorPanel).post_message(DoctorPanel.Checked(self.start.checks))
         else:
-            self._doctor_waits = True
+            self.doctor_start.wanted()
         self._show_preview(message.plan, message.preview)
         if self.form.plan is not None:  # in the same frame as the form, not one later
             self.grid.update_plan(self.form.plan, session.alloc)
@@ -434,22 +436,12 @@ class MainScreen(Screen[None]):
         if plan != self.form.plan:
             return
         self.form.set_preview(preview)
-        self._preview_shown()
+        self.doctor_start.preview_shown()
 
-    def _preview_shown(self) -> None:
-        """The first preview is in the form: once it is painted, the doctor starts from its
-        kept answers (its probes would take the CPU the paint needs), after an attached run's
-        first rows (or PLAN_WAIT_S, should they never come)."""
-        if self._doctor_waits and not self._rows_shown:
-            self.set_timer(PLAN_WAIT_S, self._rows_arrived)
-        elif self._doctor_waits:
-            self._doctor_waits = False
-            self.call_after_refresh(self._run_doctor, True)
-
-    def _rows_arrived(self) -> None:
-        if not self._rows_shown:
-            self._rows_shown = True
-            self._preview_shown()
+    def _rows_painted(self) -> None:
+        """The opened run's rows are in: once painted, the doctor may go (:class:`DoctorStart`)."""
+        if not self.doctor_start.rows_shown:
+            self.call_after_refresh(self.doctor_start.rows_arrived)
 
     def on_bad_hosts_read(self, message: BadHostsRead) -> None:
         self.query_one(AllocationPanel).set_bad_hosts(message.hosts)
@@ -486,7 +478,7 @@ class MainScreen(Screen[None]):
             if message.run is self.opened:
                 message.run.settle(message.found)
                 self._update_summary()
-                self.call_after_refresh(self._rows_arrived)
+                self._rows_painted()
         finally:
             message.done()
 
@@ -494,8 +486,7 @@ class MainScreen(Screen[None]):
         try:
             if message.run is self.opened and message.run.apply(message.prepared, self.clock()):
                 self._update_summary()
-            if not self._rows_shown:
-                self.call_after_refresh(self._rows_arrived)
+            self._rows_painted()
         finally:
             message.done()
 
@@ -504,8 +495,7 @@ class MainScreen(Screen[None]):
             if message.run is self.opened:
                 message.run.adopt(message.item, self.clock())
                 self._update_summary()
-            if not self._rows_shown:
-                self.call_after_refresh(self._rows_arrived)
+            self._rows_painted()
         finally:
             message.done()
 
@@ -579,7 +569,7 @@ class MainScreen(Screen[None]):
         given, self._preview_given = self._preview_given, None
         if message.plan is None or self.session is None:
             form.set_preview(None)
-            self._preview_shown()
+            self.doctor_start.preview_shown()
         elif message.plan != given:
             self._preview_worker(message.plan)
 
@@ -745,7 +735,7 @@ class MainScreen(Screen[None]):
         session = self.session
         if session is None or self.start.checks is not None:
             return
-        self._doctor_waits = False
+        self.doctor_start.started()
         self.doctor_checks = None
         self._update_summary()
         panel = self.query_one(DoctorPanel)
