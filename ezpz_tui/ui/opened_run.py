@@ -271,14 +271,10 @@ class OpenedRun:
                 return False
         return True
 
-    def _read_first(self, world: int | None) -> dict[str, tuple[int, int]] | None:
-        """Read every file once in a worker process (:mod:`~ezpz_tui.core.watching.first_read`),
-        off this process's interpreter lock, handing each part to the screen as it comes. Where
-        the follower goes on from; ``{}`` (from the start, in this process) when the worker
-        failed, which a notification says; None when nothing is left to follow: the run had
-        ended and was read whole, or it was closed meanwhile."""
-        monitor, name = self.monitor, self.path.name
-        request = Request(
+    def _request(self, world: int | None) -> Request:
+        """How this run is followed: by the first read's worker, then by this process."""
+        monitor = self.monitor
+        return Request(
             str(monitor.run_dir),
             world,
             monitor.shown,
@@ -291,6 +287,14 @@ class OpenedRun:
             self.settings.slowest,
             FIRST_READS,
         )
+
+    def _read_first(self, request: Request) -> dict[str, tuple[int, int]] | None:
+        """Read every file once in a worker process (:mod:`~ezpz_tui.core.watching.first_read`),
+        off this process's interpreter lock, handing each part to the screen as it comes. Where
+        the follower goes on from; ``{}`` (from the start, in this process) when the worker
+        failed, which a notification says; None when nothing is left to follow: the run had
+        ended and was read whole, or it was closed meanwhile."""
+        name = self.path.name
         adopted: set[int] = set()
         try:
             reader = FirstRead(request)
@@ -409,19 +413,11 @@ class OpenedRun:
             # time, the rank on screen first: opening a 16,384-rank run with hours of logs
             # must not read gigabytes before the first frame. Then the files are looked at
             # within the [follow] budget of filesystem calls.
-            resume = self._read_first(world if expected else None)
+            request = self._request(world if expected else None)
+            resume = self._read_first(request)
             if resume is None:  # nothing left to follow
                 return
-            follower = self.follower = RunFollower(
-                monitor.run_dir,
-                read_bytes=READ_BYTES,
-                log_backlog=monitor.keep_per_rank * BACKLOG_BYTES_PER_LINE,
-                stats_per_second=self.settings.stats_per_second,
-                slowest=self.settings.slowest,
-                first_reads=FIRST_READS,
-                focus=monitor.shown_ranks,
-                resume=resume,
-            )
+            follower = self.follower = request.follower(monitor.shown_ranks, resume)
             for batch in follower.watch(stop, interval_s=FOLLOW_INTERVAL_S):
                 prepared = monitor.prepare(batch)
                 if stop.is_set() or not self._handed_over(BatchRead(self, prepared)):

@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -64,6 +64,22 @@ class Request:
     stats_per_second: float | None
     slowest: float
     first_reads: int
+
+    def follower(
+        self, focus: Callable[[], Iterable[int]], resume: dict[str, tuple[int, int]] | None = None
+    ) -> RunFollower:
+        """The follower these settings make: the worker's, and the app's that goes on from
+        where the worker left each file (``resume``)."""
+        return RunFollower(
+            self.run_dir,
+            read_bytes=self.read_bytes,
+            log_backlog=self.log_backlog,
+            stats_per_second=self.stats_per_second,
+            slowest=self.slowest,
+            first_reads=self.first_reads,
+            focus=focus,
+            resume=resume,
+        )
 
 
 @dataclass
@@ -134,15 +150,7 @@ def read_first(request: Request, send: Callable[[Part | Summaries | Ending], Non
     if request.world:
         monitor.expect_ranks(request.world)
     monitor.show(request.shown)
-    follower = RunFollower(
-        request.run_dir,
-        read_bytes=request.read_bytes,
-        log_backlog=request.log_backlog,
-        stats_per_second=request.stats_per_second,
-        slowest=request.slowest,
-        first_reads=request.first_reads,
-        focus=monitor.shown_ranks,
-    )
+    follower = request.follower(monitor.shown_ranks)
     store = MetricStore(rank_loader(request.run_dir))
     progress = Progress()
     polls = 0
