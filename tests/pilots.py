@@ -13,6 +13,7 @@ from textual.widget import Widget
 from textual.worker import WorkerCancelled
 
 from ezpz_tui.core.launching.allocation import Allocation
+from ezpz_tui.ui.opened_run import OpenedRun
 
 FIXED = 1795352400.0
 """The frozen "now" of the app's clock in tests."""
@@ -56,6 +57,14 @@ async def started(pilot: Pilot[None]) -> None:
         return main.started and main.session is not None and not main._arriving
 
     await until(pilot, ready, "the start-up", 10)
+
+
+async def attached(pilot: Pilot[None]) -> OpenedRun:
+    """Start-up done and the run the app was started on opened: that run."""
+    await started(pilot)
+    main = pilot.app.main  # type: ignore[attr-defined]
+    await until(pilot, lambda: main.opened is not None, "the run opened", 10)
+    return main.opened
 
 
 async def painted(pilot: Pilot[None]) -> None:

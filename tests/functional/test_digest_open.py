@@ -31,7 +31,7 @@ from runtime.telemetry.record import INTERVAL_VAR
 from tests.fixtures.cli import PY, REPO, base_env, cli, kill_leftovers, run_dirs
 from tests.fixtures.finished import GOOD
 from tests.fixtures.runs import wait_for
-from tests.pilots import LOCAL, started, text_of, until
+from tests.pilots import LOCAL, attached, text_of, until
 
 RANKS, PER_NODE = 300, 12
 SIZE = (120, 40)
@@ -104,10 +104,8 @@ async def test_a_finished_run_opens_from_its_digest_and_reads_a_rank_when_shown(
     opened.clear()  # what building the digest read
     app = EzpzApp(outputs=run.parent, alloc=LOCAL, clock=time.time, checks=[], attach=run)
     async with app.run_test(size=SIZE) as pilot:
-        await started(pilot)
+        run_open = await attached(pilot)
         main = app.main  # type: ignore[attr-defined]
-        await until(pilot, lambda: main.opened is not None, "the run opened", 10)
-        run_open = main.opened
         ranks = main.run_panel.ranks
         await until(pilot, lambda: len(run_open.monitor.ranks) == RANKS, "every rank's row", 30)
         bar = app.query_one(SummaryBar)
@@ -164,10 +162,7 @@ async def test_a_finished_run_without_a_digest_opens_from_its_files(
     run = grown(source, tmp_path, digest=False)
     app = EzpzApp(outputs=run.parent, alloc=LOCAL, clock=time.time, checks=[], attach=run)
     async with app.run_test(size=SIZE) as pilot:
-        await started(pilot)
-        main = app.main  # type: ignore[attr-defined]
-        await until(pilot, lambda: main.opened is not None, "the run opened", 10)
-        run_open = main.opened
+        run_open = await attached(pilot)
         bar = app.query_one(SummaryBar)
         await until(pilot, lambda: "step 5" in text_of(bar), "the summary bar's step", 30)
         monitor = run_open.monitor
@@ -185,10 +180,7 @@ async def test_a_digest_of_another_size_is_not_used(source: Path, tmp_path: Path
     shutil.copy(RunDir(source).digest_json, RunDir(run).digest_json)
     app = EzpzApp(outputs=run.parent, alloc=LOCAL, clock=time.time, checks=[], attach=run)
     async with app.run_test(size=SIZE) as pilot:
-        await started(pilot)
-        main = app.main  # type: ignore[attr-defined]
-        await until(pilot, lambda: main.opened is not None, "the run opened", 10)
-        run_open = main.opened
+        run_open = await attached(pilot)
         await until(pilot, lambda: run_open.first_read_ended, "the files read", 30)
         assert len(run_open.monitor.ranks) == RANKS
         assert run_open.first_read_pid is not None and run_open.shown_files is None

@@ -23,7 +23,7 @@ from ezpz_tui.ui.widgets.ranks import RankList
 from runtime.rundir import RankState
 from tests.fixtures.checkpointed import STEPS, launch_demo
 from tests.fixtures.cli import REPO
-from tests.pilots import LOCAL, started, until
+from tests.pilots import LOCAL, attached, until
 
 SIZE = (120, 40)
 RANKS, PER_NODE = 1024, 12
@@ -49,10 +49,8 @@ def _app(run: Path) -> EzpzApp:
 async def test_keys_are_answered_while_a_worker_process_reads_the_run(grown: Path) -> None:
     app = _app(grown)
     async with app.run_test(size=SIZE) as pilot:
-        await started(pilot)
+        opened = await attached(pilot)
         main = app.main  # type: ignore[attr-defined]
-        await until(pilot, lambda: main.opened is not None, "the run opened", 10)
-        opened = main.opened
         await until(pilot, lambda: opened.first_read_pid is not None, "the worker", 30)
         pid = opened.first_read_pid
         assert pid != os.getpid()
@@ -85,10 +83,7 @@ async def test_keys_are_answered_while_a_worker_process_reads_the_run(grown: Pat
 async def test_a_worker_that_dies_is_said_and_the_app_reads_the_run_itself(grown: Path) -> None:
     app = _app(grown)
     async with app.run_test(size=SIZE) as pilot:
-        await started(pilot)
-        main = app.main  # type: ignore[attr-defined]
-        await until(pilot, lambda: main.opened is not None, "the run opened", 10)
-        opened = main.opened
+        opened = await attached(pilot)
         await until(pilot, lambda: opened.first_read_pid is not None, "the worker", 30)
         os.kill(opened.first_read_pid, signal.SIGKILL)
         said = lambda: any("worker process failed" in str(n.message) for n in app._notifications)  # noqa: E731
