@@ -9,6 +9,7 @@ speed. Killed instead, the worker's failure is said and the app reads the run it
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -68,8 +69,13 @@ async def test_keys_are_answered_while_a_worker_process_reads_the_run(grown: Pat
             assert not opened.first_read_ended  # answered during the read
         finally:
             os.kill(pid, signal.SIGCONT)
-        # The worker runs at nice 10: on a loaded machine it yields to everything else.
-        await until(pilot, lambda: opened.first_read_ended, "the read's end", 200)
+        # The worker runs at nice 10 and yields to everything else on a loaded machine: how soon
+        # it ends is not what this test asks (as root, the test may give it back its priority).
+        with contextlib.suppress(PermissionError):
+            os.setpriority(os.PRIO_PROCESS, pid, 0)
+        failed = lambda: [n.message for n in app._notifications if "worker process" in n.message]  # noqa: E731
+        await until(pilot, lambda: opened.first_read_ended or failed(), "the read's end", 200)
+        assert not failed(), failed()  # the worker's last words, should it have died
         monitor = opened.monitor
         assert len(monitor.ranks) == RANKS
         assert {i.status for i in monitor.ranks.values()} == {RankState.SUCCEEDED}
