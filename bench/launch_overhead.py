@@ -10,14 +10,18 @@
     the same with the rank's hooks off (EZPZ_STACKS=0 EZPZ_DESTROY_AT_EXIT=0
       EZPZ_FLIGHT_RECORDER=0: no sitecustomize in the rank)             (the wrapper alone)
     mpiexec -n 2 python -c pass                                         (the baseline)
+    the same watched in process (EZPZ_CAPTURE_IN_PROCESS=D, the hooks' sitecustomize on
+      PYTHONPATH: each rank's interpreter forks its watcher, as the launch now starts a
+      Python rank)                                            (one interpreter a rank)
 
-so the overhead splits into the wrapper's interpreter and work (third minus fourth), the
-hooks every Python process of a rank loads (second minus third), and the CLI, run store,
-supervisor and tether (first minus second); the launch's ratio is printed against issue 37's
-target (<= 3x the launcher). ``--before CHECKOUT`` adds the same launch run from another
-checkout of this repository (``PYTHONPATH`` at it, ranks included), e.g. the commit before a
-change, interleaved with the rest: before and after in one paired run. CHECKOUT is a folder, or
-a commit of this repository, checked out into the scratch directory for the run.
+so the overhead splits into the wrapper's interpreter and work (third minus fourth), the hooks
+every Python process of a rank loads (second minus third), the watch done in the rank's own
+interpreter (fifth minus fourth), and the CLI, run store, supervisor and tether (first minus
+fifth, since the launch of a Python rank watches it in process); the launch's ratio is printed
+against issue 37's target (<= 3x the launcher). ``--before CHECKOUT`` adds the same launch run
+from another checkout of this repository (``PYTHONPATH`` at it, ranks included), e.g. the commit
+before a change, interleaved with the rest: before and after in one paired run. CHECKOUT is a
+folder, or a commit of this repository, checked out into the scratch directory for the run.
 Every checkout's bytecode is written before the timing: an installed ezpz-tui has it, and a
 machine that sets ``PYTHONDONTWRITEBYTECODE`` would otherwise time the compiler (a third of a
 launch's CLI).
@@ -61,6 +65,7 @@ from _common import (
     scratch,
 )
 
+from ezpz_tui.core.launching.rank_program import in_process_env
 from runtime.env import RUN_DIR_VAR
 from runtime.rundir import RunDir
 
@@ -157,6 +162,9 @@ def bench_short(reps: int, root: Path, before: Path | None) -> None:
         wrapper = [PY, "-m", "runtime.capture", "--run-dir", capture_dir(), "--"]
         return [mpiexec(), "-n", str(RANKS), *wrapper, *program]
 
+    def in_process() -> dict[str, str]:
+        return {**env, **in_process_env(Path(capture_dir()), env.get("PYTHONPATH", ""))}
+
     launch = [*ezpz_tui(), "launch", "--quiet", "--ppn", str(RANKS), "--", *program]
     Variant = tuple[list[str], dict[str, str], Path | None]
     variants: dict[str, Callable[[], Variant]] = {
@@ -164,6 +172,7 @@ def bench_short(reps: int, root: Path, before: Path | None) -> None:
         "mpiexec + capture": lambda: (capture(), env, None),
         "  hooks off": lambda: (capture(), {**env, **HOOKS_OFF}, None),
         "mpiexec": lambda: ([mpiexec(), "-n", str(RANKS), *program], env, None),
+        "  in process": lambda: ([mpiexec(), "-n", str(RANKS), *program], in_process(), None),
     }
     if before is not None:
         # From that checkout, so its ranks' `python -m runtime.capture` imports its runtime too
@@ -191,12 +200,13 @@ def bench_short(reps: int, root: Path, before: Path | None) -> None:
             f"    {name:<18} {median_ms(times[name]):7.0f} ms  ({spread(times[name])})"
             f"   CPU {median_ms(cpus[name]):5.0f} ms"
         )
-    full, capture_ms, bare_wrapper, bare = (median_ms(times[n]) for n in names[:4])
+    full, capture_ms, bare_wrapper, bare, watched = (median_ms(times[n]) for n in names[:5])
     print("  where the overhead goes (differences of the medians):")
     parts = {
         "capture wrapper (its interpreter, its work)": bare_wrapper - bare,
         "the rank's hooks (sitecustomize in each rank)": capture_ms - bare_wrapper,
-        "CLI + run store + supervisor + tether": full - capture_ms,
+        "watched in process (hooks, fork, watcher)": watched - bare,
+        "CLI + run store + supervisor + tether": full - watched,
     }
     for part, ms in parts.items():
         print(f"    {part:<48} {ms:+6.0f} ms")

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -42,7 +41,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # for type checkers; the rank's start does not wait for typing
     from typing import BinaryIO
 
+    from runtime.telemetry.sampler import Sampler
+
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+# The sampler starts once the rank has run this long: its first line comes one interval after
+# its start (CPU use needs two readings), so a rank that ends sooner had none to get, and a
+# short rank's end does not wait for the sampler's imports and thread.
+SAMPLER_AFTER_S = 0.25
 
 
 def _omp_threads(local_world_size: int) -> str:
@@ -85,7 +90,7 @@ def child_env(run_dir: Path, info: RankInfo) -> dict[str, str]:
     return env
 
 
-def _open_log(run: RunDir, rank: int) -> BinaryIO:
+def open_log(run: RunDir, rank: int) -> BinaryIO:
     """The rank's log, opened to append. The supervisor made the run's folders and their blocks
     before any rank started, so 16,384 ranks do not each ``mkdir`` on the metadata server; only
     a wrapper run by hand into a bare directory, or into one an older version made, makes its
@@ -118,39 +123,119 @@ def _record(run_dir: Path, status: RankStatus, log: BinaryIO | None) -> None:
             print(line, file=sys.stderr, flush=True)
 
 
-def run(run_dir: Path, command: list[str]) -> int:
-    """Run ``command`` as this rank, record its end, and return the wrapper's exit status
-    (128+N for a signal it forwarded; it dies of one it did not, see :func:`_die_of`)."""
-    info = rank_info_or_single()
-    run = RunDir(run_dir, fresh=True)
-    status = RankStatus(
-        rank=info.rank,
-        local_rank=info.local_rank,
-        world_size=info.world_size,
-        host=os.uname().nodename,  # gethostname(2) is uname's nodename: no socket module
-        wrapper_pid=os.getpid(),
-        command=tuple(command),
-        start=time.time(),
-    )
-    received: list[int] = []
-    # The child's pid until it is reaped: this wrapper reaps it itself, so until then the pid
-    # cannot name another process and a forwarded signal cannot hit a stranger.
-    live: list[int] = []
+class Watch:
+    """The watching side of one rank, whichever process does it: this wrapper in front of the
+    rank's command, or the watcher a rank's own interpreter forks before its program
+    (:mod:`runtime.in_process`). It forwards the signals a stop sends, records the rank's start
+    and end in its status, samples its telemetry and ends what it leaves behind."""
 
-    unsent: list[int] = []  # received before there was a child to forward them to
+    def __init__(self, run_dir: Path, info: RankInfo, command: tuple[str, ...]) -> None:
+        self.run_dir = run_dir
+        self.run = RunDir(run_dir, fresh=True)
+        self.rank = info.rank
+        self.local_rank = info.local_rank
+        self.status = RankStatus(
+            rank=info.rank,
+            local_rank=info.local_rank,
+            world_size=info.world_size,
+            host=os.uname().nodename,  # gethostname(2) is uname's nodename: no socket module
+            wrapper_pid=os.getpid(),
+            command=command,
+            start=time.time(),
+        )
+        self.received: list[int] = []
+        # The child's pid until it is reaped: this process reaps it itself, so until then the
+        # pid cannot name another process and a forwarded signal cannot hit a stranger.
+        self.live: list[int] = []
+        self.unsent: list[int] = []  # received before there was a child to forward them to
 
-    def forward(signum: int, _frame: object) -> None:
-        received.append(signum)
-        if not live:
-            unsent.append(signum)
-        for pid in live:
+    def forward(self, signum: int, _frame: object) -> None:
+        self.received.append(signum)
+        if not self.live:
+            self.unsent.append(signum)
+        for pid in self.live:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signum)
 
-    for sig in FORWARDED:
-        signal.signal(sig, forward)
+    def catch_signals(self) -> None:
+        for sig in FORWARDED:
+            signal.signal(sig, self.forward)
+
+    def cannot_start(self, log: BinaryIO, what: str, exc: OSError) -> int:
+        """Record a rank whose command never started (exit 127, as a shell says it)."""
+        _say(log, f"ezpz capture: cannot start {what!r}: {exc}")
+        failed = RankState.FAILED
+        ended = replace(self.status, end=time.time(), state=failed, exit_code=127, error=str(exc))
+        _record(self.run_dir, ended, log)
+        return 127
+
+    def started(self, pid: int, log: BinaryIO) -> None:
+        """The rank's process is ``pid``: forward to it from here on and record the start."""
+        self.live.append(pid)
+        self.status = replace(self.status, pid=pid)
+        _record(self.run_dir, self.status, log)
+        if self.unsent:  # a stop that arrived while the child was being started
+            os.kill(pid, self.unsent[-1])
+
+    def wait(self, pid: int, log: BinaryIO) -> int:
+        """Sample the rank until its process ends, then end its leftovers; its exit code
+        (-N: the signal that ended it)."""
+        sampler = None if _ends_within(pid, SAMPLER_AFTER_S) else self._sampler(pid, log)
+        code = os.waitstatus_to_exitcode(reaper.wait_for(pid, self.live.clear))
+        self.status = replace(self.status, end=time.time())  # the rank's own end, not that
+        # of the leftovers ended after it
+        if sampler is not None:  # before the leftovers: a tool it runs is none of the rank's
+            sampler.stop()
+        ended = reaper.end_leftovers()
+        if ended:
+            _say(log, f"ezpz capture: {reaper.describe_ended(ended)}")
+            leftovers = tuple(item.describe() for item in ended)
+            self.status = replace(self.status, leftovers=leftovers)
+        return code
+
+    def _sampler(self, pid: int, log: BinaryIO) -> Sampler | None:
+        # Imported once the rank runs, not before: its start does not wait for the sampler.
+        from runtime.telemetry.sampler import start_sampler
+
+        def note(line: str) -> None:
+            _say(log, line)
+
+        return start_sampler(self.run_dir, self.rank, self.local_rank, pid, note)
+
+    def finish(self, code: int) -> int:
+        """Record the rank's end and return this process's exit status (128+N for a signal it
+        forwarded; it dies of one it did not, see :func:`_die_of`)."""
+        flight.remove_request(self.run.flight_request(self.rank))  # nothing special left
+        status = self.status
+        if _took_mark(self.run.destroyed_mark(self.rank)):
+            status = replace(status, destroyed_at_exit=True)
+        if code < 0:
+            name = signal.Signals(-code).name
+            status = replace(status, state=RankState.FAILED, signal=-code, signal_name=name)
+            exit_code = 128 - code
+        else:
+            state = RankState.SUCCEEDED if code == 0 else RankState.FAILED
+            status = replace(status, state=state, exit_code=code)
+            exit_code = code
+        if self.received:
+            names = tuple(signal.Signals(s).name for s in self.received)
+            status = replace(status, signals_received=names)
+        _record(self.run_dir, status, None)
+        if code < 0 and -code not in self.received:
+            _die_of(-code)
+        return exit_code
+
+
+def run(run_dir: Path, command: list[str]) -> int:
+    """Run ``command`` as this rank, record its end, and return the wrapper's exit status
+    (128+N for a signal it forwarded; it dies of one it did not, see :func:`_die_of`)."""
+    import subprocess  # the wrapper's alone: a rank watched in process never needs it
+
+    info = rank_info_or_single()
+    watch = Watch(run_dir, info, tuple(command))
+    watch.catch_signals()
     reaper.become_subreaper()
-    with _open_log(run, info.rank) as log:
+    with open_log(watch.run, info.rank) as log:
         try:
             child = subprocess.Popen(
                 command,
@@ -161,55 +246,26 @@ def run(run_dir: Path, command: list[str]) -> int:
                 close_fds=False,
             )
         except OSError as exc:
-            _say(log, f"ezpz capture: cannot start {command[0]!r}: {exc}")
-            failed = RankState.FAILED
-            _record(
-                run_dir,
-                replace(status, end=time.time(), state=failed, exit_code=127, error=str(exc)),
-                log,
-            )
-            return 127
-        live.append(child.pid)  # from here on the handler forwards
-        status = replace(status, pid=child.pid)
-        _record(run_dir, status, log)
-        if unsent:  # a stop that arrived while the child was being started
-            os.kill(child.pid, unsent[-1])
-        # Imported once the rank runs, not before: its start does not wait for the sampler.
-        from runtime.telemetry.sampler import start_sampler
-
-        sampler = start_sampler(
-            run_dir,
-            info.rank,
-            info.local_rank,
-            child.pid,
-            lambda line: _say(log, line),
-        )
-        code = os.waitstatus_to_exitcode(reaper.wait_for(child.pid, live.clear))
-        end = time.time()  # the rank's own end, not that of the leftovers ended after it
+            return watch.cannot_start(log, command[0], exc)
+        watch.started(child.pid, log)
+        code = watch.wait(child.pid, log)
         child.returncode = code  # reaped here: Popen must never wait for that pid again
-        if sampler is not None:  # before the leftovers: a tool it runs is none of the rank's
-            sampler.stop()
-        ended = reaper.end_leftovers()
-        if ended:
-            _say(log, f"ezpz capture: {reaper.describe_ended(ended)}")
-            status = replace(status, leftovers=tuple(item.describe() for item in ended))
-    flight.remove_request(run.flight_request(info.rank))  # nothing special left in the run
-    if _took_mark(run.destroyed_mark(info.rank)):
-        status = replace(status, destroyed_at_exit=True)
-    if code < 0:
-        name = signal.Signals(-code).name
-        status = replace(status, state=RankState.FAILED, signal=-code, signal_name=name)
-        exit_code = 128 - code
-    else:
-        state = RankState.SUCCEEDED if code == 0 else RankState.FAILED
-        status = replace(status, state=state, exit_code=code)
-        exit_code = code
-    if received:
-        status = replace(status, signals_received=tuple(signal.Signals(s).name for s in received))
-    _record(run_dir, replace(status, end=end), None)
-    if code < 0 and -code not in received:
-        _die_of(-code)
-    return exit_code
+    return watch.finish(code)
+
+
+def _ends_within(pid: int, seconds: float) -> bool:
+    """Whether the child ``pid`` ends within ``seconds``, left unreaped; False at once where
+    Linux has no process descriptors (before 5.3)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return False
+    try:
+        import select
+
+        return bool(select.select([fd], [], [], seconds)[0])
+    finally:
+        os.close(fd)
 
 
 def _took_mark(path: Path) -> bool:

@@ -78,6 +78,9 @@ RANK_VARS: tuple[str, ...] = (*TORCHRUN_VARS, *RENDEZVOUS_VARS, RANK_SOURCE_VAR)
 # Parallelism sizes travel from the launch plan to every rank through these.
 SIZE_VARS: dict[str, str] = {"tp": "EZPZ_TP", "pp": "EZPZ_PP", "cp": "EZPZ_CP"}
 RUN_DIR_VAR = "EZPZ_RUN_DIR"
+# Set by the launcher when a rank's own interpreter watches it (runtime.in_process): the run
+# directory, read once by the rank's sitecustomize and removed, so no process it starts reads it.
+CAPTURE_IN_PROCESS_VAR = "EZPZ_CAPTURE_IN_PROCESS"
 
 
 @dataclass(frozen=True)

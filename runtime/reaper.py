@@ -123,6 +123,19 @@ def _live(below: dict[int, tuple[str, int]]) -> dict[int, int]:
     return {pid: ticks for pid, (state, ticks) in below.items() if state not in ("Z", "X")}
 
 
+def _childless() -> bool:
+    """Whether this process has no child at all, zombies included, from the kernel's own list
+    (``/proc/self/task/*/children``); False where the kernel keeps none, so the caller looks."""
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children", "rb") as fh:
+                if fh.read().strip():
+                    return False
+    except OSError:
+        return False
+    return True
+
+
 def descendants(root: int | None = None) -> dict[int, int]:
     """Live (not zombie) processes below ``root`` (this process): pid -> start ticks."""
     return _live(_below(os.getpid() if root is None else root))
@@ -150,6 +163,8 @@ def end_leftovers(grace_s: float = GRACE_S, kill_wait_s: float = KILL_WAIT_S) ->
     reap_others()
     if not os.path.isdir("/proc/self"):
         return []  # no procfs (macOS): nothing can be found, and nothing was adopted either
+    if _childless():
+        return []  # what is below descends from a child: the usual end, without reading /proc
     names: dict[int, str] = {}
     sent: dict[int, str] = {}
     ticks_of: dict[int, int] = {}

@@ -18,6 +18,9 @@ def _register():
 
     here = os.path.dirname(os.path.realpath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
+    run_dir = os.environ.pop("EZPZ_CAPTURE_IN_PROCESS", None)  # runtime.env.CAPTURE_IN_PROCESS_VAR
+    if run_dir:
+        _in_process(os.path.dirname(os.path.dirname(here)), run_dir)
     off = ("0", "no", "false", "off")
     try:
         import faulthandler
@@ -57,6 +60,33 @@ def _register():
     shadowed = module_from_spec(spec)
     sys.modules["sitecustomize"] = shadowed
     spec.loader.exec_module(shadowed)
+
+
+def _in_process(root, run_dir):
+    """Watch this rank from its own interpreter (:mod:`runtime.in_process`): the process the
+    launcher started stays in ``start`` as the watcher, the fork returns to run the program.
+    The ``runtime`` package is imported from beside this file and forgotten again, so the
+    program finds its own modules (a ``runtime`` of its own included) as it would have."""
+    import os
+    import sys
+
+    before = set(sys.modules)
+    sys.path.insert(0, root)
+    try:
+        from runtime.in_process import start
+
+        start(run_dir)
+    except Exception as exc:  # the rank runs unwatched rather than not at all
+        try:
+            os.write(2, f"ezpz: rank not captured in process: {exc!r}\n".encode())
+        except OSError:
+            return
+    finally:
+        if sys.path[:1] == [root]:
+            del sys.path[0]
+        for name in [n for n in sys.modules if n not in before]:
+            if name == "runtime" or name.startswith("runtime."):
+                del sys.modules[name]
 
 
 _register()

@@ -248,10 +248,11 @@ def test_dry_run_polaris_uses_pals_mpiexec_and_the_pbs_nodefile(tmp_path: Path) 
     for flag in ("EZPZ_TP=2", "EZPZ_PP=2", "EZPZ_CP=1", "OMP_NUM_THREADS=8"):
         assert flag in head and head[head.index(flag) - 1] == "--env"
     assert out["env"][SIZE_VARS["tp"]] == "2" and out["env"][SIZE_VARS["pp"]] == "2"
-    # Every rank runs under the capture wrapper with a run directory still to be named.
+    # Every rank is this Python's command itself, watched from its own interpreter
+    # (runtime.in_process) in a run directory still to be named: no wrapper in front.
     run_dir = str(tmp_path / "outputs" / "<run-id>")
-    assert argv[len(head) :][:5] == [PY, "-m", "runtime.capture", "--run-dir", run_dir]
-    assert argv[-2:] == ["-m", "runtime.examples.train"]
+    assert argv[len(head) :] == [PY, "-m", "runtime.examples.train"]
+    assert f"EZPZ_CAPTURE_IN_PROCESS={run_dir}" in head
     assert not (tmp_path / "outputs").exists()  # a dry run makes no run directory
 
 

@@ -59,6 +59,7 @@ from ezpz_tui.core.launching.launcher_flags import (
     plan_owned,
 )
 from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan, LaunchRefused, Problem
+from ezpz_tui.core.launching.rank_program import in_process_env, watched_in_process
 from ezpz_tui.core.launching.rendezvous import (
     PortFree,
     Rendezvous,
@@ -492,9 +493,12 @@ def build_launch(checked: CheckedPlan, run_dir: Path, config: LaunchConfig | Non
     meet = _rendezvous(checked, hosts, run_dir, config)
     env.update(meet.env())
     notes.append(contract_note(kind, meet))
-    step = _Step(
-        alloc, hosts, ppn, run_dir, env, [python, *capture], notes, rendezvous=meet, stage=staging
-    )
+    program = [python, *capture]
+    if not staging and watched_in_process(command, python, config.which):
+        given = env.get("PYTHONPATH", config.environ.get("PYTHONPATH", ""))
+        env.update(in_process_env(run_dir, given))
+        program = command
+    step = _Step(alloc, hosts, ppn, run_dir, env, program, notes, rendezvous=meet, stage=staging)
     bind = config.cpu_bind
     if kind == "srun":
         return step.launch(_srun_argv(binary, step, user, bind), kind)
