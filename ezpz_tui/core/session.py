@@ -217,7 +217,7 @@ class Session:
                 shrunk = build_launch(smaller, run_dir, self._config())
                 shrunk = replace(shrunk, walltime_end=launch.walltime_end)
                 record_shrunk(run_dir, smaller, failed)
-                record_launch(shrunk)
+                record_launch(shrunk).record()
             except (RunStoreError, ValueError) as exc:  # LaunchRefused is a ValueError
                 return f"the smaller launch cannot be made: {exc}"
             for host, why in failed.items():
@@ -233,12 +233,15 @@ class Session:
         self, launch: Launch, shrink: Shrink, old: RunHandle | None, grace_s: tuple[float, float]
     ) -> RunHandle:
         try:
-            record_launch(launch)
+            provenance = record_launch(launch)
         except RunStoreError as exc:
             return self.supervisor.not_started(launch, str(exc))
         if old is None:
-            return self.supervisor.start(launch, shrink)
-        return self.supervisor.relaunch(old, launch, grace_s, shrink)
+            handle = self.supervisor.start(launch, shrink)
+        else:
+            handle = self.supervisor.relaunch(old, launch, grace_s, shrink)
+        provenance.record()  # while the ranks start
+        return handle
 
     def launch(self, plan: LaunchPlan | CheckedPlan, parent: str | None = None) -> LaunchResult:
         """Start ``plan`` in a new run directory, or say why not."""

@@ -217,6 +217,17 @@ def test_record_launch_adds_the_command_and_writes_its_hostfile(store: RunMaker)
         record_launch(Launch(store.outputs / "gone", ("x",), hostfile_hosts=("a",)))
 
 
+def test_the_provenance_is_recorded_when_asked_after_the_launch(store: RunMaker) -> None:
+    """A launch records its command before the launcher starts and its provenance (git, the
+    launcher's version) after: the ranks do not wait for those commands."""
+    run = store.create({"tp": 1})
+    provenance = record_launch(Launch(run, ("mpiexec", "python", "-c", "pass")))
+    assert "launch" in read_run_toml(run) and "provenance" not in read_run_toml(run)
+    provenance.record()
+    facts = read_run_toml(run)["provenance"]
+    assert facts["python_executable"] and read_run_toml(run)["launch"]["argv"][0] == "mpiexec"
+
+
 def set_state(run: Path, state: str, **fields: object) -> None:
     """Record ``state`` over what the run recorded, as its supervisor would."""
     write_state(run, replace(read_state(run), state=State(state), **fields))

@@ -40,6 +40,10 @@ from ezpz_tui.core.runs.store import RunStore
 from runtime.atomic import write_atomic
 from runtime.rundir import RUN_TOML, RunDir, RunState, State, write_state
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the provenance's commands and modules: imported when a launch is recorded
+    from ezpz_tui.core.launching.provenance import Gathering
+
 _RESERVED = frozenset({"run_id", "created", "created_epoch", "parent", "version", "sizes", "plan"})
 _MAX_COLLISIONS = 10_000
 
@@ -80,30 +84,42 @@ def update_run_meta(run_dir: Path, meta: Mapping[str, Any]) -> None:
     write_atomic(path, _dump_toml(data))
 
 
-def record_launch(launch: Launch) -> None:
-    """Record what is about to run in ``launch.run_dir``, and write the hostfile it names.
+def record_launch(launch: Launch) -> Provenance:
+    """Record what is about to run in ``launch.run_dir``, and write the hostfile it names; the
+    run's provenance is asked for now and recorded by the :class:`Provenance` returned, once
+    the launcher has started (the ranks need not wait for git and the launcher's version).
 
     The launcher argv names the run directory, so it can only be built once
     :meth:`RunMaker.create` has made one; it is recorded before it starts, so a run that cannot
     start still says what was tried. :class:`RunStoreError` when the disk refuses.
     """
     run = RunDir(launch.run_dir)
+    where = launch.cwd or Path.cwd()
     try:
         if launch.hostfile_hosts and launch.hostfile is not None:
             write_atomic(launch.hostfile, "".join(f"{h}\n" for h in launch.hostfile_hosts).encode())
-        from ezpz_tui.core.launching.provenance import provenance
-
-        where = launch.cwd or Path.cwd()
-        cwd = str(where)
-        update_run_meta(
-            run.path,
-            {
-                "launch": {"argv": launch.argv, "env": launch.env, "cwd": cwd},
-                "provenance": _tomlable(provenance(launch.argv, where), "provenance"),
-            },
-        )
+        launched = {"argv": launch.argv, "env": launch.env, "cwd": str(where)}
+        update_run_meta(run.path, {"launch": launched})
     except OSError as exc:
         raise RunStoreError(f"cannot record the launch in {run.path}: {cause(exc)}") from None
+    from ezpz_tui.core.launching.provenance import Gathering
+
+    return Provenance(run.path, Gathering(launch.argv, where))
+
+
+class Provenance:
+    """A launch's provenance (:mod:`~ezpz_tui.core.launching.provenance`), asked for before
+    the launcher started and recorded in ``run.toml`` by :meth:`record` after it."""
+
+    def __init__(self, run_dir: Path, gathering: Gathering) -> None:
+        self._run_dir, self._gathering = run_dir, gathering
+
+    def record(self) -> None:
+        """Add the facts to ``run.toml``. A disk that refuses them now loses the facts, not
+        the run that has started: they are what a later comparison reads, nothing more."""
+        facts = _tomlable(self._gathering.facts(), "provenance")
+        with contextlib.suppress(OSError, ValueError):
+            update_run_meta(self._run_dir, {"provenance": facts})
 
 
 def record_shrunk(run_dir: Path, checked: CheckedPlan, excluded: Mapping[str, str]) -> None:
