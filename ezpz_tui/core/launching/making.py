@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -39,10 +39,6 @@ from ezpz_tui.core.runs.record import RunStoreError, positive_int, read_run_toml
 from ezpz_tui.core.runs.store import RunStore
 from runtime.atomic import write_atomic
 from runtime.rundir import RUN_TOML, RunDir, RunState, State, write_state
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # the provenance's commands and modules: imported when a launch is recorded
-    from ezpz_tui.core.launching.provenance import Gathering
 
 _RESERVED = frozenset({"run_id", "created", "created_epoch", "parent", "version", "sizes", "plan"})
 _MAX_COLLISIONS = 10_000
@@ -86,8 +82,8 @@ def update_run_meta(run_dir: Path, meta: Mapping[str, Any]) -> None:
 
 def record_launch(launch: Launch) -> Provenance:
     """Record what is about to run in ``launch.run_dir``, and write the hostfile it names; the
-    run's provenance is asked for now and recorded by the :class:`Provenance` returned, once
-    the launcher has started (the ranks need not wait for git and the launcher's version).
+    run's provenance is recorded by the :class:`Provenance` returned, once the launcher has
+    started (the ranks need not wait for git and the launcher's version).
 
     The launcher argv names the run directory, so it can only be built once
     :meth:`RunMaker.create` has made one; it is recorded before it starts, so a run that cannot
@@ -102,22 +98,23 @@ def record_launch(launch: Launch) -> Provenance:
         update_run_meta(run.path, {"launch": launched})
     except OSError as exc:
         raise RunStoreError(f"cannot record the launch in {run.path}: {cause(exc)}") from None
-    from ezpz_tui.core.launching.provenance import Gathering
-
-    return Provenance(run.path, Gathering(launch.argv, where))
+    return Provenance(run.path, launch.argv, where)
 
 
 class Provenance:
-    """A launch's provenance (:mod:`~ezpz_tui.core.launching.provenance`), asked for before
-    the launcher started and recorded in ``run.toml`` by :meth:`record` after it."""
+    """A launch's provenance (:mod:`~ezpz_tui.core.launching.provenance`), recorded in
+    ``run.toml`` by :meth:`record` once the launcher has started: its three commands (git
+    twice, the launcher's ``--version``) then run beside the ranks' start, not before it."""
 
-    def __init__(self, run_dir: Path, gathering: Gathering) -> None:
-        self._run_dir, self._gathering = run_dir, gathering
+    def __init__(self, run_dir: Path, argv: Sequence[str], cwd: Path) -> None:
+        self._run_dir, self._argv, self._cwd = run_dir, argv, cwd
 
     def record(self) -> None:
         """Add the facts to ``run.toml``. A disk that refuses them now loses the facts, not
         the run that has started: they are what a later comparison reads, nothing more."""
-        facts = _tomlable(self._gathering.facts(), "provenance")
+        from ezpz_tui.core.launching.provenance import provenance
+
+        facts = _tomlable(provenance(self._argv, self._cwd), "provenance")
         with contextlib.suppress(OSError, ValueError):
             update_run_meta(self._run_dir, {"provenance": facts})
 

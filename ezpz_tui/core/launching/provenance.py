@@ -6,10 +6,10 @@ then answered from the records, and Compare shows the differences.
 
 Everything is read without importing torch (package metadata only) and with a time limit on
 each command, so a slow filesystem or a hanging launcher costs at most a few seconds, never the
-launch. A fact that cannot be had is left out. A launch starts the three commands (the
-launcher's ``--version``, two of git) side by side before its launcher and reads them once the
-launcher has started (:class:`Gathering`), so its ranks do not wait for them, and
-the versions are read from the distributions' own folders on ``sys.path`` as
+launch. A fact that cannot be had is left out. A launch gathers them once its launcher has
+started (:class:`~ezpz_tui.core.launching.making.Provenance`), beside its ranks' start rather
+than before it, and the three commands (the launcher's ``--version``, two of git) run side by
+side, and the versions are read from the distributions' own folders on ``sys.path`` as
 ``importlib.metadata`` finds them, without importing it (and the email parser behind it).
 """
 
@@ -34,30 +34,12 @@ _LAUNCHER_VERSIONS: dict[str, str | None] = {}  # launcher -> its version line, 
 def provenance(argv: Sequence[str], cwd: Path) -> dict[str, Any]:
     """The facts about a launch of ``argv`` (the launcher's command line, the rank's command
     after ``--``) from ``cwd``."""
-    return Gathering(argv, cwd).facts()
-
-
-class Gathering:
-    """The facts about a launch, asked for when made and read by :meth:`facts`: the three
-    commands run meanwhile, so a launch records them once its launcher has started rather
-    than waiting for them before it."""
-
-    def __init__(self, argv: Sequence[str], cwd: Path) -> None:
-        self._argv, self._cwd = argv, cwd
-        self._launcher = argv[0] if argv else None
-        self._version = None
-        if self._launcher is not None and self._launcher not in _LAUNCHER_VERSIONS:
-            self._version = _Started([self._launcher, "--version"])
-        self._git = _started_git(_script_dir(argv, cwd))
-
-    def facts(self) -> dict[str, Any]:
-        """The facts, the commands' answers read now (each within its time limit)."""
-        return _facts(self._cwd, self._launcher, self._version, self._git)
-
-
-def _facts(
-    cwd: Path, launcher: str | None, version: _Started | None, git: tuple[_Started, _Started]
-) -> dict[str, Any]:
+    # Started first, read last: the three commands run while the rest is gathered.
+    launcher = argv[0] if argv else None
+    version = None
+    if launcher is not None and launcher not in _LAUNCHER_VERSIONS:
+        version = _Started([launcher, "--version"])
+    git = _started_git(_script_dir(argv, cwd))
     facts: dict[str, Any] = {
         "cwd": str(cwd),
         "python": platform.python_version(),
