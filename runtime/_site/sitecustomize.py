@@ -19,8 +19,7 @@ def _register():
     here = os.path.dirname(os.path.realpath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
     run_dir = os.environ.pop("EZPZ_CAPTURE_IN_PROCESS", None)  # runtime.env.CAPTURE_IN_PROCESS_VAR
-    if run_dir:
-        _in_process(os.path.dirname(os.path.dirname(here)), run_dir)
+    done = _in_process(os.path.dirname(os.path.dirname(here)), run_dir) if run_dir else ()
     off = ("0", "no", "false", "off")
     try:
         import faulthandler
@@ -45,6 +44,8 @@ def _register():
         ("_ezpz_exit_hook", "exit_hook.py"),
         ("_ezpz_flight", "flight.py"),
     ):
+        if name in done:
+            continue
         try:
             spec = spec_from_file_location(name, os.path.join(os.path.dirname(here), file))
             module = module_from_spec(spec)
@@ -64,7 +65,8 @@ def _register():
 
 def _in_process(root, run_dir):
     """Watch this rank from its own interpreter (:mod:`runtime.in_process`): the process the
-    launcher started stays in ``start`` as the watcher, the fork returns to run the program.
+    launcher started stays in ``start`` as the watcher, the fork returns to run the program
+    with the hooks registered; the shared names of those it registered (or tried) come back.
     The ``runtime`` package is imported from beside this file and forgotten again, so the
     program finds its own modules (a ``runtime`` of its own included) as it would have."""
     import os
@@ -72,10 +74,16 @@ def _in_process(root, run_dir):
 
     before = set(sys.modules)
     sys.path.insert(0, root)
+    done = []
     try:
         from runtime.in_process import start
 
         start(run_dir)
+        # The hooks are imported already (runtime.capture's): those copies register, in the
+        # same order, and none is loaded again by its path.
+        for name in ("raise_hook", "exit_hook", "flight"):
+            done.append(f"_ezpz_{name}")
+            sys.modules[f"runtime.{name}"].register()
     except Exception as exc:  # the rank runs unwatched rather than not at all
         try:
             os.write(2, f"ezpz: rank not captured in process: {exc!r}\n".encode())
@@ -87,6 +95,7 @@ def _in_process(root, run_dir):
         for name in [n for n in sys.modules if n not in before]:
             if name == "runtime" or name.startswith("runtime."):
                 del sys.modules[name]
+    return done
 
 
 _register()

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from runtime.env import CAPTURE_IN_PROCESS_VAR
-from runtime.rundir import RunDir
+from runtime.rundir import RunDir, read_raised
 from runtime.stackdump import SITE_DIR
 from tests.fixtures.cli import base_env, cli, run_dirs
 
@@ -194,3 +194,23 @@ def test_the_watcher_dies_of_the_programs_crash(tmp_path: Path) -> None:
     st = _status(tmp_path, 0)
     assert (st["state"], st["signal_name"]) == ("failed", "SIGSEGV")
     assert "last words before the crash" in _log(tmp_path, 0)
+
+
+def test_the_rank_hooks_are_registered_in_the_program(tmp_path: Path) -> None:
+    """The raise hook records the program's uncaught exception, the stack dump is on SIGUSR1,
+    and each hook registered once: the copies the watcher imported, none loaded again."""
+    code = (
+        "import os, sys\n"
+        "with open(f'/proc/{os.getpid()}/status') as fh:\n"
+        "    caught = int(next(l for l in fh if l.startswith('SigCgt:')).split()[1], 16)\n"
+        "print('usr1 caught', bool(caught & (1 << 9)))\n"
+        "print('hooks', sorted(m for m in sys.modules if m.startswith('_ezpz_')))\n"
+        "raise ValueError('boom in the program')\n"
+    )
+    assert _in_process(tmp_path, code).wait(timeout=60) == 1
+    text = _log(tmp_path, 0)
+    assert "usr1 caught True" in text
+    assert "hooks ['_ezpz_exit_hook', '_ezpz_flight', '_ezpz_raise_hook']" in text
+    (raised,) = read_raised(RunDir(tmp_path).raised(0))
+    assert (raised.type, raised.message) == ("ValueError", "boom in the program")
+    assert (_status(tmp_path, 0)["state"], _status(tmp_path, 0)["exit_code"]) == ("failed", 1)
