@@ -250,11 +250,19 @@ class RunDir:
     def make_folders(self, world_size: int | None = None) -> None:
         """The rank folders, in each the blocks of ``world_size`` ranks (None: the first
         block), and the node digests' shards: made once by the supervisor before any rank
-        starts, so no rank (nor a node's digest writer) runs ``mkdir`` on the metadata server."""
+        starts, so no rank (nor a node's digest writer) runs ``mkdir`` on the metadata server.
+        Called again (the run maker makes the first block, the supervisor the rest), it asks
+        the server once for each block and once for the shards, not again for each folder."""
         for name in RANK_FOLDERS:
-            (self.path / name).mkdir(parents=True, exist_ok=True)
             for block in blocks_of(world_size or 1):
-                (self.path / name / block).mkdir(exist_ok=True)
+                try:
+                    os.mkdir(self.path / name / block)
+                except FileExistsError:
+                    pass
+                except FileNotFoundError:  # the folder itself first
+                    (self.path / name / block).mkdir(parents=True, exist_ok=True)
+        if (self.nodes_dir / _shard(NODE_SHARDS - 1)).is_dir():  # made in order: all there
+            return
         for shard in range(NODE_SHARDS):
             (self.nodes_dir / _shard(shard)).mkdir(parents=True, exist_ok=True)
 

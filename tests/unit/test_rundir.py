@@ -370,3 +370,25 @@ def test_records_are_made_as_the_umask_says(tmp_path: Path, umask: int, mode: in
         os.umask(before)
     for path in (RunDir(tmp_path).state_json, RunDir(tmp_path).status(0)):
         assert path.stat().st_mode & 0o777 == mode, path
+
+
+def test_folders_made_again_ask_the_server_once_a_block(tmp_path: Path) -> None:
+    """The run maker makes the first block and the shards, the supervisor then every block of
+    the launch: the second call makes what is missing with one mkdir a block and one stat for
+    the shards (on a shared filesystem each is a metadata server's round trip), traced."""
+    import subprocess
+    import sys
+
+    from tests.fixtures.required import strace
+
+    run = RunDir(tmp_path / "run")
+    run.make_folders()
+    code = f"from runtime.rundir import RunDir; RunDir({str(run.path)!r}).make_folders(2048)"
+    log = tmp_path / "trace"
+    argv = [strace(), "-f", "-e", "trace=mkdir,mkdirat", "-o", str(log), sys.executable, "-c"]
+    subprocess.run([*argv, code], check=True, timeout=60)
+    made = [line for line in log.read_text().splitlines() if str(run.path) in line]
+    assert len(made) == 2 * len(rundir.RANK_FOLDERS)  # b0000 (there) and b0001 in each
+    for name in rundir.RANK_FOLDERS:
+        assert (run.path / name / "b0001").is_dir()
+    assert len(list(run.nodes_dir.iterdir())) == rundir.NODE_SHARDS
