@@ -3,7 +3,10 @@
 It lives in the wrapper, not the rank, so a rank that hangs in a collective, spins in native
 code or never imports Python logging is still sampled, and the rank pays nothing for it. Each
 line is one ``os.write`` on an ``O_APPEND`` descriptor, whole or not at all for a follower on
-this node. The first line comes one interval after the start, since CPU use needs two readings.
+this node. The first line comes one interval after the sampler's start, since CPU use needs two
+readings; the wrapper starts it once the rank has run a moment
+(``runtime.capture.SAMPLER_AFTER_S``), so a rank that ends sooner, which would have had no
+line, does not pay for its start.
 
 It must never hurt the rank or the wrapper: memory stays bounded (only the previous reading is
 kept), a sample that raises is skipped, a tool that hangs is killed (:mod:`.tools`), and once
