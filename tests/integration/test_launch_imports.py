@@ -85,6 +85,8 @@ def test_the_wrapper_and_the_ranks_hooks_start_light(tmp_path: Path) -> None:
     assert "runtime.rundir" in wrapper, "the wrapper's imports were not read"
     # Its records' temporary files are made with os.open; its host named by os.uname.
     assert _under(wrapper, (*HEAVY, "ezpz_tui", "tempfile", "socket", "argparse")) == []
+    # A rank that ends before the sampler's first line was due never starts the sampler.
+    assert _under(wrapper, ("runtime.telemetry",)) == []
     rank = _modules((tmp_path / "logs" / "b0000" / "rank-00000.log").read_text())
     assert "sitecustomize" in rank, "the rank ran without the wrapper's hooks"
     # What only a raise, the Flight Recorder's thread or a type checker needs.
