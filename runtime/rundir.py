@@ -321,7 +321,11 @@ def first_metric_file(run_dir: str | os.PathLike[str]) -> tuple[Path, int] | Non
     """:func:`metric_files`' first (rank 0's, in a run of ours), with one Path made, not one
     a rank: a reader of rank 0's records alone (the goodput ledger, compare's figures) at
     131,072 ranks spent seconds of the interpreter's lock making the others'."""
-    found = _metric_names(Path(run_dir))
+    root = Path(run_dir)
+    own = RunDir(root).metrics(0)
+    # Rank 0's own file in its block: no rank is lower, so only that block (and the folder
+    # itself, and ezpz's files beside ours) can hold what sorts first.
+    found = _metric_names(root, [own.parent] if own.is_file() else None)
     if not found:
         return None
     path, rank = min(found.items(), key=_by_rank)
@@ -332,10 +336,12 @@ def _by_rank(item: tuple[str, int]) -> tuple[int, str]:
     return item[1], item[0]
 
 
-def _metric_names(root: Path) -> dict[str, int]:
-    """Every metric file's path (a string) with the rank it defaults to."""
+def _metric_names(root: Path, blocks: list[Path] | None = None) -> dict[str, int]:
+    """Every metric file's path (a string) with the rank it defaults to; ``blocks``: of ours,
+    only those in the metrics folder itself and these of its blocks (default: every block)."""
     ours: list[str] = []
-    for folder in RunDir(root).rank_folders(root / METRICS):
+    folders = RunDir(root).rank_folders(root / METRICS)
+    for folder in folders if blocks is None else [*folders[:1], *blocks]:
         try:
             with os.scandir(folder) as entries:
                 ours += [e.path for e in entries if _JSONL.fullmatch(e.name)]
