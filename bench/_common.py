@@ -42,6 +42,8 @@ def print_rerun(script: str, args: argparse.Namespace) -> None:
         flag = "--" + name.replace("_", "-")
         if value is True:
             words.append(flag)
+        elif isinstance(value, list):  # a repeated flag
+            words += [word for item in value for word in (flag, str(item))]
         elif value not in (None, False):
             words += [flag, str(value)]
     print("rerun: " + shlex.join(words))

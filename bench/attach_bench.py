@@ -1,7 +1,7 @@
 """Opening a finished run of 4,096 to 131,072 ranks, timed from outside as a person sees it.
 
 ``python bench/attach_bench.py [--ranks 4096,16384] [--baseline-ranks 64] [--reps 3]
-[--idle-s 5] [--idle-cap-s 60] [--from RUN] [--keep] [--without-digest]``
+[--idle-s 5] [--idle-cap-s 60] [--from RUN] [--grown DIR ...] [--keep] [--without-digest]``
 
 The run is a real 300-step 2-rank demo (``ezpz-tui launch --quiet --ppn 2 -- python -m
 runtime.examples.train --steps 300``, or ``--from`` a finished run) grown by ``grow_run.py`` to
@@ -205,6 +205,23 @@ def demo(outputs: Path) -> Path:
     return run
 
 
+def given(paths: list[str]) -> dict[int, Path]:
+    """The grown runs given, by their ranks (their ``run.toml``'s world size)."""
+    import tomllib
+
+    out = {}
+    for text in paths:
+        path = Path(text).resolve()
+        try:
+            plan = tomllib.loads((path / "run.toml").read_text())
+            out[int(plan["sizes"]["world_size"])] = path
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"--grown {text}: not a grown run directory ({e})") from None
+        if read_digest(path) is None:
+            raise SystemExit(f"--grown {text}: no readable digest.json (grow it with its digest)")
+    return out
+
+
 def grown(source: Path, root: Path, ranks: int, digest: bool) -> Path:
     """``source`` grown to ``ranks``; with ``digest`` its ``digest.json`` is the grown run's
     (built by the finalizer's builder where the grown one is not of this size), else it has
@@ -258,6 +275,13 @@ def main() -> int:
     parser.add_argument("--idle-s", type=float, default=5.0, help="the idle window measured")
     parser.add_argument("--idle-cap-s", type=float, default=60.0, help="longest wait for idle")
     parser.add_argument("--source", "--from", help="a finished run to grow (default: a new demo)")
+    parser.add_argument(
+        "--grown",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a grown run (alone in its outputs directory) measured for its size, kept",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     parser.add_argument(
         "--without-digest",
@@ -265,6 +289,7 @@ def main() -> int:
         help="grown runs without digest.json (a run finalized before digests: its files read)",
     )
     args = parser.parse_args()
+    ready = given(args.grown)
     header = versions()
     if header is None:
         return 1
@@ -279,7 +304,7 @@ def main() -> int:
             base_run = grown(source, root, args.baseline_ranks, not args.without_digest)
             attach(term, base_run, args, "warm")  # unmeasured: cold caches
             for size in (int(s) for s in args.ranks.split(",")):
-                run = grown(source, root, size, not args.without_digest)
+                run = ready.get(size) or grown(source, root, size, not args.without_digest)
                 found: list[dict] = []
                 base: list[dict] = []
                 for rep in range(args.reps):
@@ -290,7 +315,8 @@ def main() -> int:
                         label = ranks or args.baseline_ranks
                         print(f"  {label:,}: " + ", ".join(f"{k} {v:.2f}" for k, v in one.items()))
                 table.append(row(size, found, base))
-                shutil.rmtree(run.parent, ignore_errors=True)
+                if size not in ready:
+                    shutil.rmtree(run.parent, ignore_errors=True)
         finally:
             term.kill_server()
     print(

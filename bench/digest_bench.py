@@ -17,7 +17,12 @@ alike. ``compare`` reads every rank's peak memory where rank 0 records a memory 
 child's goodput the parent's highest step: a SRC that exercises both is
 ``ezpz-tui launch --quiet --ppn 2 -- python tests/ranks/memory_steps.py 300 fail``.
 
-Printed: each grow's seconds (the digest's build among them); per command and size the median
+The finalizer's own cost, building the digest from every rank's files, is timed on each size too
+(a fresh interpreter's wall and the CPU of it and its workers), its ranks read by one process
+(``EZPZ_DIGEST_WORKERS=1``) and by its workers (the default: the CPUs, at most 8), interleaved.
+
+Printed: each grow's seconds (the digest's build among them); each build's medians, one process
+against the workers; per command and size the median
 wall with and without the digest, their ratio, and the slope: the wall at that size over the
 wall at the smallest, against the issue's targets (2 s at 4,096 ranks, 4 s at 16,384, 15 s at
 131,072).
@@ -38,6 +43,7 @@ import tomllib
 from _common import bench_parser, clean_env, ezpz_tui, scratch, with_repo_path
 from grow_run import grow
 
+from ezpz_tui.core.watching.digesting import WORKERS_VAR
 from runtime.rundir import RUN_TOML, RunDir
 
 COMMANDS = ("why", "top", "runs", "compare")
@@ -96,6 +102,40 @@ def _grown(src: Path, root: Path, sizes: list[int]) -> dict[int, Path]:
     return runs
 
 
+_BUILD = """
+import resource, sys, time
+from pathlib import Path
+from ezpz_tui.core.watching.digesting import build_digest
+if __name__ == "__main__":
+    began = time.perf_counter()
+    build_digest(Path(sys.argv[1]))
+    wall = time.perf_counter() - began
+    used = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    print(wall, sum(u.ru_utime + u.ru_stime for u in used))
+"""
+
+
+def _builds(runs: dict[int, Path], repeats: int) -> None:
+    """The digest's build on each size, by one process and by the workers, interleaved."""
+    print("the digest's build (wall, CPU of the process and its workers), medians:")
+    for n, run in runs.items():
+        figures: dict[str, list[tuple[float, float]]] = {"1": [], "": []}
+        for _ in range(repeats):
+            for workers, held in figures.items():
+                env = {**with_repo_path(clean_env(run.parent)), WORKERS_VAR: workers}
+                argv = [sys.executable, "-c", _BUILD, str(run)]
+                done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+                wall, cpu = (float(x) for x in done.stdout.split())
+                held.append((wall, cpu))
+        (w1, c1), (wn, cn) = (
+            tuple(statistics.median(x[i] for x in figures[k]) for i in (0, 1)) for k in ("1", "")
+        )
+        print(
+            f"  {n:>7} ranks: one process {w1:.2f} s wall, {c1:.2f} s CPU; workers {wn:.2f} s "
+            f"wall ({w1 / wn:.2f}x faster), {cn:.2f} s CPU"
+        )
+
+
 def _timed(runs: dict[int, Path], repeats: int) -> dict[tuple[str, int, str], list[float]]:
     """Each command's walls on each size, with the digest and without, interleaved."""
     walls: dict[tuple[str, int, str], list[float]] = {}
@@ -150,6 +190,7 @@ def main() -> int:
     for src in args.src:
         with scratch("digest-bench-", args.keep) as root:
             runs = _grown(src, root, sizes)
+            _builds(runs, args.repeats)
             _table(
                 f"{src.name}, {args.repeats} interleaved repeats", _timed(runs, args.repeats), sizes
             )

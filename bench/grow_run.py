@@ -16,6 +16,10 @@ rewritten:
   with its rank: the status's rank, local rank, world size and host, the records' ``"rank"``, the
   log's ``[rank T]`` and ``rank T/N (local L, node K``, the Flight Recorder file's rank;
 - a node's files (``node-NNNNN`` anywhere) for every node K from source node K mod its nodes;
+- the node digests (``nodes/sNN/node-HOST.json``, :mod:`runtime.node_digest`): one for each
+  grown node, in the shard its host names, holding that node's ranks, each rank T's entry the
+  one source rank T mod R's node digest held, its writer the node's first rank, as the node's
+  writer of a real N-rank run would have left it;
 - the run's own files (``run.toml``, ``summary.json``, the rest copied): the world size, DP,
   ranks per node, the hosts and the launcher's ``-n``; the summary's rank count and its
   per-rank verdict tables. ``metrics.nc`` keeps the source's ranks (no reader of a live or
@@ -50,7 +54,17 @@ from pathlib import Path
 
 import _common  # noqa: F401  (this checkout first on sys.path)
 
-from runtime.rundir import BLOCK_DIR, PROFILES, RANK_FOLDERS, block_name, blocks_of
+from runtime.rundir import (
+    BLOCK_DIR,
+    NODE_FILE,
+    NODE_SHARDS,
+    NODES,
+    PROFILES,
+    RANK_FOLDERS,
+    RunDir,
+    block_name,
+    blocks_of,
+)
 from runtime.rundir import DIGEST_JSON as DIGEST  # rebuilt, never copied
 
 BLOCKED = frozenset((*RANK_FOLDERS, PROFILES))  # the folders whose rank files lie in blocks
@@ -107,12 +121,24 @@ def _numbered(name: str, patterns: tuple[re.Pattern[str], ...]) -> re.Match[str]
     return None
 
 
-def survey(src: Path) -> tuple[list[Source], list[Source], list[Path], list[Path]]:
-    """The source's rank files, node files, run files (relative paths) and skipped specials."""
+@dataclass
+class Survey:
+    """What the source holds, by how each file grows."""
+
+    ranks: list[Source]
+    nodes: list[Source]  # node-NNNNN files
+    run_files: list[Path]  # relative to the source
+    special: list[Path]  # not regular files: left behind
+    node_digests: list[Path]  # nodes/sNN/node-HOST.json
+
+
+def survey(src: Path) -> Survey:
+    """The source's files, each by how it grows."""
     ranks: list[Source] = []
     nodes: list[Source] = []
     run_files: list[Path] = []
     special: list[Path] = []
+    node_digests: list[Path] = []
     for root, folders, files in os.walk(src):
         folders.sort()
         here = Path(root).relative_to(src)
@@ -121,6 +147,9 @@ def survey(src: Path) -> tuple[list[Source], list[Source], list[Path], list[Path
             mode = path.lstat().st_mode
             if not stat.S_ISREG(mode):
                 special.append(here / name)
+                continue
+            if here.parent == Path(NODES) and NODE_FILE.fullmatch(name):
+                node_digests.append(path)
                 continue
             folder = "" if str(here) == "." else str(here)
             if BLOCK_DIR.fullmatch(here.name) and str(here.parent) in BLOCKED:
@@ -143,7 +172,7 @@ def survey(src: Path) -> tuple[list[Source], list[Source], list[Path], list[Path
                     path.read_bytes(),
                 )
             )
-    return ranks, nodes, run_files, special
+    return Survey(ranks, nodes, run_files, special, node_digests)
 
 
 # --- a rank's files ----------------------------------------------------------------------------
@@ -220,6 +249,55 @@ def _write_ranks(job: tuple[Path, list[Source], Shape, int, int]) -> tuple[int, 
             data = rewrite(source, rank, shape)
             (_where(dst, source.folder, rank) / _name(source, rank)).write_bytes(data)
             files, size = files + 1, size + len(data)
+    return files, size
+
+
+# --- the node digests ---------------------------------------------------------------------------
+
+
+def _source_entries(paths: list[Path]) -> tuple[dict[str, object], dict[int, dict[str, object]]]:
+    """The source's node digests: the first one's own fields (its format, intervals, when it
+    was written) and every rank's entry, by rank."""
+    head: dict[str, object] = {}
+    entries: dict[int, dict[str, object]] = {}
+    for path in paths:
+        try:
+            data = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            continue  # a torn digest: what a reader of the source met too
+        if not isinstance(data, dict) or not isinstance(data.get("ranks"), dict):
+            continue
+        head = head or {k: v for k, v in data.items() if k != "ranks"}
+        for key, entry in data["ranks"].items():
+            if key.isdigit() and isinstance(entry, dict):
+                entries[int(key)] = entry
+    return head, entries
+
+
+def _write_node_digests(dst: Path, paths: list[Path], shape: Shape) -> tuple[int, int]:
+    """One digest per grown node in its host's shard, holding its ranks' entries as the source's
+    node digests held their source ranks' (a source rank no digest held is left out of it, as
+    the source's writer left it out)."""
+    head, entries = _source_entries(paths)
+    if not head:
+        return 0, 0
+    run = RunDir(dst)
+    for shard in range(NODE_SHARDS):
+        (run.nodes_dir / f"s{shard:02d}").mkdir(parents=True, exist_ok=True)
+    writer = head.get("writer") if isinstance(head.get("writer"), dict) else {}
+    files = size = 0
+    for node in range(shape.nodes):
+        first, last = node * shape.per_node, min(shape.ranks, (node + 1) * shape.per_node)
+        ranks = {
+            str(rank): entries[rank % shape.source_ranks]
+            for rank in range(first, last)
+            if rank % shape.source_ranks in entries
+        }
+        host = shape.host(node)
+        digest = {**head, "host": host, "writer": {**writer, "rank": first}, "ranks": ranks}
+        data = json.dumps(digest, separators=(",", ":")).encode()
+        run.node_digest(host).write_bytes(data)
+        files, size = files + 1, size + len(data)
     return files, size
 
 
@@ -332,7 +410,13 @@ def grow(
     start = time.perf_counter()
     shape = source_shape(src, ranks, per_node)
     sizes = _sizes(src)
-    rank_files, node_files, run_files, special = survey(src)
+    found = survey(src)
+    rank_files, node_files, run_files, special = (
+        found.ranks,
+        found.nodes,
+        found.run_files,
+        found.special,
+    )
     dst.mkdir(parents=True)
     for folder in {s.folder for s in rank_files + node_files}:
         (dst / folder).mkdir(parents=True, exist_ok=True)
@@ -349,6 +433,8 @@ def grow(
             data = source.data
             (dst / source.folder / _name(source, node)).write_bytes(data)
             files, size = files + 1, size + len(data)
+    n, b = _write_node_digests(dst, found.node_digests, shape)
+    files, size = files + n, size + b
     chunk = max(1, -(-ranks // (workers * 8)))
     jobs = [(dst, rank_files, shape, a, min(ranks, a + chunk)) for a in range(0, ranks, chunk)]
     if workers > 1:

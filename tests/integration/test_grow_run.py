@@ -18,6 +18,7 @@ import pytest
 import tomllib
 
 from ezpz_tui.core.runs.digest import read_digest
+from ezpz_tui.core.watching.node_digests import read_node_digests
 from runtime.rundir import RunDir, read_statuses
 from tests.fixtures.cli import REPO, cli
 from tests.fixtures.finished import Finished
@@ -83,6 +84,32 @@ def test_a_grown_run_holds_every_ranks_files_naming_it(finished: Finished, tmp_p
     source = read_digest(finished.good)
     assert source is not None
     assert loss["mean"] == pytest.approx(source.band("loss")["mean"])  # every rank's the same
+
+
+def test_a_grown_run_holds_a_node_digest_per_node(finished: Finished, tmp_path: Path) -> None:
+    """As each node's writer of a real 24-rank run on 2 nodes of 12 leaves it: one digest a
+    node, in the shard its host names, holding its own ranks, each as its source rank was."""
+    (written,) = RunDir(finished.good).node_digests()
+    source = json.loads(written.read_bytes())
+    assert set(source["ranks"]) == {"0", "1"}
+
+    done = grow(finished.good, tmp_path / "grown", str(RANKS), "--ranks-per-node", str(PER_NODE))
+    assert done.returncode == 0, done.stderr
+    grown = RunDir(tmp_path / "grown")
+    hosts = [s.host for s in read_statuses(grown.path)]
+    nodes = sorted(dict.fromkeys(hosts))
+    assert grown.node_digests() == sorted(grown.node_digest(host) for host in nodes)
+    digests = read_node_digests(grown.path, live=False)
+    assert not digests.stale
+    assert sorted(d.host for d in digests.fresh) == nodes
+    for digest in digests.fresh:
+        assert sorted(digest.ranks) == [r for r in range(RANKS) if hosts[r] == digest.host]
+        assert digest.writer_rank == min(digest.ranks)
+        for rank, held in digest.ranks.items():
+            assert held.host == digest.host
+            assert held.sections == {
+                k: v for k, v in source["ranks"][str(rank % 2)].items() if isinstance(v, dict)
+            }
 
 
 def test_what_only_the_failing_rank_wrote_stays_with_it(finished: Finished, tmp_path: Path) -> None:

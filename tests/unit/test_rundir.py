@@ -19,6 +19,7 @@ from runtime.rundir import (
     RunDir,
     RunState,
     State,
+    first_metric_file,
     metric_files,
     read_state,
     read_status,
@@ -101,6 +102,13 @@ def test_metric_files_ours_and_ezpz(tmp_path: Path) -> None:
         ("metrics/b0000/rank-00001.jsonl", 1),
         ("metrics-3.jsonl", 3),
     ]
+    # The first of them alone (a reader of rank 0's records), the others never made Paths of.
+    assert first_metric_file(tmp_path) == metric_files(tmp_path)[0]
+    (tmp_path / "history").rename(tmp_path / "old")  # not a name of ezpz's files: now ours first
+    assert first_metric_file(tmp_path) == (run.metrics(0), 0)
+    (run.metrics_dir / ".rank-00000.jsonl").write_text("")  # hidden: as glob("*.jsonl") skips it
+    assert [p for p, _ in metric_files(tmp_path)].count(run.metrics(0)) == 1
+    assert first_metric_file(tmp_path / "missing") is None and metric_files(tmp_path / "x") == []
 
 
 def test_the_state_vocabulary() -> None:

@@ -53,7 +53,7 @@ from ezpz_tui.core.watching.monitor import STALL_AFTER_S
 from ezpz_tui.core.watching.tails import file_columns
 from runtime.checkpoint_dirs import RESUME_VAR
 from runtime.record_columns import RecordColumns, merge_columns, parse_columns
-from runtime.rundir import FINAL, RunDir, State, metric_files, read_status
+from runtime.rundir import FINAL, RunDir, State, first_metric_file, metric_files, read_status
 
 SEGMENTS = (
     "productive",
@@ -156,11 +156,11 @@ def _number(value: Any) -> float | None:
 
 
 def _rank0_columns(run_dir: Path) -> RecordColumns | None:
-    files = metric_files(run_dir)
-    if not files:
+    first = first_metric_file(run_dir)
+    if first is None:
         return None
     by_rank: dict[int, RecordColumns] = {}
-    path, rank = files[0]
+    path, rank = first
     for result in file_columns(path, rank):
         merge_columns(by_rank, result.columns)
     return by_rank[min(by_rank)] if by_rank else None

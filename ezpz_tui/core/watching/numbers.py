@@ -31,7 +31,7 @@ from ezpz_tui.core.runs.digest import RunDigest, ended_digest, number
 from ezpz_tui.core.watching.tails import file_columns
 from runtime.efficiency.flops import FLOPS_PER_TOKEN, HARDWARE_FLOPS_PER_TOKEN
 from runtime.record_columns import RecordColumns, is_missing, merge_columns
-from runtime.rundir import RunState, metric_files
+from runtime.rundir import RunState, first_metric_file, metric_files
 
 STEP_TIME, TOKENS, SAMPLES, LOSS = "dt", "tokens_per_s", "samples_per_s", "loss"
 RESTORE = "ckpt_load_s"  # runtime.checkpoint's: a resumed run's load, out of every step's dt
@@ -213,11 +213,11 @@ def read_numbers(run_dir: str | os.PathLike[str], ended: RunState | None = None)
     """The figures of the run in ``run_dir`` (see the module docstring); never raises.
     ``ended``: the run's state, whose digest (when it has ended: :func:`ended_digest`) stands
     for the other ranks' files."""
-    files = metric_files(run_dir)
-    if not files:
+    first = first_metric_file(run_dir)  # the others listed only where they are read
+    if first is None:
         return NO_NUMBERS
     by_rank: dict[int, RecordColumns] = {}
-    cols, garbage = _first(files, by_rank)
+    cols, garbage = _first([first], by_rank)
     if cols is None:
         return replace(NO_NUMBERS, garbage=garbage)
     # ezpz's records carry no step: number them in file order, as runtime.records does
@@ -228,7 +228,7 @@ def read_numbers(run_dir: str | os.PathLike[str], ended: RunState | None = None)
         digest = ended_digest(Path(run_dir), ended) if ended is not None else None
         held = _digest_memory(digest) if digest is not None else None
         if held is None:
-            for path, rank in files[1:]:
+            for path, rank in metric_files(run_dir)[1:]:
                 garbage += _read(path, rank, by_rank)
         else:
             garbage += held[1]
