@@ -1,0 +1,403 @@
+"""A live run followed through its node digests: every rank's row from one small file a node,
+and only the shown ranks' own files beside them.
+
+A :class:`~.followers.RunFollower` looks at every rank's files: five a rank, 640,000 at Aurora's
+size, each a metadata call on a filesystem that every user of the machine shares. The node
+digests (:mod:`~.node_digests`) hold what a rank's row, the summary bar and the plot's band
+need (its state, newest step, loss and step time, newest telemetry sample), so here each is the
+only file looked at for its node's ranks, within the same budget of calls a second as the
+follower's (:class:`~.budget.PollSchedule`): a stat, and a read when it changed.
+
+Beside them, the files of the ranks a person sees are followed: the log (and telemetry) of each
+rank ``focus`` names (the rank on screen and the launcher's), and the metric series of rank 0
+and of every rank shown (the plot's curves), from their start. A node whose digest is stale (its
+writer died with no rank of the node to take over) has its ranks read from their own files
+instead, which the batch says in a sentence (:meth:`~.node_digests.NodeDigests.note`); so has a
+rank whose digest says it is no longer running, for the end its status file holds. The run's
+``state.json`` is looked at every second: once it says the run ended, :attr:`LiveNodes.ended`
+and the watch stops (what comes next is the run's ``digest.json``).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ezpz_tui.core.runs.unreadable import named, unusable_status
+from ezpz_tui.core.watching import fscalls
+from ezpz_tui.core.watching.budget import PollSchedule
+from ezpz_tui.core.watching.followers import (
+    LAUNCHER,
+    SLOWER,
+    TELEMETRY_BACKLOG,
+    TELEMETRY_LINE,
+    Batch,
+    RankLines,
+    read_json,
+)
+from ezpz_tui.core.watching.node_digests import (
+    MAX_DIGEST_BYTES,
+    NodeDigest,
+    NodeDigests,
+    parse_node_digest,
+)
+from ezpz_tui.core.watching.tails import DEFAULT_MAX_LINE, DEFAULT_READ, LineTail, RecordTail
+from runtime.record_columns import merge_columns
+from runtime.rundir import FINAL, NODE_FILE, RANK_ENDED, RankStatus, RunDir, RunState
+from runtime.telemetry.record import parse_line
+
+NODE_FASTEST_S = 1.0  # a digest is rewritten at most every 2 s: looking more often finds nothing
+RESCAN_S = 5.0  # how often ``nodes/`` is listed while some expected rank has no digest yet
+SETTLED_RESCAN_S = 60.0  # ... and once every rank has one (a node's digest is made once)
+STATE_EVERY_S = 1.0  # how often ``state.json`` is looked at for the run's end
+LOG, METRICS, TELEMETRY, STATUS = "log", "metrics", "telemetry", "status"
+
+
+@dataclass
+class NodeBatch(Batch):
+    """A :class:`~.followers.Batch` whose rows came (partly) from node digests: ``activity``
+    is when each rank last stepped as its digest says (the wall clock), which the monitor takes
+    in place of the moment the batch was read; ``lead`` is the rank whose records move the
+    summary bar (rank 0: its whole series is read from its file); ``notes`` the sentences to say
+    once, at the moment they become true (a node's writer found gone)."""
+
+    activity: dict[int, float] = field(default_factory=dict)
+    lead: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.activity or self.notes) or super().__bool__()
+
+
+class _File:
+    """One rank file followed: what it holds, its rank, its tail (None for a status file, read
+    whole when its ``stat`` changes) and how near its end its first read starts (None: at its
+    start)."""
+
+    __slots__ = ("backlog", "kind", "rank", "sig", "tail")
+
+    def __init__(
+        self, kind: str, rank: int, tail: LineTail | RecordTail | None, backlog: int | None
+    ) -> None:
+        self.kind, self.rank, self.tail, self.backlog = kind, rank, tail, backlog
+        self.sig: tuple[int, int, int] | None = None
+
+
+class _Node:
+    """One node's digest as last read, and what of its ranks was handed on."""
+
+    __slots__ = ("digest", "sig", "stale")
+
+    def __init__(self) -> None:
+        self.sig: tuple[int, int, int] | None = None
+        self.digest: NodeDigest | None = None
+        self.stale = False
+
+
+class LiveNodes:
+    """Follows ``run_dir`` while it is live: rows from its node digests, files only for the
+    ranks ``focus`` names (from any thread), rank 0's series, and the ranks of stale nodes.
+    ``stats_per_second``: the budget of metadata calls, half for the digests and half for the
+    files (None: every one every poll); ``slowest``: every digest is looked at within it.
+    :attr:`opened` lists every rank file this follower opened, in order (what a test asks)."""
+
+    def __init__(
+        self,
+        run_dir: str | Path,
+        focus: Callable[[], Iterable[int]],
+        log_backlog: int,
+        read_bytes: int = DEFAULT_READ,
+        stats_per_second: float | None = None,
+        slowest: float = 30.0,
+        max_line: int = DEFAULT_MAX_LINE,
+    ) -> None:
+        self.run = RunDir(Path(run_dir))
+        self.focus = focus
+        self.log_backlog = log_backlog
+        self.read_bytes = read_bytes
+        self.max_line = max_line
+        half = None if stats_per_second is None else stats_per_second / 2
+        self.nodes: PollSchedule[Path] = PollSchedule(half, slowest, NODE_FASTEST_S)
+        self.files: PollSchedule[Path] = PollSchedule(half, slowest)
+        self.ended = False  # state.json says the run ended
+        self.opened: list[Path] = []
+        self._nodes: dict[Path, _Node] = {}
+        self._files: dict[Path, _File] = {}
+        self._wanted: dict[int, set[str]] = {}  # the kinds of each rank's files followed
+        self._fallback: dict[str, set[int]] = {}  # stale node's host: its ranks read from files
+        self._host_of: dict[int, str] = {}
+        self._sent: dict[int, tuple[str | None, int | None, float | None]] = {}
+        self._shown: frozenset[int] = frozenset()
+        self._hot_for: tuple[frozenset[int], int, int] | None = None
+        self._rescan_at = -math.inf
+        self._state_at = -math.inf
+        self._state_sig: tuple[int, int, int] | None = None
+        self._seq = 0
+
+    def has_digests(self) -> bool:
+        """Whether the run has any node digest yet (one listing of ``nodes/`` and its shards)."""
+        self._rescan(time.monotonic())
+        return bool(self._nodes)
+
+    @property
+    def covered(self) -> int:
+        """Ranks the digests read so far hold."""
+        return len(self._host_of)
+
+    def _rescan(self, now: float) -> None:
+        """Follow the digests of nodes not seen before: a listing of ``nodes/`` and each shard,
+        charged to the digests' budget."""
+        calls = 0
+        for shard in fscalls.scandir(self.run.nodes_dir):
+            calls += 1
+            if not shard.is_dir():
+                continue
+            calls += 1
+            for entry in fscalls.scandir(shard.path):
+                path = Path(entry.path)
+                if path not in self._nodes and NODE_FILE.fullmatch(entry.name):
+                    self._nodes[path] = _Node()
+                    self.nodes.add(path, now)
+        self.nodes.spend(calls)
+        waiting = self.covered < len(self._nodes) or not self._nodes
+        self._rescan_at = now + (RESCAN_S if waiting else SETTLED_RESCAN_S)
+
+    def _read_state(self, now: float) -> None:
+        if now < self._state_at:
+            return
+        self._state_at = now + STATE_EVERY_S
+        path = self.run.state_json
+        st = fscalls.stat(path)
+        sig = (st.st_ino, st.st_size, st.st_mtime_ns) if st else None
+        if sig is None or sig == self._state_sig:
+            return
+        data, _ = read_json(path)
+        if data is not None:
+            self._state_sig = sig
+            self.ended = RunState.from_json(data).state in FINAL
+
+    def poll(self) -> NodeBatch:
+        """What is new since the last poll, within the budget."""
+        batch = NodeBatch()
+        now = time.monotonic()
+        self._read_state(now)
+        if now >= self._rescan_at:
+            self._rescan(now)
+        focus = self._shown = frozenset(self.focus())
+        if (focus, self.covered, len(self._files)) != self._hot_for:
+            self._hot_for = (focus, self.covered, len(self._files))
+            for rank in focus:
+                self._want(rank, (LOG,) if rank == LAUNCHER else (LOG, TELEMETRY, METRICS))
+            self._want(0, (METRICS,))
+            hosts = {self._host_of.get(rank) for rank in focus}
+            nodes = self._nodes.items()
+            self.nodes.set_hot(p for p, n in nodes if n.digest and n.digest.host in hosts)
+            self.files.set_hot(p for p, f in self._files.items() if f.rank in focus)
+        wall = time.time()
+        before = fscalls.total()
+        due = self.nodes.due(now)
+        for path in due:
+            self.nodes.checked(path, now, self._look(path, batch, wall))
+        self.nodes.spend(fscalls.total() - before - len(due))
+        before = fscalls.total()
+        due = self.files.due(now)
+        for path in due:
+            self.files.checked(path, now, self._read(path, batch))
+        self.files.spend(fscalls.total() - before - len(due))
+        return batch
+
+    def _want(self, rank: int, kinds: Iterable[str]) -> None:
+        """Follow these of ``rank``'s files from now on (the first read of a log or telemetry
+        file starts near its end; a metrics file from its start: the plot's whole series)."""
+        held = self._wanted.setdefault(rank, set())
+        for kind in kinds:
+            if kind in held or (rank == LAUNCHER and kind != LOG):
+                continue
+            held.add(kind)
+            path, backlog = self._path(rank, kind), None
+            if kind == LOG:
+                tail: LineTail | RecordTail | None = LineTail(path, self.max_line)
+                backlog = self.log_backlog
+            elif kind == TELEMETRY:
+                tail, backlog = LineTail(path, TELEMETRY_LINE), TELEMETRY_BACKLOG
+            elif kind == METRICS:
+                tail = RecordTail(path, rank)
+            else:
+                tail = None
+            self._files[path] = _File(kind, rank, tail, backlog)
+            self.files.add(path, time.monotonic(), SLOWER if kind in (TELEMETRY, STATUS) else 1.0)
+
+    def _unwant(self, rank: int, kinds: Iterable[str]) -> None:
+        held = self._wanted.get(rank, set())
+        for kind in kinds:
+            if kind in held:
+                held.discard(kind)
+                path = self._path(rank, kind)
+                self._files.pop(path, None)
+                self.files.remove(path)
+
+    def _path(self, rank: int, kind: str) -> Path:
+        run = self.run
+        if rank == LAUNCHER:
+            return run.launcher_log
+        if kind == LOG:
+            return run.log(rank)
+        if kind == METRICS:
+            return run.metrics(rank)
+        return run.telemetry(rank) if kind == TELEMETRY else run.status(rank)
+
+    def _look(self, path: Path, batch: NodeBatch, wall: float) -> bool:
+        """Look at one node's digest: read it when it changed; whether it did."""
+        node = self._nodes[path]
+        st = fscalls.stat(path)
+        if st is None:
+            return False
+        sig = (st.st_ino, st.st_size, st.st_mtime_ns)
+        changed = sig != node.sig
+        if changed:
+            try:
+                with fscalls.open_read(path) as fh:
+                    raw = fh.read(min(st.st_size, MAX_DIGEST_BYTES) + 1)
+            except OSError:
+                return False
+            digest = parse_node_digest(raw, path)
+            if digest is None:  # torn or foreign: looked at again later
+                return False
+            node.sig, node.digest = sig, digest
+        digest = node.digest
+        if digest is None:
+            return False
+        stale = digest.stale(wall)
+        if stale != node.stale:
+            node.stale = stale
+            self._judged(digest, batch)
+        if not stale and changed:
+            self._hand_on(digest, batch)
+        return changed
+
+    def _judged(self, digest: NodeDigest, batch: NodeBatch) -> None:
+        """A node's digest turned stale (its ranks read from their own files, said) or fresh
+        again (back to the digest, the sentence taken back)."""
+        host, ranks = digest.host, sorted(digest.ranks)
+        for rank in ranks:
+            self._host_of[rank] = host
+        name = named(self.run.path, digest.path)
+        if self._nodes[digest.path].stale:
+            note = NodeDigests(stale=(digest,)).note()
+            self._fallback[host] = set(ranks)
+            for rank in ranks:
+                self._want(rank, (STATUS, LOG, TELEMETRY, METRICS))
+                batch.problems.setdefault(rank, {})[name] = note
+            if note:
+                batch.notes.append(note)
+        elif host in self._fallback:
+            shown = self._shown
+            for rank in self._fallback.pop(host):
+                batch.problems.setdefault(rank, {})[name] = None
+                self._unwant(rank, (STATUS,) if rank in shown else (STATUS, LOG, TELEMETRY))
+                if rank not in shown and rank != 0:
+                    self._unwant(rank, (METRICS,))
+                self._sent.pop(rank, None)  # handed on afresh from the digest
+
+    def _hand_on(self, digest: NodeDigest, batch: NodeBatch) -> None:
+        """What changed of a fresh digest's ranks: a running rank's row, its newest step (a
+        rank whose series is read from its file has its records from there), its newest
+        telemetry sample; a rank that is no longer running has its status file read."""
+        series = {rank for rank, kinds in self._wanted.items() if METRICS in kinds}
+        for rank, entry in digest.ranks.items():
+            self._host_of[rank] = digest.host
+            sample_time = entry.sample.time if entry.sample is not None else None
+            first = rank not in self._sent
+            was = self._sent.get(rank, (None, None, None))
+            self._sent[rank] = (entry.state, entry.step, sample_time)
+            if entry.running and (first or was[0] != entry.state):
+                batch.status[rank] = RankStatus(rank, host=digest.host, pid=entry.pid)
+            elif not entry.running:
+                self._want(rank, (STATUS,))
+            if entry.step is not None and entry.step != was[1] and rank not in series:
+                columns = entry.columns()
+                if columns is not None:
+                    batch.records[rank] = columns
+            when = entry.step_time if entry.step_time is not None else entry.reported
+            if when is not None:
+                batch.activity[rank] = when
+            if entry.sample is not None and sample_time != was[2]:
+                batch.telemetry.setdefault(rank, []).append(entry.sample)
+
+    def _read(self, path: Path, batch: NodeBatch) -> bool:
+        """Read what is new in one rank file into ``batch``; whether anything was."""
+        followed = self._files.get(path)
+        if followed is None:
+            return False
+        rank, tail = followed.rank, followed.tail
+        if tail is None:
+            return self._read_status(path, followed, batch)
+        st = fscalls.stat(path)
+        if st is None:
+            return False
+        if followed.backlog is not None:  # its first read: from near its end
+            assert isinstance(tail, LineTail)
+            self.opened.append(path)
+            tail.skip_to_tail(followed.backlog)
+            followed.backlog = None
+        elif tail.resume_point() is None:
+            self.opened.append(path)
+        offset = tail.offset
+        if isinstance(tail, RecordTail):
+            new, garbage, restarted = tail.read(self.read_bytes, st)
+            if restarted:
+                batch.metric_restarts.add(rank)
+            if garbage:
+                batch.garbage[rank] = batch.garbage.get(rank, 0) + garbage
+            merge_columns(batch.records, new)
+        elif followed.kind == LOG:
+            lines = tail.read(self.read_bytes, st)
+            if lines.restarted:
+                batch.log_restarts.add(rank)
+            if lines:
+                batch.logs.append(RankLines(rank, self._seq, lines))
+                self._seq += len(lines)
+            batch.launcher |= rank == LAUNCHER
+        else:
+            samples = [s for s in map(parse_line, tail.read(self.read_bytes, st).texts) if s]
+            if samples:
+                batch.telemetry.setdefault(rank, []).extend(samples)
+        if tail.error is not None:
+            name = named(self.run.path, path)
+            batch.problems.setdefault(rank, {})[name] = f"{name} cannot be read: {tail.error}"
+        return tail.offset != offset or tail.more
+
+    def _read_status(self, path: Path, followed: _File, batch: NodeBatch) -> bool:
+        st = fscalls.stat(path)
+        sig = (st.st_ino, st.st_size, st.st_mtime_ns) if st else None
+        if sig is None or sig == followed.sig:
+            return False
+        if path not in self.opened:
+            self.opened.append(path)
+        data, _ = read_json(path)
+        rank = followed.rank
+        name = named(self.run.path, path)
+        if data is None:  # torn: read again at the next look
+            batch.problems.setdefault(rank, {})[name] = unusable_status(self.run.path, path)
+            return False
+        followed.sig = sig
+        status = RankStatus.from_json(data, rank)
+        batch.problems.setdefault(rank, {})[name] = None
+        batch.status[rank] = status
+        if status.state in RANK_ENDED:
+            self._sent[rank] = (str(status.state), *self._sent.get(rank, (None, None, None))[1:])
+        return True
+
+    def watch(self, stop: threading.Event, interval_s: float) -> Iterator[NodeBatch]:
+        """Non-empty batches until ``stop`` is set or the run has ended (:attr:`ended`)."""
+        while not stop.is_set():
+            batch = self.poll()
+            if batch:
+                yield batch
+            if self.ended:
+                return
+            stop.wait(interval_s)
