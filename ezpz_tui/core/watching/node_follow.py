@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,8 +52,9 @@ from runtime.rundir import FINAL, NODE_FILE, RANK_ENDED, RankStatus, RunDir, Run
 from runtime.telemetry.record import parse_line
 
 NODE_FASTEST_S = 1.0  # a digest is rewritten at most every 2 s: looking more often finds nothing
-RESCAN_S = 5.0  # how often ``nodes/`` is listed while some expected rank has no digest yet
-SETTLED_RESCAN_S = 60.0  # ... and once every rank has one (a node's digest is made once)
+RESCAN_S = 30.0  # how often ``nodes/`` is listed for nodes whose first report came late
+FIRST_NODES = 4096  # digests read for the first time in one poll, outside the budget: the rows
+READ_CHUNK = 64 << 10  # a digest is read in pieces: an unbuffered read allocates what it asks
 STATE_EVERY_S = 1.0  # how often ``state.json`` is looked at for the run's end
 LOG, METRICS, TELEMETRY, STATUS = "log", "metrics", "telemetry", "status"
 
@@ -88,12 +90,12 @@ class _File:
 
 
 class _Node:
-    """One node's digest as last read, and what of its ranks was handed on."""
+    """One node's digest as last read (``crc``: of its bytes, to parse only what changed)."""
 
-    __slots__ = ("digest", "sig", "stale")
+    __slots__ = ("crc", "digest", "stale")
 
     def __init__(self) -> None:
-        self.sig: tuple[int, int, int] | None = None
+        self.crc: int | None = None
         self.digest: NodeDigest | None = None
         self.stale = False
 
@@ -126,13 +128,13 @@ class LiveNodes:
         self.ended = False  # state.json says the run ended
         self.opened: list[Path] = []
         self._nodes: dict[Path, _Node] = {}
+        self._unread: list[Path] = []  # digests listed and never read: read outside the budget
         self._files: dict[Path, _File] = {}
         self._wanted: dict[int, set[str]] = {}  # the kinds of each rank's files followed
         self._fallback: dict[str, set[int]] = {}  # stale node's host: its ranks read from files
         self._host_of: dict[int, str] = {}
         self._sent: dict[int, tuple[str | None, int | None, float | None]] = {}
-        self._shown: frozenset[int] = frozenset()
-        self._hot_for: tuple[frozenset[int], int, int] | None = None
+        self._shown: frozenset[int] | None = None
         self._rescan_at = -math.inf
         self._state_at = -math.inf
         self._state_sig: tuple[int, int, int] | None = None
@@ -149,11 +151,10 @@ class LiveNodes:
         return len(self._host_of)
 
     def _rescan(self, now: float) -> None:
-        """Follow the digests of nodes not seen before: a listing of ``nodes/`` and each shard,
-        charged to the digests' budget."""
-        calls = 0
+        """Find the digests of nodes not seen before: a listing of ``nodes/`` and each shard,
+        charged to the digests' budget; each new one is read at the next poll."""
+        calls = 1
         for shard in fscalls.scandir(self.run.nodes_dir):
-            calls += 1
             if not shard.is_dir():
                 continue
             calls += 1
@@ -161,10 +162,9 @@ class LiveNodes:
                 path = Path(entry.path)
                 if path not in self._nodes and NODE_FILE.fullmatch(entry.name):
                     self._nodes[path] = _Node()
-                    self.nodes.add(path, now)
+                    self._unread.append(path)
         self.nodes.spend(calls)
-        waiting = self.covered < len(self._nodes) or not self._nodes
-        self._rescan_at = now + (RESCAN_S if waiting else SETTLED_RESCAN_S)
+        self._rescan_at = now + RESCAN_S
 
     def _read_state(self, now: float) -> None:
         if now < self._state_at:
@@ -187,17 +187,17 @@ class LiveNodes:
         self._read_state(now)
         if now >= self._rescan_at:
             self._rescan(now)
-        focus = self._shown = frozenset(self.focus())
-        if (focus, self.covered, len(self._files)) != self._hot_for:
-            self._hot_for = (focus, self.covered, len(self._files))
+        focus = frozenset(self.focus())
+        if focus != self._shown:  # a rank newly shown has its files read at once
+            self._shown = focus
             for rank in focus:
                 self._want(rank, (LOG,) if rank == LAUNCHER else (LOG, TELEMETRY, METRICS))
             self._want(0, (METRICS,))
-            hosts = {self._host_of.get(rank) for rank in focus}
-            nodes = self._nodes.items()
-            self.nodes.set_hot(p for p, n in nodes if n.digest and n.digest.host in hosts)
-            self.files.set_hot(p for p, f in self._files.items() if f.rank in focus)
         wall = time.time()
+        first, self._unread = self._unread[:FIRST_NODES], self._unread[FIRST_NODES:]
+        for path in first:  # every row at once: O(nodes) reads, the budget's after
+            self.nodes.add(path, now)
+            self.nodes.checked(path, now, self._look(path, batch, wall))
         before = fscalls.total()
         due = self.nodes.due(now)
         for path in due:
@@ -251,23 +251,20 @@ class LiveNodes:
         return run.telemetry(rank) if kind == TELEMETRY else run.status(rank)
 
     def _look(self, path: Path, batch: NodeBatch, wall: float) -> bool:
-        """Look at one node's digest: read it when it changed; whether it did."""
+        """Look at one node's digest, one metadata call (its open: a live digest is rewritten
+        every heartbeat, so a stat first would find it changed and cost a second call), and
+        hand on what changed; whether anything did."""
         node = self._nodes[path]
-        st = fscalls.stat(path)
-        if st is None:
+        raw = _read_digest(path)
+        if raw is None:
             return False
-        sig = (st.st_ino, st.st_size, st.st_mtime_ns)
-        changed = sig != node.sig
+        crc = zlib.crc32(raw)
+        changed = crc != node.crc
         if changed:
-            try:
-                with fscalls.open_read(path) as fh:
-                    raw = fh.read(min(st.st_size, MAX_DIGEST_BYTES) + 1)
-            except OSError:
-                return False
             digest = parse_node_digest(raw, path)
             if digest is None:  # torn or foreign: looked at again later
                 return False
-            node.sig, node.digest = sig, digest
+            node.crc, node.digest = crc, digest
         digest = node.digest
         if digest is None:
             return False
@@ -295,7 +292,7 @@ class LiveNodes:
             if note:
                 batch.notes.append(note)
         elif host in self._fallback:
-            shown = self._shown
+            shown = self._shown or frozenset()
             for rank in self._fallback.pop(host):
                 batch.problems.setdefault(rank, {})[name] = None
                 self._unwant(rank, (STATUS,) if rank in shown else (STATUS, LOG, TELEMETRY))
@@ -401,3 +398,19 @@ class LiveNodes:
             if self.ended:
                 return
             stop.wait(interval_s)
+
+
+def _read_digest(path: Path) -> bytes | None:
+    """A digest's bytes (a rewrite replaces the file whole: what is read is one version), None
+    when it cannot be read or is implausibly large."""
+    pieces, size = [], 0
+    try:
+        with fscalls.open_read(path) as fh:
+            while piece := fh.read(READ_CHUNK):
+                pieces.append(piece)
+                size += len(piece)
+                if size > MAX_DIGEST_BYTES:
+                    return None
+    except OSError:
+        return None
+    return b"".join(pieces)
