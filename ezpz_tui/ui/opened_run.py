@@ -75,6 +75,7 @@ COLLECTIVES_SHARE = 10  # ... and reading them takes at most a tenth of this thr
 GOODPUT_EVERY_S = 5.0  # a live run's goodput is read again this often, or more seldom:
 GOODPUT_SHARE = 50  # ... so that reading it takes at most a fiftieth of a core
 CHECKPOINTS_EVERY_S = 5.0  # how often a live run's completion marks are read for the gauge
+ALL_VIEW_RANKS = 64  # a live run's all-ranks view read from its node digests: these ranks' logs
 DIGEST_WAIT_S = 120.0  # how long an ended run's digest.json is waited for (its finalizer's)
 DIGEST_LOOK_S = 1.0  # ... looked for this often
 
@@ -384,7 +385,7 @@ class OpenedRun:
             return False
         nodes = LiveNodes(
             monitor.run_dir,
-            monitor.shown_ranks,
+            self._live_focus,
             log_backlog=monitor.keep_per_rank * BACKLOG_BYTES_PER_LINE,
             read_bytes=READ_BYTES,
             stats_per_second=self.settings.stats_per_second,
@@ -418,6 +419,15 @@ class OpenedRun:
                 self._app.call_from_thread(self._app.notify, message, severity="warning")
             return False
         return True
+
+    def _live_focus(self) -> tuple[int, ...]:
+        """The ranks whose own files a live run read from its node digests follows: the rank on
+        screen and the launcher; in the all-ranks view, the first :data:`ALL_VIEW_RANKS` too
+        (their lines interleaved, as a small run shows every rank's)."""
+        monitor = self.monitor
+        if monitor.shown is not None:
+            return monitor.shown_ranks()
+        return (*monitor.shown_ranks(), *range(min(len(monitor.ranks), ALL_VIEW_RANKS)))
 
     def _digest_after_end(self, record: Mapping[str, Any]) -> bool:
         """The run followed by its node digests has ended: show it from the ``digest.json``

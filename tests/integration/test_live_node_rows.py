@@ -11,9 +11,11 @@ opened, whoever opened it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -24,7 +26,16 @@ import pytest
 from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.widgets.panels import SummaryBar
 from runtime.rundir import RankState
-from tests.integration.test_node_digests import INTERVAL_S, RANKS, digest, launched, stepped
+from tests.fixtures.cli import REPO, base_env, kill_leftovers, run_dirs
+from tests.integration.test_node_digests import (
+    INTERVAL_S,
+    PY,
+    RANKS,
+    SCRIPT,
+    digest,
+    launched,
+    stepped,
+)
 from tests.integration.test_node_digests import wait_for as wait_until
 from tests.pilots import LOCAL, attached, text_of, until
 
@@ -127,3 +138,49 @@ async def test_an_attached_live_run_shows_every_rank_from_its_node_digest(
                 await until(pilot, lambda: said in text_of(status), "the note on screen", 10)
             finally:
                 os.kill(writer, signal.SIGCONT)
+
+
+@pytest.mark.mpi
+async def test_a_live_run_read_from_its_node_digest_opens_from_its_digest_json_at_its_end(
+    tmp_path: Path, mpiexec: str
+) -> None:
+    outputs, marks = tmp_path / "outputs", tmp_path / "marks"
+    marks.mkdir()
+    env = {**base_env(outputs), "EZPZ_NODE_DIGEST_S": str(INTERVAL_S)}
+    argv = [PY, "-m", "ezpz_tui", "launch", "--ppn", str(RANKS), "--quiet", "--"]
+    launch = subprocess.Popen(
+        [*argv, PY, str(SCRIPT), str(marks)],
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(lambda: len(run_dirs(outputs)) == 1)
+        run = run_dirs(outputs)[0]
+        wait_until(lambda: stepped(run, 10))
+        app = EzpzApp(outputs=outputs, alloc=LOCAL, clock=time.time, checks=[], attach=run)
+        async with app.run_test(size=SIZE) as pilot:
+            run_open = await attached(pilot)
+            monitor = run_open.monitor
+            await until(pilot, lambda: run_open.live_nodes is not None, "the node digests", 30)
+            await until(pilot, lambda: len(monitor.ranks) == RANKS, "every rank's row", 30)
+            (marks / "stop").touch()  # the ranks end; the finalizer writes digest.json
+            await until(pilot, lambda: run_open.shown_files is not None, "the digest's rows", 180)
+            await until(
+                pilot,
+                lambda: all(i.status == RankState.SUCCEEDED for i in monitor.ranks.values()),
+                "every rank's end from the digest",
+                30,
+            )
+            assert run_open.follower is None and run_open.first_read_pid is None
+            assert launch.wait(60) == 0
+    finally:
+        (marks / "stop").touch()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            launch.wait(60)
+        kill_leftovers(outputs)
+        if launch.poll() is None:
+            launch.kill()
+            launch.wait()
