@@ -72,9 +72,12 @@ FIRST_READS = 512  # files read for the first time per poll: rows show before ev
 TAKEN_POLL_S = 0.05  # how often a thread waiting for the UI looks whether it should stop
 COLLECTIVES_EVERY_S = 5.0  # the ranks report their Flight Recorder progress this often
 COLLECTIVES_SHARE = 10  # ... and reading them takes at most a tenth of this thread's time
+COLLECTIVES_NODES_S = 5.0  # node digests a second they read, for a run read from its digests
 GOODPUT_EVERY_S = 5.0  # a live run's goodput is read again this often, or more seldom:
 GOODPUT_SHARE = 50  # ... so that reading it takes at most a fiftieth of a core
 CHECKPOINTS_EVERY_S = 5.0  # how often a live run's completion marks are read for the gauge
+STALL_SHARE = 0.75  # every node digest is looked at within this share of the stall time
+NODE_CALLS_S = 20.0  # metadata calls a second a live run read from its node digests makes at most
 ALL_VIEW_RANKS = 64  # a live run's all-ranks view read from its node digests: these ranks' logs
 DIGEST_WAIT_S = 120.0  # how long an ended run's digest.json is waited for (its finalizer's)
 DIGEST_LOOK_S = 1.0  # ... looked for this often
@@ -235,6 +238,8 @@ class OpenedRun:
             except Exception:  # a bug must not take the UI down: the next look may read
                 continue
             wait = max(COLLECTIVES_EVERY_S, COLLECTIVES_SHARE * (time.monotonic() - start))
+            if self.live_nodes is not None:  # each look reads every node's digest: the budget's
+                wait = max(wait, self.live_nodes.node_count / COLLECTIVES_NODES_S)
             monitor.collectives = reading
             headline = reading.verdict.headline() if reading.verdict else None
             with contextlib.suppress(RuntimeError):  # the app may be closing
@@ -383,22 +388,24 @@ class OpenedRun:
         monitor, stop = self.monitor, self._stop
         if not read_state(monitor.run_dir).live:
             return False
+        sizes = record.get("sizes", {}) if isinstance(record.get("sizes"), dict) else {}
+        world = sizes.get("world_size")
+        expected = isinstance(world, int) and 0 < world <= 1 << 20
         nodes = LiveNodes(
             monitor.run_dir,
             self._live_focus,
             log_backlog=monitor.keep_per_rank * BACKLOG_BYTES_PER_LINE,
             read_bytes=READ_BYTES,
-            stats_per_second=self.settings.stats_per_second,
+            # the idle budget: what the follower needs for every rank's files is not needed here
+            stats_per_second=min(self.settings.stats_per_second, NODE_CALLS_S),
             # a rank's row must not look stalled only because its digest was not looked at
-            slowest=min(self.settings.slowest, monitor.stall_after / 2),
+            slowest=min(self.settings.slowest, monitor.stall_after * STALL_SHARE),
+            world=world if expected else None,
         )
         if not nodes.has_digests():
             return False
         self.live_nodes = nodes
-        sizes = record.get("sizes", {}) if isinstance(record.get("sizes"), dict) else {}
-        world = sizes.get("world_size")
         try:
-            expected = isinstance(world, int) and 0 < world <= 1 << 20
             if expected and not self._handed_over(RanksExpected(self, world)):
                 return True
             for batch in nodes.watch(stop, interval_s=FOLLOW_INTERVAL_S):

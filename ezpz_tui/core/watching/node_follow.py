@@ -53,6 +53,8 @@ from runtime.telemetry.record import parse_line
 
 NODE_FASTEST_S = 1.0  # a digest is rewritten at most every 2 s: looking more often finds nothing
 RESCAN_S = 30.0  # how often ``nodes/`` is listed for nodes whose first report came late
+COVERED_RESCAN_S = 300.0  # ... once the digests hold every rank of the run
+NODE_POLL_S = 1.0  # the digests are looked at this often: rows change at most once a second
 FIRST_NODES = 4096  # digests read for the first time in one poll, outside the budget: the rows
 READ_CHUNK = 64 << 10  # a digest is read in pieces: an unbuffered read allocates what it asks
 STATE_EVERY_S = 1.0  # how often ``state.json`` is looked at for the run's end
@@ -104,7 +106,8 @@ class LiveNodes:
     """Follows ``run_dir`` while it is live: rows from its node digests, files only for the
     ranks ``focus`` names (from any thread), rank 0's series, and the ranks of stale nodes.
     ``stats_per_second``: the budget of metadata calls, half for the digests and half for the
-    files (None: every one every poll); ``slowest``: every digest is looked at within it.
+    files (None: every one every poll); ``slowest``: every digest is looked at within it;
+    ``world``: the run's ranks (``nodes/`` is listed seldom once the digests hold them all).
     :attr:`opened` lists every rank file this follower opened, in order (what a test asks)."""
 
     def __init__(
@@ -116,8 +119,10 @@ class LiveNodes:
         stats_per_second: float | None = None,
         slowest: float = 30.0,
         max_line: int = DEFAULT_MAX_LINE,
+        world: int | None = None,
     ) -> None:
         self.run = RunDir(Path(run_dir))
+        self.world = world  # the run's ranks, when its record says
         self.focus = focus
         self.log_backlog = log_backlog
         self.read_bytes = read_bytes
@@ -133,7 +138,9 @@ class LiveNodes:
         self._wanted: dict[int, set[str]] = {}  # the kinds of each rank's files followed
         self._fallback: dict[str, set[int]] = {}  # stale node's host: its ranks read from files
         self._host_of: dict[int, str] = {}
-        self._sent: dict[int, tuple[str | None, int | None, float | None]] = {}
+        # what was handed on of each rank: its state, step, step's time, sample's time
+        self._sent: dict[int, tuple[str | None, int | None, float | None, float | None]] = {}
+        self._nodes_at = -math.inf
         self._shown: frozenset[int] | None = None
         self._rescan_at = -math.inf
         self._state_at = -math.inf
@@ -144,6 +151,11 @@ class LiveNodes:
         """Whether the run has any node digest yet (one listing of ``nodes/`` and its shards)."""
         self._rescan(time.monotonic())
         return bool(self._nodes)
+
+    @property
+    def node_count(self) -> int:
+        """Node digests found so far."""
+        return len(self._nodes)
 
     @property
     def covered(self) -> int:
@@ -164,7 +176,8 @@ class LiveNodes:
                     self._nodes[path] = _Node()
                     self._unread.append(path)
         self.nodes.spend(calls)
-        self._rescan_at = now + RESCAN_S
+        whole = self.world is not None and self.covered >= self.world
+        self._rescan_at = now + (COVERED_RESCAN_S if whole else RESCAN_S)
 
     def _read_state(self, now: float) -> None:
         if now < self._state_at:
@@ -198,11 +211,13 @@ class LiveNodes:
         for path in first:  # every row at once: O(nodes) reads, the budget's after
             self.nodes.add(path, now)
             self.nodes.checked(path, now, self._look(path, batch, wall))
-        before = fscalls.total()
-        due = self.nodes.due(now)
-        for path in due:
-            self.nodes.checked(path, now, self._look(path, batch, wall))
-        self.nodes.spend(fscalls.total() - before - len(due))
+        if now >= self._nodes_at:
+            self._nodes_at = now + NODE_POLL_S
+            before = fscalls.total()
+            due = self.nodes.due(now)
+            for path in due:
+                self.nodes.checked(path, now, self._look(path, batch, wall))
+            self.nodes.spend(fscalls.total() - before - len(due))
         before = fscalls.total()
         due = self.files.due(now)
         for path in due:
@@ -308,9 +323,10 @@ class LiveNodes:
         for rank, entry in digest.ranks.items():
             self._host_of[rank] = digest.host
             sample_time = entry.sample.time if entry.sample is not None else None
+            when = entry.step_time if entry.step_time is not None else entry.reported
             first = rank not in self._sent
-            was = self._sent.get(rank, (None, None, None))
-            self._sent[rank] = (entry.state, entry.step, sample_time)
+            was = self._sent.get(rank, (None, None, None, None))
+            self._sent[rank] = (entry.state, entry.step, when, sample_time)
             if entry.running and (first or was[0] != entry.state):
                 batch.status[rank] = RankStatus(rank, host=digest.host, pid=entry.pid)
             elif not entry.running:
@@ -319,10 +335,9 @@ class LiveNodes:
                 columns = entry.columns()
                 if columns is not None:
                     batch.records[rank] = columns
-            when = entry.step_time if entry.step_time is not None else entry.reported
-            if when is not None:
+            if when is not None and when != was[2]:
                 batch.activity[rank] = when
-            if entry.sample is not None and sample_time != was[2]:
+            if entry.sample is not None and sample_time != was[3]:
                 batch.telemetry.setdefault(rank, []).append(entry.sample)
 
     def _read(self, path: Path, batch: NodeBatch) -> bool:
@@ -341,6 +356,7 @@ class LiveNodes:
             self.opened.append(path)
             tail.skip_to_tail(followed.backlog)
             followed.backlog = None
+            batch.launcher |= rank == LAUNCHER  # found: the launcher's row shows
         elif tail.resume_point() is None:
             self.opened.append(path)
         offset = tail.offset
@@ -358,7 +374,6 @@ class LiveNodes:
             if lines:
                 batch.logs.append(RankLines(rank, self._seq, lines))
                 self._seq += len(lines)
-            batch.launcher |= rank == LAUNCHER
         else:
             samples = [s for s in map(parse_line, tail.read(self.read_bytes, st).texts) if s]
             if samples:
@@ -386,7 +401,8 @@ class LiveNodes:
         batch.problems.setdefault(rank, {})[name] = None
         batch.status[rank] = status
         if status.state in RANK_ENDED:
-            self._sent[rank] = (str(status.state), *self._sent.get(rank, (None, None, None))[1:])
+            held = self._sent.get(rank, (None, None, None, None))
+            self._sent[rank] = (str(status.state), *held[1:])
         return True
 
     def watch(self, stop: threading.Event, interval_s: float) -> Iterator[NodeBatch]:
