@@ -395,6 +395,7 @@ class OpenedRun:
             monitor.run_dir,
             self._live_focus,
             log_backlog=monitor.keep_per_rank * BACKLOG_BYTES_PER_LINE,
+            plotted=lambda: (self._metrics.rank,),  # the rank the plot draws: its new records
             read_bytes=READ_BYTES,
             # the idle budget: what the follower needs for every rank's files is not needed here
             stats_per_second=min(self.settings.stats_per_second, NODE_CALLS_S),
@@ -441,12 +442,12 @@ class OpenedRun:
         its finalizer writes (waited for, a stat a second); False when none came in time."""
         digest_json = RunDir(self.monitor.run_dir).digest_json
         deadline = time.monotonic() + DIGEST_WAIT_S
-        while time.monotonic() < deadline:
-            if digest_json.is_file() and self._from_digest(record, again=True):
-                return True
+        while not digest_json.is_file():
             if self._stop.wait(DIGEST_LOOK_S):
                 return True
-        return False
+            if time.monotonic() > deadline:
+                return False
+        return self._from_digest(record, again=True)  # False: not readable, or of another run
 
     def _from_digest(self, record: Mapping[str, Any], again: bool = False) -> bool:
         """Open a finished run from its ``digest.json`` (read ahead while the app started, when

@@ -5,8 +5,8 @@ A :class:`~.followers.RunFollower` looks at every rank's files: five a rank, 640
 size, each a metadata call on a filesystem that every user of the machine shares. The node
 digests (:mod:`~.node_digests`) hold what a rank's row, the summary bar and the plot's band
 need (its state, newest step, loss and step time, newest telemetry sample), so here each is the
-only file looked at for its node's ranks, within the same budget of calls a second as the
-follower's (:class:`~.budget.PollSchedule`): a stat, and a read when it changed.
+only file looked at for its node's ranks, within a budget of calls a second
+(:class:`~.budget.PollSchedule`): one open a look, parsed when its bytes changed.
 
 Beside them, the files of the ranks a person sees are followed: the log (and telemetry) of each
 rank ``focus`` names (the rank on screen and the launcher's), and the metric series of rank 0
@@ -104,7 +104,9 @@ class _Node:
 
 class LiveNodes:
     """Follows ``run_dir`` while it is live: rows from its node digests, files only for the
-    ranks ``focus`` names (from any thread), rank 0's series, and the ranks of stale nodes.
+    ranks ``focus`` names (from any thread), rank 0's series and the new records of each rank
+    ``plotted`` names (what the plot read of it before is its own), and the ranks of stale
+    nodes.
     ``stats_per_second``: the budget of metadata calls, half for the digests and half for the
     files (None: every one every poll); ``slowest``: every digest is looked at within it;
     ``world``: the run's ranks (``nodes/`` is listed seldom once the digests hold them all).
@@ -115,6 +117,7 @@ class LiveNodes:
         run_dir: str | Path,
         focus: Callable[[], Iterable[int]],
         log_backlog: int,
+        plotted: Callable[[], Iterable[int]] = tuple,
         read_bytes: int = DEFAULT_READ,
         stats_per_second: float | None = None,
         slowest: float = 30.0,
@@ -124,6 +127,7 @@ class LiveNodes:
         self.run = RunDir(Path(run_dir))
         self.world = world  # the run's ranks, when its record says
         self.focus = focus
+        self.plotted = plotted
         self.log_backlog = log_backlog
         self.read_bytes = read_bytes
         self.max_line = max_line
@@ -206,6 +210,8 @@ class LiveNodes:
             for rank in focus:
                 self._want(rank, (LOG,) if rank == LAUNCHER else (LOG, TELEMETRY, METRICS))
             self._want(0, (METRICS,))
+        for rank in self.plotted():
+            self._want(rank, (METRICS,))
         wall = time.time()
         first, self._unread = self._unread[:FIRST_NODES], self._unread[FIRST_NODES:]
         for path in first:  # every row at once: O(nodes) reads, the budget's after
@@ -239,8 +245,8 @@ class LiveNodes:
                 backlog = self.log_backlog
             elif kind == TELEMETRY:
                 tail, backlog = LineTail(path, TELEMETRY_LINE), TELEMETRY_BACKLOG
-            elif kind == METRICS:
-                tail = RecordTail(path, rank)
+            elif kind == METRICS:  # another rank's: what the plot loaded from it is not read again
+                tail, backlog = RecordTail(path, rank), (None if rank == 0 else 0)
             else:
                 tail = None
             self._files[path] = _File(kind, rank, tail, backlog)
@@ -352,9 +358,11 @@ class LiveNodes:
         if st is None:
             return False
         if followed.backlog is not None:  # its first read: from near its end
-            assert isinstance(tail, LineTail)
             self.opened.append(path)
-            tail.skip_to_tail(followed.backlog)
+            if isinstance(tail, RecordTail):  # only the records written from now on
+                tail.resume_at(st.st_ino, st.st_size)
+            else:
+                tail.skip_to_tail(followed.backlog)
             followed.backlog = None
             batch.launcher |= rank == LAUNCHER  # found: the launcher's row shows
         elif tail.resume_point() is None:
