@@ -52,7 +52,7 @@ from ezpz_tui.ui.messages import (
 )
 from runtime import flight
 from runtime.checkpoint_dirs import RESUME_VAR
-from runtime.rundir import RunDir, read_state
+from runtime.rundir import NODE_SHARDS, RunDir, read_state
 
 if TYPE_CHECKING:
     from textual.message_pump import MessagePump
@@ -72,7 +72,7 @@ FIRST_READS = 512  # files read for the first time per poll: rows show before ev
 TAKEN_POLL_S = 0.05  # how often a thread waiting for the UI looks whether it should stop
 COLLECTIVES_EVERY_S = 5.0  # the ranks report their Flight Recorder progress this often
 COLLECTIVES_SHARE = 10  # ... and reading them takes at most a tenth of this thread's time
-COLLECTIVES_NODES_S = 5.0  # node digests a second they read, for a run read from its digests
+COLLECTIVES_CALLS_S = 10.0  # metadata calls a second they make, for a run read from its digests
 GOODPUT_EVERY_S = 5.0  # a live run's goodput is read again this often, or more seldom:
 GOODPUT_SHARE = 50  # ... so that reading it takes at most a fiftieth of a core
 CHECKPOINTS_EVERY_S = 5.0  # how often a live run's completion marks are read for the gauge
@@ -238,8 +238,9 @@ class OpenedRun:
             except Exception:  # a bug must not take the UI down: the next look may read
                 continue
             wait = max(COLLECTIVES_EVERY_S, COLLECTIVES_SHARE * (time.monotonic() - start))
-            if self.live_nodes is not None:  # each look reads every node's digest: the budget's
-                wait = max(wait, self.live_nodes.node_count / COLLECTIVES_NODES_S)
+            if self.live_nodes is not None:  # each look lists nodes/ and reads every digest
+                calls = 2 * (NODE_SHARDS + 1 + self.live_nodes.node_count)
+                wait = max(wait, calls / COLLECTIVES_CALLS_S)
             monitor.collectives = reading
             headline = reading.verdict.headline() if reading.verdict else None
             with contextlib.suppress(RuntimeError):  # the app may be closing

@@ -138,6 +138,7 @@ class LiveNodes:
         self.opened: list[Path] = []
         self._nodes: dict[Path, _Node] = {}
         self._unread: list[Path] = []  # digests listed and never read: read outside the budget
+        self._new_files: list[Path] = []  # rank files newly followed: read at once, likewise
         self._files: dict[Path, _File] = {}
         self._wanted: dict[int, set[str]] = {}  # the kinds of each rank's files followed
         self._fallback: dict[str, set[int]] = {}  # stale node's host: its ranks read from files
@@ -217,6 +218,12 @@ class LiveNodes:
         for path in first:  # every row at once: O(nodes) reads, the budget's after
             self.nodes.add(path, now)
             self.nodes.checked(path, now, self._look(path, batch, wall))
+        for path in self._new_files:  # a rank just shown: its files at once, in this batch
+            followed = self._files.get(path)
+            if followed is not None:
+                self.files.add(path, now, SLOWER if followed.kind in (TELEMETRY, STATUS) else 1.0)
+                self.files.checked(path, now, self._read(path, batch))
+        self._new_files.clear()
         if now >= self._nodes_at:
             self._nodes_at = now + NODE_POLL_S
             before = fscalls.total()
@@ -250,7 +257,7 @@ class LiveNodes:
             else:
                 tail = None
             self._files[path] = _File(kind, rank, tail, backlog)
-            self.files.add(path, time.monotonic(), SLOWER if kind in (TELEMETRY, STATUS) else 1.0)
+            self._new_files.append(path)
 
     def _unwant(self, rank: int, kinds: Iterable[str]) -> None:
         held = self._wanted.get(rank, set())
