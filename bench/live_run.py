@@ -10,7 +10,8 @@ finalizer has not run), and each of its nodes has the digest its writer would ke
 (``nodes/sNN/node-HOST.json``): every rank of the node running at the run's last step, with the
 source digest's figures (loss, step time, telemetry, Flight Recorder progress) of the source
 rank it was grown from. :data:`HEARTBEAT` (run as ``python -c``) then rewrites every digest as
-its writer would, every heartbeat, so that none turns stale while the bench reads.
+its writer would, every heartbeat, its ranks' newest step stamped then, so that none turns stale
+and no rank looks silent while the bench reads.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ while True:
         data["written"] = now
         for entry in data["ranks"].values():
             entry["t"] = now
+            if "step" in entry:  # its ranks step on: none looks silent
+                entry["step"]["time"] = now
         with open(path + ".tmp", "w") as fh:
             json.dump(data, fh)
         os.replace(path + ".tmp", path)

@@ -78,6 +78,7 @@ GOODPUT_SHARE = 50  # ... so that reading it takes at most a fiftieth of a core
 CHECKPOINTS_EVERY_S = 5.0  # how often a live run's completion marks are read for the gauge
 STALL_SHARE = 0.75  # every node digest is looked at within this share of the stall time
 NODE_CALLS_S = 20.0  # metadata calls a second a live run read from its node digests makes at most
+PART_RANKS = 256  # a batch of more ranks' rows is applied in parts, keys answered between
 ALL_VIEW_RANKS = 64  # a live run's all-ranks view read from its node digests: these ranks' logs
 DIGEST_WAIT_S = 120.0  # how long an ended run's digest.json is waited for (its finalizer's)
 DIGEST_LOOK_S = 1.0  # ... looked for this often
@@ -415,9 +416,10 @@ class OpenedRun:
                     self._app.call_from_thread(
                         self._app.notify, note, severity="warning", timeout=30
                     )
-                prepared = monitor.prepare(batch)
-                if stop.is_set() or not self._handed_over(BatchRead(self, prepared)):
-                    break
+                for part in batch.parts(PART_RANKS):
+                    prepared = monitor.prepare(part)
+                    if stop.is_set() or not self._handed_over(BatchRead(self, prepared)):
+                        return True
         except RuntimeError:  # the app's loop closed while a batch was on its way
             stop.set()
         except Exception as exc:  # a bug must not take the UI down: its files tell instead

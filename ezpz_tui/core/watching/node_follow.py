@@ -76,6 +76,25 @@ class NodeBatch(Batch):
     def __bool__(self) -> bool:
         return bool(self.activity or self.notes) or super().__bool__()
 
+    def parts(self, ranks: int) -> Iterator[NodeBatch]:
+        """This batch in parts of at most ``ranks`` ranks' rows, records and samples (the
+        first with everything else): the UI applies each between two keys, not 131,072 rows
+        at once."""
+        held = sorted({*self.status, *self.records, *self.telemetry, *self.activity})
+        if len(held) <= ranks:
+            yield self
+            return
+        whole = (self.status, self.records, self.telemetry, self.activity)
+        for start in range(0, len(held), ranks):
+            chosen = held[start : start + ranks]
+            part = self if start == 0 else NodeBatch(lead=self.lead)
+            status, records, telemetry, activity = (
+                {r: d[r] for r in chosen if r in d} for d in whole
+            )
+            part.status, part.records, part.telemetry = status, records, telemetry
+            part.activity = activity
+            yield part
+
 
 class _File:
     """One rank file followed: what it holds, its rank, its tail (None for a status file, read
