@@ -25,7 +25,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ezpz_tui.core.runs.unreadable import named, unusable_status
@@ -44,6 +44,7 @@ from ezpz_tui.core.watching.node_digests import (
     MAX_DIGEST_BYTES,
     NodeDigest,
     NodeDigests,
+    RankDigest,
     parse_node_digest,
 )
 from ezpz_tui.core.watching.tails import DEFAULT_MAX_LINE, DEFAULT_READ, LineTail, RecordTail
@@ -54,7 +55,8 @@ from runtime.telemetry.record import parse_line
 NODE_FASTEST_S = 1.0  # a digest is rewritten at most every 2 s: looking more often finds nothing
 RESCAN_S = 30.0  # how often ``nodes/`` is listed for nodes whose first report came late
 COVERED_RESCAN_S = 300.0  # ... once the digests hold every rank of the run
-NODE_POLL_S = 1.0  # the digests are looked at this often: rows change at most once a second
+NODE_POLL_S = 1.0  # the digests are looked at this often: rows change at most once a second,
+NODES_A_POLL = 500  # ... or as seldom as this many nodes a look take (each look re-sorts rows)
 FIRST_NODES = 4096  # digests read for the first time in one poll, outside the budget: the rows
 READ_CHUNK = 64 << 10  # a digest is read in pieces: an unbuffered read allocates what it asks
 STATE_EVERY_S = 1.0  # how often ``state.json`` is looked at for the run's end
@@ -111,13 +113,14 @@ class _File:
 
 
 class _Node:
-    """One node's digest as last read (``crc``: of its bytes, to parse only what changed)."""
+    """One node's digest as last read (``crc``: of its bytes, to parse only what changed), kept
+    as little as judging it needs: its ranks' sections are handed on, not held."""
 
     __slots__ = ("crc", "digest", "stale")
 
     def __init__(self) -> None:
         self.crc: int | None = None
-        self.digest: NodeDigest | None = None
+        self.digest: NodeDigest | None = None  # its ranks without their sections
         self.stale = False
 
 
@@ -244,7 +247,7 @@ class LiveNodes:
                 self.files.checked(path, now, self._read(path, batch))
         self._new_files.clear()
         if now >= self._nodes_at:
-            self._nodes_at = now + NODE_POLL_S
+            self._nodes_at = now + max(NODE_POLL_S, len(self._nodes) / NODES_A_POLL)
             before = fscalls.total()
             due = self.nodes.due(now)
             for path in due:
@@ -311,14 +314,15 @@ class LiveNodes:
             digest = parse_node_digest(raw, path)
             if digest is None:  # torn or foreign: looked at again later
                 return False
-            node.crc, node.digest = crc, digest
-        digest = node.digest
-        if digest is None:
+            slim = {r: RankDigest(r, digest.host, None, None, None) for r in digest.ranks}
+            node.crc, node.digest = crc, replace(digest, ranks=slim)
+        held = node.digest
+        if held is None:
             return False
-        stale = digest.stale(wall)
+        stale = held.stale(wall)
         if stale != node.stale:
             node.stale = stale
-            self._judged(digest, batch)
+            self._judged(held, batch)
         if not stale and changed:
             self._hand_on(digest, batch)
         return changed
