@@ -1,7 +1,8 @@
 """Opening a finished run of 4,096 to 131,072 ranks, timed from outside as a person sees it.
 
 ``python bench/attach_bench.py [--ranks 4096,16384] [--baseline-ranks 64] [--reps 3]
-[--idle-s 5] [--idle-cap-s 60] [--from RUN] [--grown DIR ...] [--keep] [--without-digest]``
+[--idle-s 5] [--idle-cap-s 60] [--from RUN] [--grown DIR ...] [--keep] [--without-digest] [--live]
+[--before CHECKOUT]``
 
 The run is a real 300-step 2-rank demo (``ezpz-tui launch --quiet --ppn 2 -- python -m
 runtime.examples.train --steps 300``, or ``--from`` a finished run) grown by ``grow_run.py`` to
@@ -20,6 +21,13 @@ size, alternating with the same run grown to ``--baseline-ranks``
   (stat family, open, getdents; ``strace -c -f`` attached, where strace exists);
 - ``ezpz-tui why RUN --json``, ``top RUN --json`` and ``runs --json`` (the run's outputs): the
   wall seconds of each command.
+
+With ``--live`` every grown run (the baseline too) is made live (``live_run.py``: its state and
+statuses say running, no ``digest.json``, a node digest for each of its nodes kept fresh by a
+heartbeat process, the narrowest fake of a live run of that size), and its rows are on screen when
+the summary bar is at the last step and rank 0's row says ``running``. With ``--before`` the same
+attach and commands run a second time each rep with ``CHECKOUT`` first on ``PYTHONPATH`` (an
+older tree: ``git worktree add --detach /tmp/before COMMIT``), interleaved, in rows of their own.
 
 Each figure is the median of ``--reps``, printed beside the baseline's median and their ratio,
 and beside issue 34's targets for the size.
@@ -41,6 +49,7 @@ from pathlib import Path
 from _common import PY, REPO, print_rerun, scratch, versus, with_repo_path
 from _tmux import Tmux, clean_env, versions
 from grow_run import grow
+from live_run import heartbeat_argv, made_live
 
 from ezpz_tui.core.runs.digest import read_digest, write_digest
 from ezpz_tui.core.watching.digesting import build_digest
@@ -129,16 +138,22 @@ def metadata_per_s(pid: int, seconds: float, out: Path) -> float | None:
 
 
 def rows_shown(screen: str) -> bool:
-    """The summary bar at the last step and rank 0's row with its end state."""
+    """The summary bar at the last step and rank 0's row with its end state (or running)."""
     first = screen.splitlines()[0] if screen else ""
     return f"step {STEPS - 1}" in first and bool(
-        re.search(r"(?m)^ +0 (exited|killed|failed|stopped|succeeded)", screen)
+        re.search(r"(?m)^ +0 (exited|killed|failed|stopped|succeeded|running)", screen)
     )
 
 
-def attach(term: Tmux, run: Path, args: argparse.Namespace, name: str) -> dict[str, float]:
+def attach(
+    term: Tmux, run: Path, args: argparse.Namespace, name: str, code: str | None = None
+) -> dict[str, float]:
+    """One attach of ``run``, timed; ``code`` first on ``PYTHONPATH`` when given."""
     began = time.monotonic()
-    term.new(name, [str(CLI), "attach", str(run)], {"EZPZ_OUTPUTS": str(run.parent)})
+    env = {"EZPZ_OUTPUTS": str(run.parent)}
+    if code is not None:
+        env["PYTHONPATH"] = code
+    term.new(name, [str(CLI), "attach", str(run)], env)
     term.wait(name, rows_shown, "the rank rows", timeout=600, interval=0.02)
     shown = time.monotonic()
     out = {"rows_s": shown - began}
@@ -222,7 +237,7 @@ def given(paths: list[str]) -> dict[int, Path]:
     return out
 
 
-def grown(source: Path, root: Path, ranks: int, digest: bool) -> Path:
+def grown(source: Path, root: Path, ranks: int, digest: bool, live: bool = False) -> Path:
     """``source`` grown to ``ranks``; with ``digest`` its ``digest.json`` is the grown run's
     (built by the finalizer's builder where the grown one is not of this size), else it has
     none: a run finalized before digests, read from its files."""
@@ -231,6 +246,10 @@ def grown(source: Path, root: Path, ranks: int, digest: bool) -> Path:
     done = grow(source, run, ranks, PER_NODE)
     said = f"{ranks:,} ranks: grown in {done.seconds:.1f} s ({done.files:,} files, "
     said += f"{done.bytes / 1e9:.2f} GB)"
+    if live:  # its digest is the finalizer's: a live run has none
+        made_live(run)
+        print(said + ", made live", flush=True)
+        return run
     found = read_digest(run)
     if not digest:
         RunDir(run).digest_json.unlink(missing_ok=True)
@@ -288,6 +307,8 @@ def main() -> int:
         action="store_true",
         help="grown runs without digest.json (a run finalized before digests: its files read)",
     )
+    parser.add_argument("--live", action="store_true", help="grown runs made live (see above)")
+    parser.add_argument("--before", help="a checkout measured beside this one (PYTHONPATH)")
     args = parser.parse_args()
     ready = given(args.grown)
     header = versions()
@@ -296,31 +317,51 @@ def main() -> int:
     print_rerun("attach_bench.py", args)
     print(header, flush=True)
     table: list[str] = []
+    beats: list[subprocess.Popen[bytes]] = []
     with scratch("attach-bench-", args.keep) as root:
         env = clean_env(root)
         term = Tmux(root, env)
+        before_env = {**env, "PYTHONPATH": args.before} if args.before else None
         try:
             source = Path(args.source) if args.source else demo(root / "demo")
-            base_run = grown(source, root, args.baseline_ranks, not args.without_digest)
+            digest, live = not args.without_digest, args.live
+            base_run = grown(source, root, args.baseline_ranks, digest, live)
+            if live:
+                beats.append(subprocess.Popen(heartbeat_argv(PY, RunDir(base_run).node_digests())))
             attach(term, base_run, args, "warm")  # unmeasured: cold caches
             for size in (int(s) for s in args.ranks.split(",")):
-                run = ready.get(size) or grown(source, root, size, not args.without_digest)
+                run = ready.get(size) or grown(source, root, size, digest, live)
+                if live:
+                    beats.append(subprocess.Popen(heartbeat_argv(PY, RunDir(run).node_digests())))
                 found: list[dict] = []
                 base: list[dict] = []
+                older: list[dict] = []
+                subjects = [(base, base_run, 0, None), (found, run, size, None)]
+                if args.before:
+                    subjects.append((older, run, size, args.before))
                 for rep in range(args.reps):
-                    for figures, which, ranks in ((base, base_run, 0), (found, run, size)):
-                        one = attach(term, which, args, f"a{size}-{rep}-{ranks}")
-                        one.update(commands(which, env))
+                    for figures, which, ranks, code in subjects:
+                        tag = "before" if code else "this"
+                        one = attach(term, which, args, f"a{size}-{rep}-{ranks}-{tag}", code)
+                        one.update(commands(which, before_env if code else env))
                         figures.append(one)
-                        label = ranks or args.baseline_ranks
-                        print(f"  {label:,}: " + ", ".join(f"{k} {v:.2f}" for k, v in one.items()))
+                        label = f"{ranks or args.baseline_ranks:,}" + (" before" if code else "")
+                        print(f"  {label}: " + ", ".join(f"{k} {v:.2f}" for k, v in one.items()))
                 table.append(row(size, found, base))
+                if older:
+                    said = row(size, older, base)
+                    table.append(said.replace(f"| {size:,} |", f"| {size:,} before |", 1))
+                if live:
+                    beats.pop().terminate()
                 if size not in ready:
                     shutil.rmtree(run.parent, ignore_errors=True)
         finally:
+            for beat in beats:
+                beat.terminate()
             term.kill_server()
     print(
-        f"\nfinished {STEPS}-step demo grown to each size ({PER_NODE} ranks a node), "
+        f"\n{'live (made live, node digests)' if args.live else 'finished'} {STEPS}-step demo "
+        f"grown to each size ({PER_NODE} ranks a node), "
         f"{'without' if args.without_digest else 'with'} its digest, medians of "
         f"{args.reps}, each beside the same run grown to {args.baseline_ranks:,} ranks "
         "(size vs baseline, ratio) and issue 34's target"

@@ -14,8 +14,9 @@ repainted, for ``--window-s`` seconds: on the big run that is its first read, on
 idle app (its read of 64 ranks is over before the first press). With ``--before CHECKOUT`` the
 big run is also attached with another checkout's code (e.g. a worktree of the commit before),
 interleaved, for before and after in one run. With ``--live`` a copy of the big run is made
-live too (its state and every status say running, nothing ended) while a writer process appends
-a line to a tenth of its ranks' logs every 100 ms, and is attached the same way. Prints p50/p95
+live too (``live_run.py``: its state and every status say running, nothing ended, a node digest
+for each node kept fresh) while a writer process appends a line to a tenth of its ranks' logs
+every 100 ms, and is attached the same way. Prints p50/p95
 of each and their ratios to the baseline's.
 
 Then, less exposed to a loaded machine's noise (tmux, the terminal): the app headless
@@ -39,6 +40,7 @@ import sys
 import time
 from pathlib import Path
 
+import live_run
 from _common import PY, REPO, print_rerun, scratch
 from _tmux import Tmux, clean_env, ms, percentile, versions
 from attach_bench import CLI, demo, grown
@@ -61,17 +63,12 @@ while True:
 """
 
 
-def made_live(run: Path) -> Path:
-    """A copy of the finished ``run`` whose state and statuses say it runs."""
+def made_live(run: Path) -> tuple[Path, list[Path]]:
+    """A copy of the finished ``run`` made live (``live_run.py``: its state and statuses say
+    it runs, a node digest for each of its nodes); its node digests, to keep fresh."""
     live = run.parent / f"{run.name}-live"
     shutil.copytree(run, live, ignore=shutil.ignore_patterns("*.fifo"))
-    for path in [live / "state.json", *sorted((live / "status").glob("*.json"))]:
-        data = json.loads(path.read_text())
-        data["state"] = "running"
-        for key in ("end", "exit_code", "signal"):
-            data.pop(key, None)
-        path.write_text(json.dumps(data))
-    return live
+    return live, live_run.made_live(live)
 
 
 def shown_rank(screen: str) -> int | None:
@@ -178,20 +175,21 @@ def main() -> int:
     labels = ("baseline", "this", "before", "live", "live-before")
     found: dict[str, list[float]] = {label: [] for label in labels}
     lags: dict[str, list[float]] = {label: [] for label in labels}
-    writer = None
+    writer = heartbeat = None
     with scratch("keys-reading-", args.keep) as root:
         term = Tmux(root, clean_env(root))
         try:
             source = Path(args.source) if args.source else demo(root / "demo")
-            base_run = grown(source, root, args.baseline_ranks)
-            run = grown(source, root, args.ranks)
+            base_run = grown(source, root, args.baseline_ranks, digest=False)
+            run = grown(source, root, args.ranks, digest=False)
             for path in (base_run, run):
                 (path / "digest.json").unlink(missing_ok=True)
             before = str(Path(args.before).resolve()) if args.before else None
-            live = made_live(run) if args.live else None
+            live, digests = made_live(run) if args.live else (None, [])
             if live is not None:
                 argv = [PY, "-c", WRITER, str(live / "logs"), str(args.ranks)]
                 writer = subprocess.Popen(argv)
+                heartbeat = subprocess.Popen(live_run.heartbeat_argv(PY, digests))
             for rep in range(args.reps):
                 subjects = [("baseline", base_run, None), ("this", run, None)]
                 if before:
@@ -208,9 +206,10 @@ def main() -> int:
                 for label, which, code in subjects if rep % 2 == 0 else subjects[::-1]:
                     lags[label].extend(lags_of(which, args.window_s, code))
         finally:
-            if writer is not None:
-                writer.kill()
-                writer.wait()
+            for process in (writer, heartbeat):
+                if process is not None:
+                    process.kill()
+                    process.wait()
             term.kill_server()
     window = f"{args.window_s:.0f} s from the first frame"
     print(f"\nkey press to repaint (j/k in the rank list), {window}:")

@@ -38,6 +38,7 @@ from ezpz_tui.core.watching.followers import RunFollower
 from ezpz_tui.core.watching.goodput import Ancestry, run_ledger
 from ezpz_tui.core.watching.metrics.load import rank_loader
 from ezpz_tui.core.watching.monitor import RankInfo, RunMonitor, settled
+from ezpz_tui.core.watching.node_follow import LiveNodes, NodeBatch
 from ezpz_tui.core.watching.progress import Progress
 from ezpz_tui.core.watching.shown_files import ShownFiles
 from ezpz_tui.ui.digest_ahead import digest_of
@@ -51,7 +52,7 @@ from ezpz_tui.ui.messages import (
 )
 from runtime import flight
 from runtime.checkpoint_dirs import RESUME_VAR
-from runtime.rundir import RunDir
+from runtime.rundir import NODE_SHARDS, RunDir, read_state
 
 if TYPE_CHECKING:
     from textual.message_pump import MessagePump
@@ -71,9 +72,16 @@ FIRST_READS = 512  # files read for the first time per poll: rows show before ev
 TAKEN_POLL_S = 0.05  # how often a thread waiting for the UI looks whether it should stop
 COLLECTIVES_EVERY_S = 5.0  # the ranks report their Flight Recorder progress this often
 COLLECTIVES_SHARE = 10  # ... and reading them takes at most a tenth of this thread's time
+COLLECTIVES_CALLS_S = 10.0  # metadata calls a second they make, for a run read from its digests
 GOODPUT_EVERY_S = 5.0  # a live run's goodput is read again this often, or more seldom:
 GOODPUT_SHARE = 50  # ... so that reading it takes at most a fiftieth of a core
 CHECKPOINTS_EVERY_S = 5.0  # how often a live run's completion marks are read for the gauge
+STALL_SHARE = 0.75  # every node digest is looked at within this share of the stall time
+NODE_CALLS_S = 20.0  # metadata calls a second a live run read from its node digests makes at most
+PART_RANKS = 256  # a batch of more ranks' rows is applied in parts, keys answered between
+ALL_VIEW_RANKS = 64  # a live run's all-ranks view read from its node digests: these ranks' logs
+DIGEST_WAIT_S = 120.0  # how long an ended run's digest.json is waited for (its finalizer's)
+DIGEST_LOOK_S = 1.0  # ... looked for this often
 
 
 class OpenedRun:
@@ -109,6 +117,7 @@ class OpenedRun:
         self.first_read_pid: int | None = None  # the worker process of the first read
         self.first_read_ended = False  # its ending was shown
         self.shown_files: ShownFiles | None = None  # a finished run's, opened from its digest
+        self.live_nodes: LiveNodes | None = None  # a live run's, followed by its node digests
         # Why it failed (read in a worker once it is seen failed), and whether the person was
         # watching it live (or this process started it): only then does the why open by itself.
         self.failure: Failure | None = None
@@ -158,14 +167,22 @@ class OpenedRun:
     def apply(self, prepared: Prepared, now: float) -> bool:
         """Show one batch; True when the summary may have changed: new records move the
         progress (step, loss, rate) and may make a rank slow."""
-        self._run_panel.apply(self.monitor.apply(prepared, now))
+        changes = self.monitor.apply(prepared, now)
         batch = prepared.batch
+        lowest = min(batch.records, default=None)
+        if isinstance(batch, NodeBatch):  # when its ranks last stepped, as their digests say
+            ranks = self.monitor.ranks
+            for rank, when in batch.activity.items():
+                info = ranks.get(rank)
+                if info is not None and (info.last_activity or 0.0) < when:
+                    info.last_activity = when
+            lowest = batch.lead if batch.lead in batch.records else None
+        self._run_panel.apply(changes)
         if not (batch.records or batch.metric_restarts):
             return False
         self._metrics.add_records(batch.records, batch.metric_restarts)
-        lowest = min(batch.records, default=None)
         if lowest is None:
-            return False
+            return bool(batch.records)
         self.progress.update(batch.records[lowest])
         return True
 
@@ -222,6 +239,9 @@ class OpenedRun:
             except Exception:  # a bug must not take the UI down: the next look may read
                 continue
             wait = max(COLLECTIVES_EVERY_S, COLLECTIVES_SHARE * (time.monotonic() - start))
+            if self.live_nodes is not None:  # each look lists nodes/ and reads every digest
+                calls = 2 * (NODE_SHARDS + 1 + self.live_nodes.node_count)
+                wait = max(wait, calls / COLLECTIVES_CALLS_S)
             monitor.collectives = reading
             headline = reading.verdict.headline() if reading.verdict else None
             with contextlib.suppress(RuntimeError):  # the app may be closing
@@ -347,22 +367,98 @@ class OpenedRun:
         self.first_read_ended = True
 
     def _read(self) -> None:
-        """The run from its digest when it has ended and has one; else from its files."""
+        """The run from its digest when it has ended and has one; a live run from its node
+        digests while it has them, then (once it ended) from its digest; else from its files."""
         record, _ = read_record(self.monitor.run_dir)
         plan = record.get("plan")
         command = plan.get("command") if isinstance(plan, dict) else None
         if isinstance(command, list) and all(isinstance(w, str) for w in command):
             self.total_steps = total_steps(command)
         self._find_parent(record)
-        if not self._from_digest(record):
-            self._follow(record)
+        if self._from_digest(record):
+            return
+        if self._follow_nodes(record) and (self._stop.is_set() or self._digest_after_end(record)):
+            return
+        self._follow(record)
 
-    def _from_digest(self, record: Mapping[str, Any]) -> bool:
+    def _follow_nodes(self, record: Mapping[str, Any]) -> bool:
+        """Follow a live run through its node digests (:class:`LiveNodes`): every rank's row,
+        the summary bar, telemetry and the plot's band from one file a node, only the shown
+        ranks' own files (and rank 0's series) beside them. Until the run ends or is closed:
+        True then; False, having shown nothing, for an ended run or one without node digests
+        (an older run, ``EZPZ_NODE_DIGEST_S=0``), which its files tell instead."""
+        monitor, stop = self.monitor, self._stop
+        if not read_state(monitor.run_dir).live:
+            return False
+        sizes = record.get("sizes", {}) if isinstance(record.get("sizes"), dict) else {}
+        world = sizes.get("world_size")
+        expected = isinstance(world, int) and 0 < world <= 1 << 20
+        nodes = LiveNodes(
+            monitor.run_dir,
+            self._live_focus,
+            log_backlog=monitor.keep_per_rank * BACKLOG_BYTES_PER_LINE,
+            plotted=lambda: (self._metrics.rank,),  # the rank the plot draws: its new records
+            read_bytes=READ_BYTES,
+            # the idle budget: what the follower needs for every rank's files is not needed here
+            stats_per_second=min(self.settings.stats_per_second, NODE_CALLS_S),
+            # a rank's row must not look stalled only because its digest was not looked at
+            slowest=min(self.settings.slowest, monitor.stall_after * STALL_SHARE),
+            world=world if expected else None,
+        )
+        if not nodes.has_digests():
+            return False
+        self.live_nodes = nodes
+        try:
+            if expected and not self._handed_over(RanksExpected(self, world)):
+                return True
+            for batch in nodes.watch(stop, interval_s=FOLLOW_INTERVAL_S):
+                for note in batch.notes:  # a node's writer is gone: said once, and beside its logs
+                    self._app.call_from_thread(
+                        self._app.notify, note, severity="warning", timeout=30
+                    )
+                for part in batch.parts(PART_RANKS):
+                    prepared = monitor.prepare(part)
+                    if stop.is_set() or not self._handed_over(BatchRead(self, prepared)):
+                        return True
+        except RuntimeError:  # the app's loop closed while a batch was on its way
+            stop.set()
+        except Exception as exc:  # a bug must not take the UI down: its files tell instead
+            message = f"Reading {monitor.run_dir.name}'s node digests failed ({exc!r}): " + (
+                "reading its files"
+            )
+            with contextlib.suppress(RuntimeError):  # the app may be gone too
+                self._app.call_from_thread(self._app.notify, message, severity="warning")
+            return False
+        return True
+
+    def _live_focus(self) -> tuple[int, ...]:
+        """The ranks whose own files a live run read from its node digests follows: the rank on
+        screen and the launcher; in the all-ranks view, the first :data:`ALL_VIEW_RANKS` too
+        (their lines interleaved, as a small run shows every rank's)."""
+        monitor = self.monitor
+        if monitor.shown is not None:
+            return monitor.shown_ranks()
+        return (*monitor.shown_ranks(), *range(min(len(monitor.ranks), ALL_VIEW_RANKS)))
+
+    def _digest_after_end(self, record: Mapping[str, Any]) -> bool:
+        """The run followed by its node digests has ended: show it from the ``digest.json``
+        its finalizer writes (waited for, a stat a second); False when none came in time."""
+        digest_json = RunDir(self.monitor.run_dir).digest_json
+        deadline = time.monotonic() + DIGEST_WAIT_S
+        while not digest_json.is_file():
+            if self._stop.wait(DIGEST_LOOK_S):
+                return True
+            if time.monotonic() > deadline:
+                return False
+        return self._from_digest(record, again=True)  # False: not readable, or of another run
+
+    def _from_digest(self, record: Mapping[str, Any], again: bool = False) -> bool:
         """Open a finished run from its ``digest.json`` (read ahead while the app started, when
         attached: :mod:`~ezpz_tui.ui.digest_ahead`; a large one in a child interpreter), then read
         only the files of the ranks shown (:class:`ShownFiles`: rank 0's log and the
         launcher's at first, another rank's when a person opens it; its series when plotted).
-        False, having shown nothing, for a live run or one without a readable digest."""
+        False, having shown nothing, for a live run or one without a readable digest.
+        ``again``: the run was shown live before, so the shown ranks' logs start over."""
         run_dir = self.monitor.run_dir
         state, digested = digest_of(run_dir)
         if digested is None or self._stop.is_set():
@@ -380,6 +476,8 @@ class OpenedRun:
                 read_bytes=READ_BYTES,
             )
             for batch in files.watch(self._stop, interval_s=FOLLOW_INTERVAL_S):
+                if again:  # what the live follower showed of these logs is read again whole
+                    batch.log_restarts.update(lines.rank for lines in batch.logs)
                 prepared = self.monitor.prepare(batch)
                 if self._stop.is_set() or not self._handed_over(BatchRead(self, prepared)):
                     break

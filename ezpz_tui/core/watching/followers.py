@@ -205,7 +205,7 @@ class RunFollower:
         sig = (st.st_ino, st.st_size, st.st_mtime_ns) if st else None
         if sig is None or sig == self._state_sig:
             return
-        data, _ = _read_json(path)
+        data, _ = read_json(path)
         if data is None:
             return
         self._state_sig = sig
@@ -387,7 +387,7 @@ class RunFollower:
 
     def _read_status(self, path: Path, batch: Batch, now: float) -> bool:
         rank = self._status_sig[path][0]
-        data, st = _read_json(path)
+        data, st = read_json(path)
         if data is None or st is None:  # a torn or odd file is read again later
             self.listing.forget_status(path)
             self._problem(batch, rank, path, unusable_status(self.run_dir, path))
@@ -457,7 +457,7 @@ class RunFollower:
                     yield batch
 
 
-def _read_json(path: Path) -> tuple[dict[str, Any] | None, os.stat_result | None]:
+def read_json(path: Path) -> tuple[dict[str, Any] | None, os.stat_result | None]:
     """A small JSON object (a state or a status) read through the counted calls, with the
     ``fstat`` of the file read; None while it cannot be read (missing, torn, not an object)."""
     try:

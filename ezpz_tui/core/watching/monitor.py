@@ -349,7 +349,9 @@ class RunMonitor:
     def problems_of(self, rank: int | None) -> list[str]:
         """What cannot be used of ``rank``'s files (None: of any rank), one line each."""
         if rank is None:
-            return [line for lines in self.problems.values() for line in lines.values()]
+            # once each: the ranks of a node whose digest went stale share its sentence
+            held = self.problems.values()
+            return list(dict.fromkeys(line for lines in held for line in lines.values()))
         return list(self.problems.get(rank, {}).values())
 
     @staticmethod

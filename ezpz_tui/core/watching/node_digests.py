@@ -136,8 +136,17 @@ def read_node_digest(path: Path) -> NodeDigest | None:
     try:
         with open(path, "rb") as fh:
             raw = fh.read(MAX_DIGEST_BYTES + 1)
+    except OSError:
+        return None
+    return parse_node_digest(raw, path)
+
+
+def parse_node_digest(raw: bytes, path: Path) -> NodeDigest | None:
+    """A digest from the bytes of its file ``path`` (read by a caller that counts its calls);
+    None when they are not one."""
+    try:
         data = json.loads(raw) if len(raw) <= MAX_DIGEST_BYTES else None
-    except (OSError, ValueError, RecursionError):
+    except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict):
         return None
