@@ -175,7 +175,7 @@ class OpenedRun:
             for rank, when in batch.activity.items():
                 info = ranks.get(rank)
                 if info is not None and (info.last_activity or 0.0) < when:
-                    info.last_activity = when
+                    self.monitor.mark_active(info, when)
             lowest = batch.lead if batch.lead in batch.records else None
         self._run_panel.apply(changes)
         if not (batch.records or batch.metric_restarts):

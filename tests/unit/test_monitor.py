@@ -18,13 +18,14 @@ from ezpz_tui.core.watching.monitor import (
     NO_FILTER,
     OFFSET,
     TEXT,
+    RankInfo,
     RunMonitor,
     is_error_line,
     parse_filter,
     read_lines_before,
     read_whole_line,
 )
-from runtime.rundir import RunState, State, read_state, write_state
+from runtime.rundir import RankState, RunState, State, read_state, write_state
 from tests.fixtures.runs import make_run
 
 
@@ -143,6 +144,33 @@ def test_a_silent_rank_is_stalled_only_while_others_progress(tmp_path: Path) -> 
     _write(logs / "rank-00001.log", "step 1\n")
     _follow(tmp_path, monitor, 1201.0, follower)
     assert monitor.state_of(1, 1201.0) == "running"
+
+
+class _CountedRanks(dict):
+    """The monitor's ranks, counting how often every rank is looked at."""
+
+    scans = 0
+
+    def values(self):  # type: ignore[override]
+        self.scans += 1
+        return super().values()
+
+
+def test_every_silent_ranks_state_looks_at_the_others_once_until_one_is_active() -> None:
+    """A hung run's rank list asks every rank's state: scanning the other ranks for each one
+    was quadratic (seconds a repaint at 4,096 ranks)."""
+    monitor = RunMonitor(Path("unused"), stall_after=60)
+    ranks = monitor.ranks = _CountedRanks()
+    for rank in range(4096):
+        ranks[rank] = RankInfo(rank, status=RankState.RUNNING)
+        monitor.mark_active(ranks[rank], 1000.0)
+    monitor.mark_active(ranks[7], 1050.0)  # one rank still speaks: the others are stalled
+    states = [monitor.state_of(rank, 1080.0 + rank / 1e6) for rank in range(4096)]
+    assert ranks.scans == 1
+    assert states[7] == "running" and set(states[:7] + states[8:]) == {"stalled"}
+    monitor.mark_active(ranks[3], 1079.0)  # another spoke: looked at again, once
+    assert monitor.state_of(7, 1100.0) == "running" and monitor.state_of(5, 1100.0) == "stalled"
+    assert monitor.state_of(3, 1200.0) == "running" and ranks.scans == 2  # all silent: a wait
 
 
 def test_buffers_are_bounded_and_older_lines_read_back_exactly(tmp_path: Path) -> None:

@@ -79,5 +79,5 @@ def test_the_rank_list_flags_a_raised_rank_and_a_hung_job(tmp_path: Path) -> Non
     assert monitor.state_of(1, now=10.0 + RAISED_AFTER_S) == RankState.RAISED
     assert monitor.state_of(0, now=10.0 + RAISED_AFTER_S) == RankState.RUNNING
     assert monitor.hung(now=30.0) is None
-    monitor.ranks[0].last_activity = 5.0  # rank 0 went quiet first
+    monitor.mark_active(monitor.ranks[0], 5.0)  # rank 0 went quiet first
     assert monitor.hung(now=50.0) == 0

@@ -333,6 +333,7 @@ def install_part(monitor: RunMonitor, part: Part, now: float) -> Changes:
         if info.last_activity is not None:
             info.last_activity = now
     monitor.ranks.update(part.ranks)
+    monitor.activity_changed()
     for rank, lines in part.lines.items():
         monitor.adopt_lines(rank, lines)
     monitor.telemetry.update(part.telemetry)

@@ -10,6 +10,7 @@ toolong does), so a long run costs the same memory as a short one.
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections import deque
 from dataclasses import dataclass
@@ -188,6 +189,9 @@ class RunMonitor:
         self.keep_per_rank = keep_per_rank
         self.keep_all = keep_all
         self.ranks: dict[int, RankInfo] = {}
+        self._newest: list[tuple[float, int]] = []  # see _newest_activity
+        self._newest_of: tuple[int, int, int] | None = None
+        self._activity = 0  # counts changes of the ranks' last activity
         self._lines: dict[int, deque[LogLine]] = {}
         self.all_lines: deque[LogLine] = deque(maxlen=keep_all)
         self.total_lines = 0
@@ -306,12 +310,12 @@ class RunMonitor:
             self._buffer(rank).extend(new)
             info.lines += prepared.counts[rank]
             info.last_line = prepared.last[rank]
-            info.last_activity = now
+            self.mark_active(info, now)
             info.raised = raised_exception(self._tail_texts(rank))
         self.all_lines.extend(prepared.arrived)
         self.total_lines += sum(prepared.counts.values())
         for rank in batch.records:
-            self._rank(rank).last_activity = now
+            self.mark_active(self._rank(rank), now)
         self.steps.update(batch.records, batch.metric_restarts)
         for rank, samples in batch.telemetry.items():  # not activity: a hung rank is sampled
             self.telemetry.setdefault(rank, RankTelemetry()).add(samples)
@@ -434,14 +438,32 @@ class RunMonitor:
             return RankState.RAISED
         if now - info.last_activity < self.stall_after:
             return RankState.SLOW if rank in self.slow_ranks else RankState.RUNNING
-        others = (
-            o.last_activity
-            for o in self.ranks.values()
-            if o.rank != rank and o.last_activity is not None
-        )
-        if any(now - seen < self.stall_after for seen in others):
+        other = next((seen for seen, r in self._newest_activity() if r != rank), None)
+        if other is not None and now - other < self.stall_after:
             return RankState.STALLED
         return RankState.RUNNING if info.status == RankState.RUNNING else RankState.IDLE
+
+    def mark_active(self, info: RankInfo, when: float) -> None:
+        """Say ``info``'s rank was last active ``when``: every writer of ``last_activity`` goes
+        through here (or :meth:`activity_changed`), so :meth:`state_of` knows its answer moved."""
+        info.last_activity = when
+        self._activity += 1
+
+    def activity_changed(self) -> None:
+        """Ranks were replaced wholesale (a worker's part): the newest activity is found again."""
+        self._activity += 1
+
+    def _newest_activity(self) -> list[tuple[float, int]]:
+        """The two ranks last active most recently, newest first, found again only when some
+        rank's activity changed: the rank list asks :meth:`state_of` of every rank, and scanning
+        every other rank for each silent one made a hung 4,096-rank run's repaint quadratic."""
+        key = (self._activity, id(self.ranks), len(self.ranks))
+        if self._newest_of != key:
+            active = list(self.ranks.values())  # a copy: the rank list reads it in a thread
+            seen = ((i.last_activity, i.rank) for i in active if i.last_activity is not None)
+            self._newest = heapq.nlargest(2, seen)
+            self._newest_of = key
+        return self._newest
 
     @property
     def slow_ranks(self) -> frozenset[int]:
