@@ -33,10 +33,10 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ezpz_tui.core.launching.finish_settings import FinishSettings
 from runtime.atomic import write_atomic
 from runtime.env import RUN_DIR_VAR
 from runtime.rundir import (
@@ -51,29 +51,11 @@ from runtime.rundir import (
 if TYPE_CHECKING:
     from ezpz_tui.core.watching.efficiency import PeakSettings
 
+__all__ = ["FinishSettings", "finalize", "start_finalize"]  # FinishSettings: its own module's
+
 NICENESS = 10  # how far the finalizer started at a run's end yields to other work
 EXPORTS = {"nc": METRICS_NC, "csv": METRICS_CSV, "parquet": METRICS_PARQUET}
 """What ``ezpz-tui export`` writes, by format, in the run directory unless told otherwise."""
-
-
-@dataclass(frozen=True)
-class FinishSettings:
-    """The config's settings a run's end products are judged by, given by whoever starts the
-    finalizer (the supervisor, its tether, ``ezpz-tui finalize``), which reads no config: the
-    peak MFU divides by (``[efficiency]``) and the step-time factor that makes a rank a
-    straggler in the summary's verdicts (``[monitor] slow_factor``), as the live view judged."""
-
-    peaks: PeakSettings | None = None  # None: the device table's peak
-    slow_factor: float = 1.5
-
-    def args(self) -> list[str]:
-        """These settings as this module's (and the tether's) command-line options."""
-        peaks = self.peaks
-        given = []
-        if peaks is not None and peaks.peak_tflops is not None:
-            given = ["--peak-tflops", repr(peaks.peak_tflops)]
-        dtype = ["--peak-dtype", peaks.dtype] if peaks is not None else []
-        return [*given, *dtype, "--slow-factor", repr(self.slow_factor)]
 
 
 def add_settings_args(parser: argparse.ArgumentParser) -> None:
