@@ -126,6 +126,7 @@ def test_a_launch_starts_its_launcher_before_what_only_a_started_run_uses(
         "ezpz_tui.core.watching.raised",
         "runtime.efficiency",  # a config's [efficiency], checked against the peak table
         "platformdirs",  # where the config is, which EZPZ_TUI_CONFIG_DIR said
+        "tomllib",  # the run's record is written, never read back, and there is no config
     )
     assert _under(modules, later) == []
 
