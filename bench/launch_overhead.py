@@ -166,7 +166,6 @@ def bench_short(reps: int, root: Path, before: Path | None) -> None:
         return {**env, **in_process_env(Path(capture_dir()), env.get("PYTHONPATH", ""))}
 
     launch = [*ezpz_tui(), "launch", "--quiet", "--ppn", str(RANKS), "--", *program]
-    Variant = tuple[list[str], dict[str, str], Path | None]
     variants: dict[str, Callable[[], Variant]] = {
         "ezpz-tui launch": lambda: (launch, env, None),
         "mpiexec + capture": lambda: (capture(), env, None),
@@ -188,12 +187,21 @@ def bench_short(reps: int, root: Path, before: Path | None) -> None:
         run(*make())
     times: dict[str, list[float]] = {name: [] for name in variants}
     cpus: dict[str, list[float]] = {name: [] for name in variants}
+    to_launcher: dict[str, list[float]] = {name: [] for name in LAUNCHES if name in variants}
+    made: dict[str, Path] = {}  # each launch's last run, for its finalizer's figure
     names = list(variants)
     for rep in range(reps):
         for name in names[rep % len(names) :] + names[: rep % len(names)]:  # rotate the order
-            wall, cpu = run_timed(*variants[name]())
+            argv, run_env, cwd = variants[name]()
+            outputs_of = Path(run_env["EZPZ_OUTPUTS"])
+            old = set(outputs_of.iterdir()) if name in to_launcher else set()
+            started = time.time()
+            wall, cpu = run_timed(argv, run_env, cwd)
             times[name].append(wall)
             cpus[name].append(cpu)
+            if name in to_launcher:
+                made[name] = newest_run(outputs_of, old)
+                to_launcher[name].append(launcher_started(made[name]) - started)
     print(f"  medians of {reps} interleaved runs each (wall; CPU of the processes waited for):")
     for name in names:
         print(
@@ -217,6 +225,12 @@ def bench_short(reps: int, root: Path, before: Path | None) -> None:
     )
     full_cpu, bare_cpu = median_ms(cpus[names[0]]), median_ms(cpus["mpiexec"])
     print(f"  CPU: ezpz-tui launch / mpiexec = {full_cpu / bare_cpu:.2f}x ({os.cpu_count()} CPUs)")
+    for name, values in to_launcher.items():
+        print(
+            f"  {name}: its launcher started {median_ms(values):.0f} ms after the command "
+            f"({spread(values)}; target ~50 ms)"
+        )
+    finalizer_cpu(made, {name: variants[name]() for name in made}, min(reps, 7))
     if before is not None:
         old = median_ms(times["launch, before"])
         old_cpu = median_ms(cpus["launch, before"])
@@ -225,6 +239,33 @@ def bench_short(reps: int, root: Path, before: Path | None) -> None:
             f"this checkout / before = {full / old:.2f}x; CPU {old_cpu:.0f} ms, "
             f"this checkout / before = {full_cpu / old_cpu:.2f}x"
         )
+
+
+LAUNCHES = ("ezpz-tui launch", "launch, before")
+
+
+def launcher_started(run_dir: Path) -> float:
+    """When the supervisor recorded the launcher started: ``state.json``'s ``start``, written
+    as ``Popen`` returned."""
+    return float(json.loads((run_dir / "state.json").read_text())["start"])
+
+
+def finalizer_cpu(made: dict[str, Path], how: dict[str, Variant], reps: int) -> None:
+    """CPU of the finalizer each launch leaves behind at nice 10 (which ``run_timed`` does not
+    wait for), run again on its last run, interleaved: it competes with the next launch."""
+    if not made:
+        return
+    cpus: dict[str, list[float]] = {name: [] for name in made}
+    for _ in range(reps):
+        for name, run_dir in made.items():
+            _argv, run_env, cwd = how[name]
+            finalize = [PY, "-m", "ezpz_tui.core.launching.finalize", str(run_dir)]
+            cpus[name].append(run_timed(finalize, run_env, cwd)[1])
+    said = ", ".join(f"{name} {median_ms(values):.0f} ms" for name, values in cpus.items())
+    print(f"  the finalizer of a 2-rank `python -c pass` run, CPU (median of {reps}): {said}")
+
+
+Variant = tuple[list[str], dict[str, str], Path | None]
 
 
 def bench_train(reps: int, steps: int, root: Path) -> None:

@@ -57,16 +57,9 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-import platformdirs
-
-from runtime.efficiency.peaks import DTYPES, dtype_name
 from runtime.telemetry.record import DEFAULT_INTERVAL_S
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 APP_NAME = "ezpz-tui"
 ENV_CONFIG_DIR = "EZPZ_TUI_CONFIG_DIR"
@@ -79,6 +72,8 @@ def config_dir() -> Path:
     override = os.environ.get(ENV_CONFIG_DIR)
     if override:
         return Path(override).expanduser()
+    import platformdirs  # here: a launch told where its config is (EZPZ_TUI_CONFIG_DIR) skips it
+
     return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False))
 
 
@@ -214,6 +209,7 @@ def _read(path: Path) -> tuple[dict[str, object] | None, str]:
         return None, ""
     except (OSError, UnicodeDecodeError) as err:
         return None, f"Cannot read {path} ({err}); using the default settings."
+    tomllib = _tomllib()  # imported once there is a file: most launches have none
     try:
         return tomllib.loads(text), ""
     except tomllib.TOMLDecodeError as err:
@@ -326,6 +322,8 @@ def _efficiency_settings(table: object, path: Path) -> tuple[float | None, str, 
             "peak table."
         )
         peak = None
+    from runtime.efficiency.peaks import DTYPES, dtype_name  # a file with [efficiency] only
+
     dtype = table.get("dtype", Config.peak_dtype)
     name = dtype_name(dtype) if isinstance(dtype, str) else None
     if name is None:
@@ -441,7 +439,16 @@ def _round_trips(path: Path) -> bool:
     import tomli_w
 
     text = path.read_text(encoding="utf-8")
-    return tomli_w.dumps(tomllib.loads(text)) == text
+    return tomli_w.dumps(_tomllib().loads(text)) == text
+
+
+def _tomllib() -> Any:
+    """The TOML reader, imported when a file is read."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    return tomllib
 
 
 def _unused_name(path: Path) -> Path:

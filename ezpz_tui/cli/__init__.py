@@ -8,56 +8,46 @@ and does its work whatever its stdout does (closed, full, a pipe whose reader le
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+from collections.abc import Callable
 
-from ezpz_tui.cli.comparing import cmd_compare
-from ezpz_tui.cli.finishing import cmd_export, cmd_finalize
-from ezpz_tui.cli.goodput import cmd_goodput
-from ezpz_tui.cli.launching import cmd_launch
 from ezpz_tui.cli.parser import build_parser
-from ezpz_tui.cli.reading import (
-    cmd_attach,
-    cmd_doctor,
-    cmd_info,
-    cmd_plot,
-    cmd_profile,
-    cmd_runs,
-    cmd_stacks,
-    cmd_stop,
-    cmd_tui,
-    cmd_why,
-)
-from ezpz_tui.cli.relaunching import cmd_relaunch
 from ezpz_tui.cli.stdout import exit_status, guard_stdout
-from ezpz_tui.cli.submitting import cmd_submit
-from ezpz_tui.cli.sweeping import cmd_sweep
-from ezpz_tui.cli.telemetry import cmd_top
-from ezpz_tui.cli.tuning import cmd_tune
 
-__all__ = ["build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "handler", "main"]
 
+# Each command's module in this package, imported when that command runs: a launch does not
+# load the comparison, the sweeps and the readers of the seventeen others (a third of its CLI's
+# imports before the launcher started). Its function is ``cmd_<command>``.
 COMMANDS = {
-    "info": cmd_info,
-    "doctor": cmd_doctor,
-    "launch": cmd_launch,
-    "relaunch": cmd_relaunch,
-    "runs": cmd_runs,
-    "plot": cmd_plot,
-    "attach": cmd_attach,
-    "why": cmd_why,
-    "stacks": cmd_stacks,
-    "profile": cmd_profile,
-    "stop": cmd_stop,
-    "sweep": cmd_sweep,
-    "tune": cmd_tune,
-    "compare": cmd_compare,
-    "top": cmd_top,
-    "goodput": cmd_goodput,
-    "finalize": cmd_finalize,
-    "export": cmd_export,
-    "submit": cmd_submit,
-    None: cmd_tui,
+    "info": "reading",
+    "doctor": "reading",
+    "launch": "launching",
+    "relaunch": "relaunching",
+    "runs": "reading",
+    "plot": "reading",
+    "attach": "reading",
+    "why": "reading",
+    "stacks": "reading",
+    "profile": "reading",
+    "stop": "reading",
+    "sweep": "sweeping",
+    "tune": "tuning",
+    "compare": "comparing",
+    "top": "telemetry",
+    "goodput": "goodput",
+    "finalize": "finishing",
+    "export": "finishing",
+    "submit": "submitting",
+    None: "reading",
 }
+
+
+def handler(cmd: str | None) -> Callable[[argparse.Namespace], int]:
+    """The function that runs ``cmd`` (None: the TUI), its module imported now."""
+    module = importlib.import_module(f"{__name__}.{COMMANDS[cmd]}")
+    return getattr(module, f"cmd_{cmd or 'tui'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,7 +64,7 @@ def _run(argv: list[str] | None) -> int:
     if not given:
         # The bare TUI skips building the parser (and importing the plan module for its
         # launcher list): it is the first frame's start-up cost.
-        return cmd_tui(argparse.Namespace(cmd=None, outputs=None))
+        return handler(None)(argparse.Namespace(cmd=None, outputs=None))
     try:
         # Only the options of the command given first: a launch does not build the other
         # eighteen commands' (a tenth of its CLI's start).
@@ -82,7 +72,7 @@ def _run(argv: list[str] | None) -> int:
     except SystemExit as done:  # --help, --version (0) or a usage error (2), already printed
         return exit_status(done.code if isinstance(done.code, int) else 0, keeps_status=False)
     try:
-        code = COMMANDS[args.cmd](args)
+        code = handler(args.cmd)(args)
     except KeyboardInterrupt:
         code = 130
     except BrokenPipeError:  # ezpz-tui runs | head

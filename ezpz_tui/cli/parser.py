@@ -314,8 +314,10 @@ def _sizes(text: str) -> list[int]:
 
 
 class _Unread:
-    """The options of a command other than the one given: named in the help's list of
-    commands, never parsed, so not built (a launch's start is spent parsing one command)."""
+    """A command other than the one given: never parsed, so not built, not even its parser
+    (an argparse parser each, a tenth of a launch's CLI before its launcher started). The
+    command given is the only one its usage and errors name; ``ezpz-tui --help`` and a
+    misspelt command build every command."""
 
     def add_argument(self, *_args: Any, **_kwargs: Any) -> None:
         return None
@@ -333,18 +335,17 @@ class _Commands:
 
 
 def _command(sub: _Commands, name: str, *, json: bool = False) -> argparse.ArgumentParser:
-    help, description = COMMANDS_HELP[name]
-    p = sub.sub.add_parser(name, help=help, description=description)
     if sub.only is not None and name != sub.only:
         return cast(argparse.ArgumentParser, _Unread())
+    help, description = COMMANDS_HELP[name]
+    p = sub.sub.add_parser(name, help=help, description=description)
     if json:
         p.add_argument("--json", action="store_true", help="machine-readable output")
     return p
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The whole command line; ``only``: the command given first, whose options alone are
-    built (the others are listed, and refused with their own options)."""
+    """The whole command line; ``only``: the command given first, the only one built."""
     parser = _Parser(
         prog="ezpz-tui",
         description="See the allocation, launch distributed PyTorch, watch every rank.",

@@ -34,7 +34,6 @@ from ezpz_tui.core.launching.making import RunMaker, record_launch, record_shrun
 from ezpz_tui.core.launching.plan import CheckedPlan, LaunchPlan, LaunchRefused, Problem, check
 from ezpz_tui.core.launching.processes import DEFAULT_GRACE_S, KILL_WAIT_S
 from ezpz_tui.core.launching.rendezvous import resolves
-from ezpz_tui.core.launching.resuming import checked_with_resume, continues_from, with_resume
 from ezpz_tui.core.launching.supervisor import RunHandle, Shrink, StopResult, Supervisor
 from ezpz_tui.core.runs.bad_hosts import bad_hosts_path, read_bad_hosts
 from ezpz_tui.core.runs.liveness import run_state
@@ -77,6 +76,7 @@ def _fresh_if_unsaved(
     """``plan`` as it is, unless it continues from ``run_dir``, a run that ended (while the
     question was asked) before it could save: nothing to load, so the new run starts at step 0,
     said through ``progress``, rather than failing on a checkpoint that is not there."""
+    from ezpz_tui.core.launching.resuming import checked_with_resume, continues_from, with_resume
     from runtime.checkpoint_dirs import newest
 
     if not continues_from(plan, run_dir) or newest(run_dir) is not None:
@@ -267,6 +267,7 @@ class Session:
         save goes, one line at a time; the new run records the handover's times. A second
         relaunch while a save runs is refused, with what it waits for."""
         from ezpz_tui.core.launching.handover import hand_over
+        from ezpz_tui.core.launching.resuming import continues_from
 
         old = self.current
         if replacing is not None and (old is None or old.run_dir != replacing.absolute()):
@@ -299,6 +300,7 @@ class Session:
         through its directory and its supervisor; nothing starts while it may still run."""
         from ezpz_tui.core.launching.elsewhere import Refused, stop_elsewhere
         from ezpz_tui.core.launching.handover import hand_over
+        from ezpz_tui.core.launching.resuming import continues_from
 
         handover = None
         if run_state(run_dir).live:

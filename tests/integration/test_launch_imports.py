@@ -69,6 +69,68 @@ def test_a_launch_that_succeeds_imports_only_what_it_uses(tmp_path: Path) -> Non
     assert _under(modules, unused) == []
 
 
+# Run as ``python -c``: the CLI's launch, with the modules loaded at the moment it starts the
+# launcher written to argv[1] (an observer on Popen; the launch itself is the real one).
+_AT_LAUNCHER = """
+import json, subprocess, sys
+out, started = sys.argv[1], subprocess.Popen.__init__
+def seen(self, args, *rest, **kw):
+    if "mpiexec" in str(args[0]) and not hasattr(seen, "done"):
+        seen.done = True
+        with open(out, "w") as fh:
+            json.dump(sorted(sys.modules), fh)
+    return started(self, args, *rest, **kw)
+subprocess.Popen.__init__ = seen
+from ezpz_tui.cli import main
+sys.exit(main(["launch", "--quiet", "--ppn", "2", "--", sys.executable, "-c", "pass"]))
+"""
+
+
+def test_a_launch_starts_its_launcher_before_what_only_a_started_run_uses(
+    tmp_path: Path,
+) -> None:
+    """The ranks wait for everything the CLI loads before it starts the launcher: the other
+    commands' modules, a relaunch's resume and handover, the supervisor's watch of ends and
+    tracebacks, its tether, the finalizer, the peak table behind a config's ``[efficiency]``,
+    none of which a launch uses before its ranks run."""
+    env = {
+        **base_env(tmp_path),
+        "PATH": f"{Path(PY).parent}{os.pathsep}{os.environ['PATH']}",
+        "EZPZ_TUI_CONFIG_DIR": str(tmp_path / "config"),  # none there: the defaults
+    }
+    seen = tmp_path / "at-launcher.json"
+    done = subprocess.run(
+        [PY, "-c", _AT_LAUNCHER, str(seen)],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    modules = set(json.loads(seen.read_text()))
+    assert "ezpz_tui.core.launching.supervisor" in modules, "the launcher's start was not seen"
+    later = (
+        "ezpz_tui.cli.comparing",  # the other commands (compare imports the most)
+        "ezpz_tui.cli.sweeping",
+        "ezpz_tui.cli.tuning",
+        "ezpz_tui.cli.reading",
+        "ezpz_tui.cli.relaunching",
+        "ezpz_tui.core.launching.resuming",  # --resume-from, a relaunch's handover
+        "ezpz_tui.core.launching.handover",
+        "ezpz_tui.core.launching.elsewhere",
+        "ezpz_tui.core.launching.finalize",  # the run's end, in a process of its own
+        "ezpz_tui.core.launching.tether",  # started just after the launcher
+        "ezpz_tui.core.runs.ending",  # the supervisor's watch of ends and tracebacks
+        "ezpz_tui.core.watching.raised",
+        "runtime.efficiency",  # a config's [efficiency], checked against the peak table
+        "platformdirs",  # where the config is, which EZPZ_TUI_CONFIG_DIR said
+        "tomllib",  # the run's record is written, never read back, and there is no config
+    )
+    assert _under(modules, later) == []
+
+
 def test_the_wrapper_and_the_ranks_hooks_start_light(tmp_path: Path) -> None:
     """The wrapper is a second interpreter per rank and the hooks load in every Python process
     of the rank, so both stay off what the rank does not use."""

@@ -33,12 +33,12 @@ def test_a_command_parses_alike_with_only_its_own_options_built(argv: list[str])
     assert vars(build_parser(only=argv[0]).parse_args(argv)) == vars(whole)
 
 
-def test_only_the_given_command_s_options_are_built_and_every_command_is_listed() -> None:
+def test_only_the_given_command_is_built() -> None:
+    """Not even the others' parsers: an argparse parser each was a tenth of a launch's CLI
+    before its launcher started; ``ezpz-tui --help`` still lists every command."""
     every = _commands(build_parser())
     given = _commands(build_parser(only="launch"))
-    assert set(given) == set(every)
-    built = {name for name, parser in given.items() if len(parser._actions) > 1}  # past -h
-    assert built == {"launch"}
+    assert set(given) == {"launch"} and len(every) > 10
     assert len(given["launch"]._actions) == len(every["launch"]._actions)
 
 

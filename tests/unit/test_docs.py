@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ezpz_tui.cli import COMMANDS, build_parser
+from ezpz_tui.cli import COMMANDS, build_parser, handler
 from ezpz_tui.keymap.table import DEFAULT_KEYMAP, markdown_table
 
 ROOT = Path(__file__).parents[2]
@@ -79,7 +79,7 @@ def _commands() -> dict[str, str]:
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert set(sub.choices) == set(COMMANDS) - {None}, "a command with no handler, or the reverse"
     return {
-        name: Path(sys.modules[COMMANDS[name].__module__].__file__ or "").name
+        name: Path(sys.modules[handler(name).__module__].__file__ or "").name
         for name in sub.choices
     }
 

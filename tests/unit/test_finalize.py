@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -64,15 +66,30 @@ def _reject(name: str) -> None:
     raise ValueError(f"summary.json holds a bare {name}")
 
 
-def test_a_run_with_no_metrics_still_gets_both(tmp_path: Path) -> None:
+def test_a_run_with_no_metrics_gets_its_summary_without_xarray(tmp_path: Path) -> None:
+    """A smoke test's finalizer (a program without History) runs after every such launch and
+    takes its CPU from the next one: with no metrics line to read it skips the dataset, and
+    xarray's import with it (most of what it cost), but still writes the summary, digest and
+    report."""
     run_dir = tmp_path / "run"
     RunDir(run_dir).make_folders()
+    RunDir(run_dir).metrics(0).touch()  # opened by History, no line written
     write_state(run_dir, RunState(State.FAILED, start=1.0, end=1.0, exit_code=127))
-    finalize(run_dir)
-    summary = json.loads(RunDir(run_dir).summary_json.read_text())
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "ezpz_tui.core.launching.finalize", run_dir],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    imported = re.findall(r"\| *(\S+)$", done.stderr, re.M)
+    assert "ezpz_tui.core.watching.digesting" in imported, "the finalizer's imports were not read"
+    assert [m for m in imported if m.split(".")[0] in ("xarray", "pandas", "h5netcdf")] == []
+    run = RunDir(run_dir)
+    summary = json.loads(run.summary_json.read_text())
     assert (summary["ranks"], summary["metrics"], summary["state"]) == (0, {}, "failed")
-    with xr.open_dataset(RunDir(run_dir).metrics_nc) as ds:
-        assert dict(ds.sizes) == {"rank": 0, "step": 0}
+    assert run.digest_json.is_file() and run.report_md.is_file()
+    assert not run.metrics_nc.exists()
 
 
 def test_cli_finalize_and_export(tmp_path: Path, capsys, monkeypatch) -> None:

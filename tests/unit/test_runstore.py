@@ -199,6 +199,23 @@ def test_update_run_meta_adds_but_never_rewrites_identity(store: RunMaker) -> No
         update_run_meta(run, {"plan": {}})
 
 
+def test_a_new_table_is_appended_and_a_recorded_one_replaced(store: RunMaker) -> None:
+    """The launch's entry is added just before its launcher starts, without reading the record
+    back (a TOML reader's import the ranks would wait for): the file holds what it held, then
+    the table; recording the same table again (a launch shrunk after staging) replaces it."""
+    run = store.create({"tp": 1})
+    made = (run / "run.toml").read_bytes()
+    first = {"argv": ["mpiexec", "-n", "2"], "env": {"X": "1"}, "cwd": "/a"}
+    update_run_meta(run, {"launch": first, "provenance": {"python": "3.11"}})
+    assert (run / "run.toml").read_bytes().startswith(made)
+    assert read_run_toml(run)["launch"] == first
+    assert read_run_toml(run)["provenance"] == {"python": "3.11"}
+    update_run_meta(run, {"launch": {**first, "argv": ["mpiexec", "-n", "1"]}})
+    record = read_run_toml(run)
+    assert record["launch"]["argv"] == ["mpiexec", "-n", "1"]
+    assert (record["plan"], record["provenance"]) == ({"tp": 1}, {"python": "3.11"})
+
+
 def test_record_launch_adds_the_command_and_writes_its_hostfile(store: RunMaker) -> None:
     run = store.create({"tp": 1})
     argv = ("mpiexec", "-f", str(run / "hostfile"), "python")

@@ -21,6 +21,7 @@ from ezpz_tui.core.launching.plan import LaunchPlan, LaunchRefused
 from ezpz_tui.core.launching.supervisor import RunHandle
 from ezpz_tui.core.runs.record import read_run_toml
 from ezpz_tui.core.session import Session
+from runtime.env import CAPTURE_IN_PROCESS_VAR
 from runtime.rundir import FINAL, RunDir
 from tests.fixtures.runs import wait_for
 from tests.procs import processes_of
@@ -125,8 +126,9 @@ def test_preview_shows_placeholders_and_makes_nothing(tmp_path: Path) -> None:
     subset = session.preview(LaunchPlan(nodes=2, tp=2))
     assert subset.problems == [] and subset.command is not None
     shown = outputs / "<run-id>"
-    argv = subset.command.argv
-    assert argv[argv.index("--run-dir") + 1] == str(shown)
+    # The demo is a Python rank, watched in its own interpreter: the run directory is in its
+    # environment, not on a wrapper's command line.
+    assert subset.command.env[CAPTURE_IN_PROCESS_VAR] == str(shown)
     assert subset.command.hostfile == shown / "hostfile"
     assert subset.hostfile_hosts == POLARIS_HOSTS[:2]
     assert any(str(shown / "hostfile") in note for note in subset.command.notes)

@@ -33,40 +33,29 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ezpz_tui.core.launching.finish_settings import FinishSettings
 from runtime.atomic import write_atomic
 from runtime.env import RUN_DIR_VAR
-from runtime.rundir import METRICS_CSV, METRICS_NC, METRICS_PARQUET, RunDir, read_state
+from runtime.rundir import (
+    METRICS_CSV,
+    METRICS_NC,
+    METRICS_PARQUET,
+    RunDir,
+    metric_files,
+    read_state,
+)
 
 if TYPE_CHECKING:
     from ezpz_tui.core.watching.efficiency import PeakSettings
 
+__all__ = ["FinishSettings", "finalize", "start_finalize"]  # FinishSettings: its own module's
+
 NICENESS = 10  # how far the finalizer started at a run's end yields to other work
 EXPORTS = {"nc": METRICS_NC, "csv": METRICS_CSV, "parquet": METRICS_PARQUET}
 """What ``ezpz-tui export`` writes, by format, in the run directory unless told otherwise."""
-
-
-@dataclass(frozen=True)
-class FinishSettings:
-    """The config's settings a run's end products are judged by, given by whoever starts the
-    finalizer (the supervisor, its tether, ``ezpz-tui finalize``), which reads no config: the
-    peak MFU divides by (``[efficiency]``) and the step-time factor that makes a rank a
-    straggler in the summary's verdicts (``[monitor] slow_factor``), as the live view judged."""
-
-    peaks: PeakSettings | None = None  # None: the device table's peak
-    slow_factor: float = 1.5
-
-    def args(self) -> list[str]:
-        """These settings as this module's (and the tether's) command-line options."""
-        peaks = self.peaks
-        given = []
-        if peaks is not None and peaks.peak_tflops is not None:
-            given = ["--peak-tflops", repr(peaks.peak_tflops)]
-        dtype = ["--peak-dtype", peaks.dtype] if peaks is not None else []
-        return [*given, *dtype, "--slow-factor", repr(self.slow_factor)]
 
 
 def add_settings_args(parser: argparse.ArgumentParser) -> None:
@@ -167,8 +156,10 @@ def speed_summary(
     }
 
 
-def build_summary(run_dir: Path, ds: Any, settings: FinishSettings | None = None) -> dict[str, Any]:
-    """The whole ``summary.json`` object."""
+def build_summary(
+    run_dir: Path, ds: Any | None, settings: FinishSettings | None = None
+) -> dict[str, Any]:
+    """The whole ``summary.json`` object; ``ds`` None: the run recorded no metrics."""
     settings = settings or FinishSettings()
     from ezpz_tui.core.runs.record import RunStoreError, read_run_toml
 
@@ -187,11 +178,11 @@ def build_summary(run_dir: Path, ds: Any, settings: FinishSettings | None = None
         "start": state.start,
         "end": state.end,
         "duration_s": duration,
-        "ranks": int(ds.sizes.get("rank", 0)),
-        "steps": int(ds.sizes.get("step", 0)),
-        "garbage_lines": int(ds.attrs.get("garbage_lines", 0)),
+        "ranks": 0 if ds is None else int(ds.sizes.get("rank", 0)),
+        "steps": 0 if ds is None else int(ds.sizes.get("step", 0)),
+        "garbage_lines": 0 if ds is None else int(ds.attrs.get("garbage_lines", 0)),
         "speed": speed_summary(run_dir, meta, settings.peaks),
-        "metrics": metric_summary(ds),
+        "metrics": {} if ds is None else metric_summary(ds),
         "plan": meta.get("plan", {}),
         "launch": {k: v for k, v in meta.items() if k != "plan"},
         "stage": _stage_summary(run_dir),
@@ -305,20 +296,36 @@ def _cell(value: float | str) -> str:
 
 def finalize(run_dir: Path, settings: FinishSettings | None = None) -> list[Path]:
     """Write ``summary.json``, ``digest.json`` (what opening the run reads:
-    :mod:`ezpz_tui.core.runs.digest`), ``metrics.nc`` and ``report.md``; returns their paths.
-    Raises what reading or writing raises (the command says it in one line)."""
+    :mod:`ezpz_tui.core.runs.digest`), ``metrics.nc`` when the run recorded metrics, and
+    ``report.md``; returns their paths. Raises what reading or writing raises (the command says
+    it in one line)."""
     from ezpz_tui.core.runs.digest import write_digest
     from ezpz_tui.core.watching.digesting import build_digest
-    from runtime.history import load_run_metrics
 
     run = RunDir(run_dir)
-    ds = load_run_metrics(run_dir)
+    ds = _dataset(run_dir)
     summary = build_summary(run_dir, ds, settings)
     write_atomic(run.summary_json, (json.dumps(summary, indent=1) + "\n").encode())
     write_digest(run_dir, build_digest(run_dir, summary["verdicts"]))  # what opening it reads
-    write_dataset(ds, run.metrics_nc, "nc")
+    written = [run.summary_json, run.digest_json]
+    if ds is not None:
+        write_dataset(ds, run.metrics_nc, "nc")
+        written.append(run.metrics_nc)
     write_atomic(run.report_md, report(summary).encode())
-    return [run.summary_json, run.digest_json, run.metrics_nc, run.report_md]
+    return [*written, run.report_md]
+
+
+def _dataset(run_dir: Path) -> Any | None:
+    """The run's rank x step dataset; None when no rank wrote a metrics line (a smoke test, a
+    program without History), which then costs no xarray: its import is most of the CPU a
+    small run's finalizer takes from the next launch of a sweep."""
+    from runtime.history import load_run_metrics
+
+    sizes = []
+    for path, _rank in metric_files(run_dir):
+        with contextlib.suppress(OSError):
+            sizes.append(path.stat().st_size)
+    return load_run_metrics(run_dir) if any(sizes) else None
 
 
 def export(run_dir: Path, fmt: str, out: Path | None = None) -> Path:

@@ -72,12 +72,34 @@ def _check_meta(meta: Mapping[str, Any]) -> None:
 
 def update_run_meta(run_dir: Path, meta: Mapping[str, Any]) -> None:
     """Add top-level entries to what a run records; identity fields (id, creation time, plan,
-    sizes) cannot be changed."""
+    sizes) cannot be changed.
+
+    Tables the file does not hold yet are appended to its text, which TOML reads as the same
+    record as the whole rewritten: the launch's own entry is written just before its launcher
+    starts, and parsing what was just written would load a TOML reader for nothing."""
     _check_meta(meta)
     path = RunDir(run_dir).run_toml
-    data = read_run_toml(run_dir) if path.exists() else {}
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        text = b""
+    if all(isinstance(v, Mapping) and not _holds(text, k) for k, v in meta.items()):
+        write_atomic(path, text + (b"\n" if text else b"") + _dump_toml(meta))
+        return
+    data = read_run_toml(run_dir) if text else {}
     data.update(meta)
     write_atomic(path, _dump_toml(data))
+
+
+def _holds(text: bytes, key: str) -> bool:
+    """Whether the record's text names top-level ``key`` (a table, or a key of its top):
+    ``tomli_w`` writes each table's header and each key at the start of a line, and every
+    string on one line, so no other line starts so."""
+    name = key.encode()
+    return any(
+        line.startswith((b"[" + name + b"]", b"[" + name + b".", name + b" =", name + b"="))
+        for line in text.splitlines()
+    )
 
 
 def record_launch(launch: Launch) -> Provenance:

@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ezpz_tui.core.launching.finalize import FinishSettings, start_finalize
+from ezpz_tui.core.launching.finish_settings import FinishSettings
 from ezpz_tui.core.launching.launcher import Launch
 from ezpz_tui.core.launching.processes import (
     DEFAULT_GRACE_S,
@@ -55,10 +55,7 @@ from ezpz_tui.core.launching.processes import (
     supervised_here,
 )
 from ezpz_tui.core.launching.reserve import NO_SPACE, nearly_full, no_space, release_reserve
-from ezpz_tui.core.launching.tether import Tether, start_tether
-from ezpz_tui.core.runs.ending import cause_in, finalise, first_failure, status_dir_stamp
 from ezpz_tui.core.runs.pids import start_ticks
-from ezpz_tui.core.watching.raised import RaisedWatch
 from runtime import flight
 from runtime.atomic import write_atomic
 from runtime.env import RANK_VARS, RUN_DIR_VAR
@@ -79,7 +76,12 @@ from runtime.telemetry.record import DEFAULT_INTERVAL_S, INTERVAL_VAR
 if TYPE_CHECKING:
     import logging
 
+    from ezpz_tui.core.launching.tether import Tether
     from ezpz_tui.core.watching.efficiency import PeakSettings
+    from ezpz_tui.core.watching.raised import RaisedWatch
+
+# What only a started run uses (its tether, the watch of its ends and tracebacks, the finalizer)
+# is imported once its launcher has started: the ranks do not wait for it.
 
 
 def _log() -> logging.Logger:
@@ -192,7 +194,7 @@ class RunHandle:
         # The rank whose failure is ending the run, and that failure in words.
         self._failure: tuple[RankStatus, str] | None = None
         self._live: list[RankStatus] = []  # ranks whose status said running at the last look
-        self._raised = RaisedWatch(RunDir(self.run_dir), supervisor.raised_grace_s)
+        self._raised: RaisedWatch | None = None  # made once the launcher started
         self._tether: Tether | None = None
         self._disk_full = False  # a state write failed for want of space
         self._detached = False  # left to its tether: this process records nothing more
@@ -277,6 +279,10 @@ class RunHandle:
             fh.write(f"ezpz-tui: {said}\n".encode())
 
     def _launched(self, proc: subprocess.Popen[bytes]) -> None:
+        from ezpz_tui.core.launching.tether import start_tether
+        from ezpz_tui.core.watching.raised import RaisedWatch
+
+        self._raised = RaisedWatch(RunDir(self.run_dir), self.supervisor.raised_grace_s)
         ticks = start_ticks(proc.pid)
         self._proc, self.pid = proc, proc.pid
         self._processes.adopt(proc.pid, ticks)
@@ -365,6 +371,8 @@ class RunHandle:
     def _fail_fast(self, stamp: tuple[int, ...] | None) -> tuple[int, ...] | None:
         """Stop the job when a rank has failed on its own account; returns the folders' stamp
         (a ``stat`` of the status folder and of each of its blocks)."""
+        from ezpz_tui.core.runs.ending import cause_in, first_failure, status_dir_stamp
+
         run = RunDir(self.run_dir)
         world = self.launch.world_size
         blocks = (
@@ -397,6 +405,7 @@ class RunHandle:
         its process lives on: its peers would wait for it until a backend timeout."""
         if self._failure is not None or self._stop_requested or not self._live:
             return
+        assert self._raised is not None  # the watch runs once the launcher started
         found = self._raised.look([s.rank for s in self._live], time.monotonic())
         if found is not None:
             rank, exception = found
@@ -429,6 +438,9 @@ class RunHandle:
     def _record_end(self, code: int) -> None:
         """The launcher has exited: every rank's end, then the run's (the order readers rely on:
         a final run has final ranks)."""
+        from ezpz_tui.core.launching.finalize import start_finalize
+        from ezpz_tui.core.runs.ending import finalise
+
         with self._lock:
             if self._failure is not None:  # a rank's failure ended it, whatever else happened
                 name, by_user = State.FAILED, False
@@ -492,6 +504,7 @@ class RunHandle:
         shared filesystem may show late); with no fail-fast, the verdict's. A rank that has
         ended by itself since is taken as it ended (its exit is the run's)."""
         from ezpz_tui.core.runs.culprit import culprit_cause, verdict
+        from ezpz_tui.core.runs.ending import cause_in, first_failure
 
         found = verdict(self.run_dir, statuses)
         culprit = found.culprit

@@ -13,10 +13,15 @@ from typing import Any
 
 from runtime.rundir import RUN_TOML, RunDir
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+
+def _loads(text: str) -> dict[str, Any]:
+    """``text`` parsed as TOML, the parser imported by the first reader: a launch, which only
+    writes ``run.toml``, does not load it before its launcher starts."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    return tomllib.loads(text)
 
 
 class RunStoreError(Exception):
@@ -28,7 +33,7 @@ def read_run_toml(run_dir: Path) -> dict[str, Any]:
     unusable."""
     path = RunDir(run_dir).run_toml
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return _loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise RunStoreError(f"{run_dir} has no {RUN_TOML}") from None
     except OSError as exc:
@@ -43,7 +48,7 @@ def read_record(run_dir: Path) -> tuple[dict[str, Any], str | None]:
     ``({}, None)`` when the run has none (one ezpz itself wrote)."""
     path = RunDir(run_dir).run_toml
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8")), None
+        return _loads(path.read_text(encoding="utf-8")), None
     except FileNotFoundError:
         return {}, None
     except OSError as exc:
