@@ -21,6 +21,7 @@ from ezpz_tui.ui.palette import bindings_for
 from ezpz_tui.ui.widgets.table import VimTable
 
 if TYPE_CHECKING:  # the list is on the first frame; the run store loads with the first listing
+    from ezpz_tui.core.runs.outputs_watch import OutputsWatch
     from ezpz_tui.core.runs.store import RunStore, RunSummary
     from runtime.rundir import RunState
 
@@ -64,6 +65,8 @@ class RunsPanel(Vertical):
 
     BINDINGS = bindings_for("runs")
     _kept_details: tuple[Path, tuple[int, int, int] | None, RunDetails] | None = None
+    _watch: OutputsWatch | None = None  # the listing worker's
+    _posted_details: RunDetails | None = None
 
     @dataclass(eq=False)
     class Open(Message):
@@ -84,17 +87,24 @@ class RunsPanel(Vertical):
         runs: list[RunSummary]
         details: RunDetails | None
 
-    def list_runs(self, store: RunStore, details_of: Path | None) -> None:
-        """Read ``store`` again, and the state and plan of the run in ``details_of``."""
-        self._list(store, details_of)
+    def list_runs(self, store: RunStore, details_of: Path | None, whole: bool = True) -> None:
+        """Read ``store`` again, and the state and plan of the run in ``details_of``; not
+        ``whole``: only what can have changed (:class:`OutputsWatch`), and nothing is posted
+        when nothing did."""
+        self._list(store, details_of, whole)
 
     @work(thread=True, exclusive=True, group="runs")
-    def _list(self, store: RunStore, details_of: Path | None) -> None:
-        from ezpz_tui.core.runs.queued import listed_runs
+    def _list(self, store: RunStore, details_of: Path | None, whole: bool) -> None:
+        from ezpz_tui.core.runs.outputs_watch import OutputsWatch
 
-        runs = listed_runs(store)
+        if self._watch is None or self._watch.store is not store:
+            self._watch = OutputsWatch(store)
+        runs = self._watch.look(whole)
         details = self._details(details_of) if details_of else None
-        self.post_message(self.Listed(runs, details))
+        if runs is None and details == self._posted_details:
+            return
+        self._posted_details = details
+        self.post_message(self.Listed(self._watch.runs, details))
 
     def _details(self, path: Path) -> RunDetails:
         """The header facts of ``path``, read again only while its run may still change: an
@@ -151,6 +161,12 @@ class RunsPanel(Vertical):
         paths = [r.path for r in runs]
         if keep in paths:
             table.move_cursor(row=paths.index(keep))
+
+    def tick(self, now: float) -> None:
+        """The ages as of ``now``: the rows are redrawn when one of them reads differently
+        (each second in a run's first two minutes, each minute until two hours)."""
+        if self.runs:
+            self.set_runs(self.runs, now, self.mine)
 
     def _row(self, run: RunSummary, now: float, mine: set[Path]) -> tuple[Text, Text, str]:
         # The exit code only where it says something the state does not.
