@@ -12,16 +12,19 @@ from pathlib import Path
 
 from textual.message import Message
 from textual.pilot import Pilot
+from textual.screen import Screen
 from textual.widget import Widget
 
 from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.main.screen import RUNS_REFRESH_S
 from ezpz_tui.ui.messages import BadHostsRead
+from ezpz_tui.ui.widgets.logview import LogView
 from ezpz_tui.ui.widgets.panels import SummaryBar
+from ezpz_tui.ui.widgets.ranks import RankList
 from ezpz_tui.ui.widgets.runs import RunsPanel
 from ezpz_tui.ui.widgets.table import VimTable
 from tests.fixtures.runs import make_run
-from tests.pilots import FIXED, LOCAL, attached, until
+from tests.pilots import FIXED, LOCAL, attached, painted, text_of, until
 
 SIZE = (120, 40)
 
@@ -64,6 +67,19 @@ def counting(widget: Widget) -> list[int]:
     return calls
 
 
+def counting_layouts(screen: Screen[None]) -> list[int]:
+    """How often ``screen`` lays out its widgets, from now on."""
+    calls = [0]
+    real: Callable[..., None] = screen._refresh_layout
+
+    def layout(*args: object, **kwargs: object) -> None:
+        calls[0] += 1
+        real(*args, **kwargs)
+
+    screen._refresh_layout = layout  # type: ignore[method-assign]
+    return calls
+
+
 async def opened(pilot: Pilot[None]) -> None:
     await attached(pilot)
     runs = pilot.app.query_one(RunsPanel)
@@ -78,15 +94,7 @@ async def test_an_idle_ended_run_lists_paints_and_lays_out_nothing(tmp_path: Pat
     async with app.run_test(size=SIZE, message_hook=posted.append) as pilot:
         await opened(pilot)
         await pilot.pause(RUNS_REFRESH_S)  # what start-up asked for is in
-        screen = app.main
-        layouts = [0]
-        real_layout: Callable[[], None] = screen._refresh_layout
-
-        def layout(*args: object, **kwargs: object) -> None:
-            layouts[0] += 1
-            real_layout(*args, **kwargs)  # type: ignore[call-arg]
-
-        screen._refresh_layout = layout  # type: ignore[method-assign]
+        layouts = counting_layouts(app.main)
         bar = counting(app.query_one(SummaryBar))
         header = counting(app.query_one("#run-header"))
         posted.clear()
@@ -109,3 +117,22 @@ async def test_a_runs_age_moves_with_the_clock_without_a_listing(tmp_path: Path)
         clock.now += 60
         await until(pilot, lambda: table.get_row_at(0)[2] == "2m", "the age in minutes", 5)
         assert not [m for m in posted if isinstance(m, RunsPanel.Listed)]
+
+
+async def test_a_key_that_shows_another_ranks_log_lays_nothing_out(tmp_path: Path) -> None:
+    """``j`` in the rank list repaints the list's two rows, the log and its status line: the
+    screen is not laid out again (a layout of every widget took most of a key's time)."""
+    run = ended_run(tmp_path, created=FIXED - 7200)
+    app = EzpzApp(outputs=tmp_path, alloc=LOCAL, clock=lambda: FIXED, checks=[], attach=run)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot)
+        ranks, log = app.query_one(RankList), app.query_one(LogView)
+        await until(pilot, lambda: app.focused is ranks and log.rank == 0, "rank 0's log", 10)
+        await pilot.pause(RUNS_REFRESH_S)
+        layouts = counting_layouts(app.main)
+        for key, rank in (("j", 1), ("k", 0), ("j", 1)):
+            await pilot.press(key)
+            await until(pilot, lambda r=rank: log.rank == r, f"rank {rank}'s log", 5)
+            await painted(pilot)
+            assert f"rank {rank} · " in text_of(app.query_one("#log-status"))
+        assert layouts[0] == 0

@@ -615,7 +615,7 @@ class MainScreen(Screen[None]):
             await self.views.mount()
         self.call_after_refresh(self.regions.make_room_for_runs, not launch)
         self.refresh_comparison()
-        self.views.update_heatmap()
+        self.views.tick()  # the clocks of the tab shown, not ticked while it was hidden
 
     # --- the opened run ----------------------------------------------------------------------
 
