@@ -23,6 +23,7 @@ from ezpz_tui.ui.widgets.panels import SummaryBar
 from ezpz_tui.ui.widgets.ranks import RankList
 from ezpz_tui.ui.widgets.runs import RunsPanel
 from ezpz_tui.ui.widgets.table import VimTable
+from runtime.rundir import RunDir
 from tests.fixtures.runs import make_run
 from tests.pilots import FIXED, LOCAL, attached, painted, text_of, until
 
@@ -121,8 +122,12 @@ async def test_a_runs_age_moves_with_the_clock_without_a_listing(tmp_path: Path)
 
 async def test_a_key_that_shows_another_ranks_log_lays_nothing_out(tmp_path: Path) -> None:
     """``j`` in the rank list repaints the list's two rows, the log and its status line: the
-    screen is not laid out again (a layout of every widget took most of a key's time)."""
+    screen is not laid out again (a layout of every widget took most of a key's time), though
+    the two ranks' logs hold different numbers of lines (each more than the log's height)."""
     run = ended_run(tmp_path, created=FIXED - 7200)
+    for rank, more in ((0, 40), (1, 90)):
+        with RunDir(run).log(rank).open("a") as log:
+            log.writelines(f"rank {rank} line {i}\n" for i in range(more))
     app = EzpzApp(outputs=tmp_path, alloc=LOCAL, clock=lambda: FIXED, checks=[], attach=run)
     async with app.run_test(size=SIZE) as pilot:
         await opened(pilot)
@@ -130,9 +135,13 @@ async def test_a_key_that_shows_another_ranks_log_lays_nothing_out(tmp_path: Pat
         await until(pilot, lambda: app.focused is ranks and log.rank == 0, "rank 0's log", 10)
         await pilot.pause(RUNS_REFRESH_S)
         layouts = counting_layouts(app.main)
+        counts = set()
         for key, rank in (("j", 1), ("k", 0), ("j", 1)):
             await pilot.press(key)
             await until(pilot, lambda r=rank: log.rank == r, f"rank {rank}'s log", 5)
             await painted(pilot)
             assert f"rank {rank} · " in text_of(app.query_one("#log-status"))
+            assert log.cursor == log.row_count - 1  # at the end of the new rank's lines
+            counts.add(log.row_count)
+        assert len(counts) == 2 and min(counts) > log.size.height
         assert layouts[0] == 0
