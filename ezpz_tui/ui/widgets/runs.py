@@ -14,10 +14,12 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import Static
 
 from ezpz_tui.ui.palette import bindings_for
+from ezpz_tui.ui.widgets.steady import SteadyStatic
 from ezpz_tui.ui.widgets.table import VimTable
 
 if TYPE_CHECKING:  # the list is on the first frame; the run store loads with the first listing
@@ -123,7 +125,7 @@ class RunsPanel(Vertical):
         return details
 
     def compose(self) -> ComposeResult:
-        yield Static("Runs", id="runs-title")
+        yield SteadyStatic("Runs", id="runs-title")
         yield VimTable(id="runs-table")
 
     def on_mount(self) -> None:
@@ -148,7 +150,7 @@ class RunsPanel(Vertical):
         rows = [self._row(run, now, mine) for run in runs]
         # As marked up: rich's Text compares its letters, not its style.
         shown = [(name.markup, state.markup, when) for name, state, when in rows]
-        if shown == self._shown:
+        if shown == self._shown or self._ages_only(shown):
             return
         self._shown = shown
         table.clear()
@@ -161,6 +163,23 @@ class RunsPanel(Vertical):
         paths = [r.path for r in runs]
         if keep in paths:
             table.move_cursor(row=paths.index(keep))
+
+    def _ages_only(self, shown: list[tuple[str, str, str]]) -> bool:
+        """Where only ages changed, each still within its column: those cells alone are
+        rewritten, and True (a run's age changes every second in its first two minutes; the
+        rows rebuilt each time cost more than the rest of an idle second)."""
+        before, table = self._shown, self.query_one(VimTable)
+        if before is None or len(before) != len(shown):
+            return False
+        if any(old[:2] != new[:2] for old, new in zip(before, shown, strict=True)):
+            return False
+        if any(len(when) > table.columns[self._columns[2]].width for *_, when in shown):
+            return False
+        for at, (old, new) in enumerate(zip(before, shown, strict=True)):
+            if old[2] != new[2]:
+                table.update_cell_at(Coordinate(at, 2), new[2])
+        self._shown = shown
+        return True
 
     def tick(self, now: float) -> None:
         """The ages as of ``now``: the rows are redrawn when one of them reads differently
