@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -137,6 +138,54 @@ class Tmux:
         passed on, so it is in /tmp)."""
         self.tmux("kill-server", check=False)
         Path(f"/tmp/tmux-{os.getuid()}/{self.socket}").unlink(missing_ok=True)
+
+
+class PaneOutput:
+    """A control-mode client of ``name``'s session (``tmux -C``, sized by nothing, read-only):
+    tmux tells it of each write the app makes to its pane, so a repaint is timed when it is
+    written, not at the next poll, and the screen is read only when something was written
+    (a poll every 10 ms forks a tmux client each time: on 2 cores that takes the app's CPU)."""
+
+    def __init__(self, term: Tmux, name: str) -> None:
+        argv = ["tmux", "-L", term.socket, "-f", str(term.conf), "-C", "attach-session"]
+        argv += ["-f", "ignore-size,read-only", "-t", name]
+        self.term, self.name = term, name
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=term.env
+        )
+        self.writes: list[float] = []  # perf_counter of each %output of the pane
+        self._new = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith(b"%output"):
+                with self._new:
+                    self.writes.append(time.perf_counter())
+                    self._new.notify_all()
+
+    def wait(self, ok: Callable[[str], bool], since: float, timeout: float) -> float:
+        """The time of the write after ``since`` (perf_counter) from which the screen
+        satisfies ``ok``; the screen is read once after each batch of writes."""
+        deadline = since + timeout
+        seen = 0
+        while time.perf_counter() < deadline:
+            with self._new:
+                writes = [t for t in self.writes[seen:] if t >= since]
+                seen = len(self.writes)
+                if not writes:
+                    self._new.wait(0.05)
+                    continue
+            if ok(self.term.screen(self.name)):
+                # Of several writes read in one look, the last: the screen read after them all
+                # may owe what it shows to any of them (an upper bound, never a flattering one).
+                return writes[-1]
+        raise RuntimeError(f"timed out waiting in {self.name}")
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
 
 
 def versions() -> str | None:

@@ -15,10 +15,12 @@ size, alternating with the same run grown to ``--baseline-ranks``
 
 - ``ezpz-tui attach RUN`` in a fresh tmux session (120x40, a private server, read with
   ``capture-pane``): the seconds until the screen shows the summary bar at the run's last step
-  and rank 0's row with its end state (rows on screen); then the seconds until the app's
-  process tree used no more than 2% of a core over 2 s (back to idle; ``--idle-cap-s`` at most),
-  its RSS (the tree's), and over ``--idle-s`` more its CPU and its metadata calls a second
-  (stat family, open, getdents; ``strace -c -f`` attached, where strace exists);
+  and rank 0's row with its end state (rows on screen); then back to idle: the first time
+  after the rows from which the app's process tree (read from /proc every 0.25 s, with the
+  children it reaped) used no more than 2% of a core in every 3-s window, and kept to that
+  for 5 s more (``--idle-cap-s`` at most: "not within the cap" otherwise); its RSS (the
+  tree's), and over ``--idle-s`` more its CPU and its metadata calls a second (stat family,
+  open, getdents; ``strace -c -f`` attached, where strace exists);
 - ``ezpz-tui why RUN --json``, ``top RUN --json`` and ``runs --json`` (the run's outputs): the
   wall seconds of each command.
 
@@ -30,12 +32,13 @@ attach and commands run a second time each rep with ``CHECKOUT`` first on ``PYTH
 older tree: ``git worktree add --detach /tmp/before COMMIT``), interleaved, in rows of their own.
 
 Each figure is the median of ``--reps``, printed beside the baseline's median and their ratio,
-and beside issue 34's targets for the size.
+and beside issue 34's targets for the size; then back to idle at every size side by side.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import shutil
@@ -61,7 +64,10 @@ TICK = os.sysconf("SC_CLK_TCK")
 METADATA = re.compile(
     r"^(stat|lstat|fstat|newfstatat|statx|access|faccessat2?|open|openat|getdents64|readlink)$"
 )
-IDLE_PCT, IDLE_WINDOW_S = 2.0, 2.0
+# Back to idle: from then on every IDLE_WINDOW_S window of the tree's CPU, sampled every
+# SAMPLE_S, is at most IDLE_PCT of a core, for IDLE_HOLD_S at least (a window longer than the
+# app's 1-s tick and 2-s look at the outputs, so that one wake-up is not taken for work).
+IDLE_PCT, IDLE_WINDOW_S, IDLE_HOLD_S, SAMPLE_S = 2.0, 3.0, 5.0, 0.25
 # issue 34: rows s, back to idle within s, RSS MB, why/top/runs s
 TARGETS = {4096: (1.5, 5, 300, 2), 16384: (3, 10, 500, 4), 131072: (10, 30, 1500, 15)}
 CLI = Path(PY).parent / "ezpz-tui"
@@ -94,14 +100,32 @@ def tree(root: int) -> list[int]:
 
 
 def cpu_s(pids: list[int]) -> float:
+    """The CPU seconds of ``pids`` and of the children they reaped: a child that ran and
+    ended between two samples (a probe, the digest's reader) is counted, not lost."""
     total = 0
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
         except OSError:
             continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime
+        total += sum(map(int, fields[11:15]))  # utime, stime, cutime, cstime
     return total / TICK
+
+
+def back_to_idle(samples: list[tuple[float, float]]) -> float | None:
+    """The first sample time from which every window of ``IDLE_WINDOW_S`` (started at a
+    sample, ended within the samples) used at most ``IDLE_PCT`` of a core; None when the last
+    such window did not. ``samples``: (monotonic s, the tree's CPU s)."""
+    found = None
+    for start in range(len(samples) - 1, -1, -1):
+        t0, c0 = samples[start]
+        end = next((s for s in samples[start + 1 :] if s[0] >= t0 + IDLE_WINDOW_S), None)
+        if end is None:
+            continue  # no whole window from here yet
+        if 100 * (end[1] - c0) / (end[0] - t0) > IDLE_PCT:
+            break
+        found = t0
+    return found
 
 
 def rss_mb(pids: list[int]) -> float:
@@ -161,16 +185,14 @@ def attach(
     samples = [(shown, cpu_s(tree(app)))]
     idle_at = None
     while time.monotonic() - shown < args.idle_cap_s:
-        time.sleep(0.25)
-        now = (time.monotonic(), cpu_s(tree(app)))
-        samples.append(now)
-        window = [s for s in samples if s[0] >= now[0] - IDLE_WINDOW_S]
-        if now[0] - window[0][0] >= IDLE_WINDOW_S * 0.9:
-            pct = 100 * (now[1] - window[0][1]) / (now[0] - window[0][0])
-            if pct <= IDLE_PCT:
-                idle_at = window[0][0]
-                break
-    out["idle_within_s"] = (idle_at if idle_at is not None else time.monotonic()) - shown
+        time.sleep(SAMPLE_S)
+        samples.append((time.monotonic(), cpu_s(tree(app))))
+        idle_at = back_to_idle(samples)
+        if idle_at is not None and samples[-1][0] - idle_at >= IDLE_HOLD_S + IDLE_WINDOW_S:
+            break  # and stayed idle since, for IDLE_HOLD_S more
+    else:
+        idle_at = None  # not idle for long enough within the cap
+    out["idle_within_s"] = math.inf if idle_at is None else idle_at - shown
     pids = tree(app)
     cpu0, wall0 = cpu_s(pids), time.monotonic()
     calls = metadata_per_s(app, args.idle_s, run.parent / f"strace-{name}.txt")
@@ -266,8 +288,25 @@ def cell(key: str, found: list[dict], base: list[dict], form: str, goal: float |
         return "n/a"
     value = statistics.median(f[key] for f in found)
     low = statistics.median(f[key] for f in base)
-    said = versus(value, low, form)
+    if math.isinf(value) or math.isinf(low):  # back to idle: not within the cap
+        said = f"{idle_words(value)} vs {idle_words(low)}"
+    else:
+        said = versus(value, low, form)
     return said if goal is None else f"{said} (≤ {goal:g})"
+
+
+def idle_words(seconds: float) -> str:
+    return "not within the cap" if math.isinf(seconds) else f"{seconds:.1f} s"
+
+
+def idle_line(sizes: list[tuple[int, list[dict]]], base_ranks: int, base: list[dict]) -> str:
+    """Back to idle at each size side by side, the baseline's first."""
+    cells = [(base_ranks, base), *sizes]
+    words = [
+        f"{ranks:,} ranks {idle_words(statistics.median(f['idle_within_s'] for f in found))}"
+        for ranks, found in cells
+    ]
+    return "back to idle within (medians): " + " | ".join(words)
 
 
 def row(size: int, found: list[dict], base: list[dict]) -> str:
@@ -318,6 +357,8 @@ def main() -> int:
     print(header, flush=True)
     table: list[str] = []
     beats: list[subprocess.Popen[bytes]] = []
+    measured: list[tuple[int, list[dict]]] = []
+    bases: list[dict] = []
     with scratch("attach-bench-", args.keep) as root:
         env = clean_env(root)
         term = Tmux(root, env)
@@ -353,6 +394,8 @@ def main() -> int:
                     table.append(said.replace(f"| {size:,} |", f"| {size:,} before |", 1))
                 if live:
                     beats.pop().terminate()
+                measured.append((size, found))
+                bases += base
                 if size not in ready:
                     shutil.rmtree(run.parent, ignore_errors=True)
         finally:
@@ -372,6 +415,8 @@ def main() -> int:
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     print("\n".join(table))
+    if bases:
+        print("\n" + idle_line(measured, args.baseline_ranks, bases))
     return 0
 
 

@@ -10,14 +10,19 @@ read), and to ``--baseline-ranks``. Each is attached in a fresh tmux session (12
 server, read with ``capture-pane``); from the first frame that names the shown rank ("rank 0 ·"),
 ``j`` and ``k`` are pressed in turn (the rank list moves between ranks 0 and 1), each timed from
 ``send-keys`` until the log's status line names the new rank, 50 ms after the previous one
-repainted, for ``--window-s`` seconds: on the big run that is its first read, on the baseline an
-idle app (its read of 64 ranks is over before the first press). With ``--before CHECKOUT`` the
-big run is also attached with another checkout's code (e.g. a worktree of the commit before),
-interleaved, for before and after in one run. With ``--live`` a copy of the big run is made
-live too (``live_run.py``: its state and every status say running, nothing ended, a node digest
-for each node kept fresh) while a writer process appends a line to a tenth of its ranks' logs
-every 100 ms, and is attached the same way. Prints p50/p95
-of each and their ratios to the baseline's.
+repainted, for ``--window-s`` seconds. The repaint is timed by tmux's own word: a control-mode
+client (``_tmux.PaneOutput``) hears of each write to the pane when it is made, and the screen is
+read after each (polling ``capture-pane`` every 10 ms added up to 15 ms a press and forked a
+tmux client each time, on the app's 2 cores); the same presses are timed inside the app too,
+from the key's arrival to the frame that shows the new rank (``_key_probe.py``), so the app's
+own share is printed beside what a person sees. On the big run that is its first read, on the
+baseline an idle app (its read of 64 ranks is over before the first press). With ``--before
+CHECKOUT`` the big run is also attached with another checkout's code (e.g. a worktree of the
+commit before), interleaved, for before and after in one run. With ``--live`` a copy of the big
+run is made live too (``live_run.py``: its state and every status say running, nothing ended, a
+node digest for each node kept fresh) while a writer
+process appends a line to a tenth of its ranks' logs every 100 ms, and is attached the same way.
+Prints p50/p95 of each and their ratios to the baseline's.
 
 Then, less exposed to a loaded machine's noise (tmux, the terminal): the app headless
 (``run_test``, a fresh process per subject, the same code choices) attached to each run, with the
@@ -41,19 +46,21 @@ import time
 from pathlib import Path
 
 import live_run
-from _common import PY, REPO, print_rerun, scratch
-from _tmux import Tmux, clean_env, ms, percentile, versions
-from attach_bench import CLI, demo, grown
+from _common import PY, REPO, print_rerun, scratch, with_repo_path
+from _tmux import PaneOutput, Tmux, clean_env, ms, percentile, versions
+from attach_bench import demo, grown
 
 PAUSE_S = 0.05  # between a repaint and the next press
-POLL_S = 0.01
+PROBE = Path(__file__).with_name("_key_probe.py")
 STATUS_LINE = re.compile(r"rank (\d+) · ")
 
 
 WRITER = """
 import sys, time
-logs, n = sys.argv[1], int(sys.argv[2])
-files = [open(f"{logs}/rank-{r:05d}.log", "a") for r in range(0, n, 10)]
+from pathlib import Path
+from runtime.rundir import RunDir
+run, n = RunDir(Path(sys.argv[1]), fresh=True), int(sys.argv[2])
+files = [open(run.log(r), "a") for r in range(0, n, 10)]  # in their blocks of ranks
 while True:
     stamp = time.strftime("%H:%M:%S")
     for f in files:
@@ -76,31 +83,40 @@ def shown_rank(screen: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def presses(term: Tmux, run: Path, name: str, args: argparse.Namespace, code: str | None) -> list:
+def presses(
+    term: Tmux, run: Path, name: str, args: argparse.Namespace, code: str | None
+) -> tuple[list[float], list[float]]:
     """Attach to ``run`` (with ``code`` first on PYTHONPATH, when given) and time presses for
-    ``--window-s`` from its first frame; the baseline waits ``--settle-s`` first."""
+    ``--window-s`` from its first frame (the baseline waits ``--settle-s`` first): from
+    outside, each from ``send-keys`` until tmux has the write after which the pane shows the
+    new rank; inside, from the key's arrival at the app to that frame (``_key_probe.py``)."""
     env = {"EZPZ_OUTPUTS": str(run.parent)}
     if code is not None:
         env["PYTHONPATH"] = code
-    term.new(name, [str(CLI), "attach", str(run)], env)
+    inside = term.cwd / f"{name}.probe"
+    term.new(name, [PY, str(PROBE), str(inside), "attach", str(run)], env)
     term.wait(name, lambda s: shown_rank(s) == 0, "the first frame", timeout=120, interval=0.02)
     if code is None and "baseline" in name:
         time.sleep(args.settle_s)
+    pane = PaneOutput(term, name)
     times: list[float] = []
     began, turn = time.monotonic(), 0
-    while time.monotonic() - began < args.window_s:
-        key, want = ("j", 1) if turn == 0 else ("k", 0)
-        start = time.perf_counter()
-        term.key(name, key)
-        try:
-            term.wait(name, lambda s, w=want: shown_rank(s) == w, f"rank {want}", 30, POLL_S)
-            times.append(time.perf_counter() - start)
-        except RuntimeError:
-            times.append(30.0)
-        turn = 1 - turn
-        time.sleep(PAUSE_S)
+    try:
+        while time.monotonic() - began < args.window_s:
+            key, want = ("j", 1) if turn == 0 else ("k", 0)
+            start = time.perf_counter()
+            term.key(name, key)
+            try:
+                shown = pane.wait(lambda s, w=want: shown_rank(s) == w, start, 30)
+                times.append(shown - start)
+            except RuntimeError:
+                times.append(30.0)
+            turn = 1 - turn
+            time.sleep(PAUSE_S)
+    finally:
+        pane.close()
     term.close(name)
-    return times
+    return times, [float(ms) / 1000 for ms in inside.read_text().split()]
 
 
 def loop_lag(run: Path, seconds: float) -> None:
@@ -174,6 +190,7 @@ def main() -> int:
     print(header, flush=True)
     labels = ("baseline", "this", "before", "live", "live-before")
     found: dict[str, list[float]] = {label: [] for label in labels}
+    inside: dict[str, list[float]] = {label: [] for label in labels}
     lags: dict[str, list[float]] = {label: [] for label in labels}
     writer = heartbeat = None
     with scratch("keys-reading-", args.keep) as root:
@@ -182,13 +199,11 @@ def main() -> int:
             source = Path(args.source) if args.source else demo(root / "demo")
             base_run = grown(source, root, args.baseline_ranks, digest=False)
             run = grown(source, root, args.ranks, digest=False)
-            for path in (base_run, run):
-                (path / "digest.json").unlink(missing_ok=True)
             before = str(Path(args.before).resolve()) if args.before else None
             live, digests = made_live(run) if args.live else (None, [])
             if live is not None:
-                argv = [PY, "-c", WRITER, str(live / "logs"), str(args.ranks)]
-                writer = subprocess.Popen(argv)
+                argv = [PY, "-c", WRITER, str(live), str(args.ranks)]
+                writer = subprocess.Popen(argv, env=with_repo_path(dict(os.environ)))
                 heartbeat = subprocess.Popen(live_run.heartbeat_argv(PY, digests))
             for rep in range(args.reps):
                 subjects = [("baseline", base_run, None), ("this", run, None)]
@@ -199,10 +214,12 @@ def main() -> int:
                     if before:
                         subjects.append(("live-before", live, before))
                 for label, which, code in subjects if rep % 2 == 0 else subjects[::-1]:
-                    times = presses(term, which, f"{label}-{rep}", args, code)
+                    times, app = presses(term, which, f"{label}-{rep}", args, code)
                     found[label].extend(times)
-                    p95 = ms(percentile(times, 0.95))
-                    print(f"  rep {rep} {label}: {len(times)} presses, p95 {p95}", flush=True)
+                    inside[label].extend(app)
+                    p95, in_app = ms(percentile(times, 0.95)), ms(percentile(app or [0], 0.95))
+                    said = f"  rep {rep} {label}: {len(times)} presses, p95 {p95}"
+                    print(f"{said} (in the app {in_app})", flush=True)
                 for label, which, code in subjects if rep % 2 == 0 else subjects[::-1]:
                     lags[label].extend(lags_of(which, args.window_s, code))
         finally:
@@ -228,6 +245,10 @@ def main() -> int:
                 found["baseline"],
             )
         )
+    print(f"\nthe same presses timed inside the app (the key's arrival to its frame), {window}:")
+    for label in labels:
+        if inside[label]:
+            print(line(label, inside[label], None))
     print(f"\nthe event loop's lag, headless, {window} of the app's:")
     for label in labels:
         if lags[label]:

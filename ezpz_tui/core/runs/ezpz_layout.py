@@ -133,12 +133,21 @@ def last_step(paths: list[Path]) -> int | None:
 def ezpz_runs_below(folder: str | os.PathLike[str]) -> list[Path]:
     """ezpz runs one level below ``folder``: ``outputs/<module>/<timestamp>`` seen from
     ``outputs``, where ``folder`` is ``<module>``."""
+    return ezpz_runs_and_others(folder)[0]
+
+
+def ezpz_runs_and_others(folder: str | os.PathLike[str]) -> tuple[list[Path], list[Path]]:
+    """The ezpz runs one level below ``folder`` (as :func:`ezpz_runs_below`), and the other
+    folders there: one of those becomes a run when ezpz writes its first metrics into it."""
     try:
         entries = [Path(e.path) for e in os.scandir(folder) if _is_dir(e)]
     except OSError:
-        return []
-    # looks_like_run first: it reads one folder, where is_ezpz_run searches the tree below it
-    return sorted(p for p in entries if RunDir(p).looks_like_run() and is_ezpz_run(p))
+        return [], []
+    runs, others = [], []
+    for path in sorted(entries):
+        # looks_like_run first: it reads one folder, where is_ezpz_run searches the tree below
+        (runs if RunDir(path).looks_like_run() and is_ezpz_run(path) else others).append(path)
+    return runs, others
 
 
 def _finished(report: Path) -> bool:

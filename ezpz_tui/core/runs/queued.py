@@ -187,6 +187,12 @@ def _mtime(path: Path) -> float:
 def listed_runs(store: RunStore, ask: JobStates = job_states) -> list[RunSummary]:
     """The runs list: run directories and the submitted jobs that have none yet, newest
     first."""
-    runs = store.list_runs()
-    rows = [*queued_runs(store.outputs, runs, ask), *runs]
+    return with_queued(store.outputs, store.list_runs(), ask)
+
+
+def with_queued(
+    outputs: Path, runs: list[RunSummary], ask: JobStates = job_states
+) -> list[RunSummary]:
+    """``runs`` (of ``outputs``) and the submitted jobs that have none yet, newest first."""
+    rows = [*queued_runs(outputs, runs, ask), *runs]
     return sorted(rows, key=lambda r: r.created, reverse=True)

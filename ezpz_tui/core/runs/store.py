@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ezpz_tui.core.runs.ezpz_layout import ezpz_runs_below
+from ezpz_tui.core.runs.ezpz_layout import ezpz_runs_and_others
 from ezpz_tui.core.runs.liveness import run_state
 from ezpz_tui.core.runs.outputs import listing
 from ezpz_tui.core.runs.record import RunStoreError, positive_int, read_record, read_run_toml
@@ -129,11 +129,18 @@ class RunStore:
 
     def list_runs(self) -> list[RunSummary]:
         """Every run under the outputs directory, newest first; never raises."""
+        return self.scan()[0]
+
+    def scan(self) -> tuple[list[RunSummary], list[Path]]:
+        """:meth:`list_runs`, and the folders it looked into that hold no run (ezpz's
+        ``<module>`` folders and what is in them, a run directory not yet made): a run appears
+        in one of those, or in the outputs directory, by changing that folder."""
         try:
             entries = list(os.scandir(self.outputs))
         except OSError:
-            return []
+            return [], []
         runs: list[RunSummary] = []
+        others: list[Path] = []
         for entry in entries:
             if entry.name.startswith("."):
                 continue
@@ -141,16 +148,18 @@ class RunStore:
                 if not entry.is_dir():
                     continue
                 if RunDir(Path(entry.path)).looks_like_run():
-                    runs.append(self._summary(Path(entry.path)))
+                    runs.append(self.summary(Path(entry.path)))
                 else:  # ezpz's outputs/<module>/<timestamp>
-                    runs.extend(map(self._summary, ezpz_runs_below(entry.path)))
+                    below, more = ezpz_runs_and_others(entry.path)
+                    runs.extend(map(self.summary, below))
+                    others += [Path(entry.path), *more]
             except OSError:
                 continue
         runs.sort(key=lambda r: (r.created, _natural(r.run_id)), reverse=True)
-        return runs
+        return runs, others
 
-    def _summary(self, path: Path) -> RunSummary:
-        """The run's summary, from memory when its written state is final and unchanged."""
+    def summary(self, path: Path) -> RunSummary:
+        """The run's line, from memory when its written state is final and unchanged."""
         sig = state_signature(path)
         kept = self._ended.get(path)
         if sig is not None and kept is not None and kept[0] == sig:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ezpz_tui.ui.widgets.run_panel import RunPanel
 
 HEATMAP_TAB = "tab-heatmap"
+RUN_TAB = "tab-run"
 
 
 def wrap_step(items: Sequence[Any], current: Any, step: int) -> Any:
@@ -87,7 +88,7 @@ class RunViews:
             self.metrics = MetricsView(id="metrics")
             self.compare_view = CompareView(id="compare")
             self.heatmap = Heatmap(id="heatmap")
-            await screen.query_one("#tab-run").mount(self.run_panel)
+            await screen.query_one(f"#{RUN_TAB}").mount(self.run_panel)
             await screen.query_one("#tab-metrics").mount(self.metrics)
             await screen.query_one(f"#{COMPARE_TAB}").mount(self.compare_view)
             await screen.query_one(f"#{HEATMAP_TAB}").mount(self.heatmap)
@@ -102,7 +103,7 @@ class RunViews:
         self.close()
         self.opened = OpenedRun(path, self.settings, self.screen, self.run_panel, self.metrics)
         self.opened.start(read_only=self.launches.handle_of(path) is None)
-        self.screen.query_one(TabbedContent).active = "tab-run"
+        self.screen.query_one(TabbedContent).active = RUN_TAB
         self.opened_changed()
         self._read_goodput()
 
@@ -111,9 +112,11 @@ class RunViews:
             self.opened.stop()
 
     def tick(self) -> None:
-        """Once a second: the run's clocks (stalls, ages) and the heatmap."""
+        """Once a second: the run's clocks (stalls, ages: while the Run tab shows them; the
+        rows of a 4,096-rank run cost a core's while to sort) and the heatmap."""
         if self.opened is not None:
-            self.run_panel.tick()
+            if self.screen.query_one(TabbedContent).active == RUN_TAB:
+                self.run_panel.tick()
             self.update_heatmap()
             self._read_goodput()
 
@@ -190,7 +193,7 @@ class RunViews:
     def show_step(self, rank: int, step: int, span: int) -> None:
         """Enter on the plot's cursor: that rank's log at that step, in the Run tab (ctrl+o
         comes back to the plot: the view history remembers tabs)."""
-        self.screen.query_one(TabbedContent).active = "tab-run"
+        self.screen.query_one(TabbedContent).active = RUN_TAB
         said = self.run_panel.show_step(rank, step, span)
         if said:
             self.screen.set_focus(self.run_panel.log)  # at once: see Regions.focus
@@ -200,7 +203,7 @@ class RunViews:
 
     def show_rank(self, rank: int) -> None:
         """Enter on a heatmap cell: that rank's log, in the Run tab."""
-        self.screen.query_one(TabbedContent).active = "tab-run"
+        self.screen.query_one(TabbedContent).active = RUN_TAB
         if self.run_panel.ranks.select_rank(rank):
             self.run_panel.log.focus()
 

@@ -158,6 +158,7 @@ class MainScreen(Screen[None]):
         self._unpainted = ExitStack()  # holds the paints while the regions wait for the plan
         self.started = False  # every region mounted and the start-up run (if any) opened
         self._ui_thread = threading.get_ident()  # the app's: it builds its screens
+        self._bad_hosts_seen: tuple[int, int] | None = None  # bad_hosts.txt's mark, last read
         self.dialogs = ScreenDialogs(self, keymap, self._on_ui)
         self.regions = Regions(self)
         self.launches = Launches(self)
@@ -221,7 +222,7 @@ class MainScreen(Screen[None]):
         if start.attach is not None and self.focus_chain:
             self.focus_chain[0].focus()
         self.set_interval(1.0, self._tick)
-        self.set_interval(RUNS_REFRESH_S, self.refresh_runs)
+        self.set_interval(RUNS_REFRESH_S, self._look_at_outputs)
         if start.attach is not None:
             await self.open_run(start.attach)
             # After the tab switch has settled: it would otherwise pass the focus on again.
@@ -385,11 +386,17 @@ class MainScreen(Screen[None]):
         assert self.session is not None
         self.post_message(PreviewReady(plan, self._preview(self.session, plan)))
 
-    @work(thread=True, group="bad-hosts")
-    def _read_bad_hosts(self) -> None:
-        from ezpz_tui.core.runs.bad_hosts import read_bad_hosts
+    @work(thread=True, exclusive=True, group="bad-hosts")
+    def _read_bad_hosts(self, whole: bool = True) -> None:
+        """The outputs directory's bad hosts; not ``whole``: only when the file changed."""
+        from ezpz_tui.core.runs.bad_hosts import bad_hosts_path, read_bad_hosts
+        from ezpz_tui.core.runs.outputs_watch import mark, unchanged
 
         if self.session is not None:
+            path = bad_hosts_path(self.session.store.outputs)
+            seen, self._bad_hosts_seen = self._bad_hosts_seen, mark(path)
+            if not whole and unchanged(seen, self._bad_hosts_seen):
+                return
             self.post_message(BadHostsRead(read_bad_hosts(self.session.store.outputs)))
 
     # --- what the workers report --------------------------------------------------------------
@@ -608,7 +615,7 @@ class MainScreen(Screen[None]):
             await self.views.mount()
         self.call_after_refresh(self.regions.make_room_for_runs, not launch)
         self.refresh_comparison()
-        self.views.update_heatmap()
+        self.views.tick()  # the clocks of the tab shown, not ticked while it was hidden
 
     # --- the opened run ----------------------------------------------------------------------
 
@@ -623,16 +630,25 @@ class MainScreen(Screen[None]):
         self._update_summary()
 
     def _tick(self) -> None:
+        """Once a second: what shows time (the walltime, the runs' ages, the opened run's
+        clocks); each widget repaints only when its words change."""
         self.query_one(AllocationPanel).tick()
+        self.query_one(RunsPanel).tick(self.clock())
         self.views.tick()
         self._update_summary()
 
-    def _refresh_runs(self) -> None:
+    def _refresh_runs(self, whole: bool = True) -> None:
         if self.session is not None:
             opened = self.opened.path if self.opened else None
-            self.query_one(RunsPanel).list_runs(self.session.store, opened)
-            self._read_bad_hosts()
+            self.query_one(RunsPanel).list_runs(self.session.store, opened, whole)
+            self._read_bad_hosts(whole)
             self.refresh_comparison(only_if_live=True)
+
+    def _look_at_outputs(self) -> None:
+        """Every RUNS_REFRESH_S: the runs list, the bad hosts and the opened run's header,
+        each read again only where it can have changed (an idle outputs directory costs a few
+        stats, and nothing on screen)."""
+        self._refresh_runs(whole=False)
 
     def _update_summary(self) -> None:
         opened = self.opened

@@ -55,11 +55,34 @@ class LineList(CursorKeys, ScrollView, can_focus=True):
     # --- size and drawing --------------------------------------------------------------------
 
     def rows_changed(self, width: int | None = None) -> None:
-        """Call after the rows changed: resizes the scroll area and repaints what is shown."""
+        """Call after the rows changed: resizes the scroll area and repaints what is shown.
+
+        A new scroll area that keeps the scrollbars as they are needs no layout: the list's
+        own size does not follow its rows. Setting ``virtual_size`` would lay out the whole
+        screen (Textual's reactive says so, for the scrollbars' sake): most of a key's time
+        when it shows a rank whose log holds another number of lines, and after each read of
+        earlier lines."""
         if width is not None:
             self._width = max(self._width, width)
-        self.virtual_size = Size(self._width, self.row_count)
+        size = Size(self._width, self.row_count)
+        if self.container_size and self._bars(size) == self._bars(self.virtual_size):
+            self.set_reactive(LineList.virtual_size, size)
+            self._scroll_update(size)
+        else:
+            self.virtual_size = size
         self.refresh()
+
+    def _bars(self, size: Size) -> tuple[bool, ...]:
+        """What Textual decides the scrollbars from (``Widget._refresh_scrollbars``): the
+        scroll area against the room, with and without the other bar's."""
+        width, height = self.container_size
+        styles = self.styles
+        return (
+            size.width > width,
+            size.width > width - styles.scrollbar_size_vertical,
+            size.height > height,
+            size.height > height - styles.scrollbar_size_horizontal,
+        )
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset

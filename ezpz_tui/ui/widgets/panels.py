@@ -18,6 +18,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Static
 
+from ezpz_tui.ui.widgets.steady import SteadyStatic
 from ezpz_tui.ui.widgets.table import VimTable
 
 if TYPE_CHECKING:
@@ -179,8 +180,9 @@ class DoctorPanel(Vertical):
         self._show_remedy(event.cursor_row)
 
 
-class SummaryBar(Static):
-    """One line visible from every region: run, state, step, loss, rate, walltime, doctor."""
+class SummaryBar(SteadyStatic):
+    """One line visible from every region: run, state, step, loss, rate, walltime, doctor;
+    told again every second, repainted when its words change."""
 
     def show(
         self,

@@ -42,6 +42,7 @@ from ezpz_tui.ui.palette import bindings_for
 from ezpz_tui.ui.widgets.logview import LogView, rank_name, styled
 from ezpz_tui.ui.widgets.ranks import RankList
 from ezpz_tui.ui.widgets.runs import STATE_STYLE, RunDetails
+from ezpz_tui.ui.widgets.steady import SteadyStatic
 
 if TYPE_CHECKING:
     from ezpz_tui.core.watching.failure import Failure
@@ -113,11 +114,11 @@ class RunPanel(Vertical):
         self._placed: int | None = None  # a rank whose log show_step placed: keep it there
 
     def compose(self) -> ComposeResult:
-        yield Static(NO_RUN, id="run-header")
+        yield SteadyStatic(NO_RUN, id="run-header")  # told again with every runs listing
         yield Static("", id="run-failure")
         yield Static("", id="ranks-head")
         yield RankList(self.clock, id="ranks")
-        yield Static("", id="log-status")
+        yield SteadyStatic("", id="log-status")
         yield LogView(id="log")
 
     @property
@@ -287,7 +288,8 @@ class RunPanel(Vertical):
         problems = self.monitor.problems_of(self.log.rank) if self.monitor else []
         for line in problems:
             text.append(f" · {line}", "bold red")
-        self.query_one("#log-status", Static).update(text)
+        # One line (the CSS): no layout of the screen for each rank a key shows.
+        self.query_one("#log-status", Static).update(text, layout=False)
 
     @on(RankList.Chosen)
     def _rank_chosen(self) -> None:

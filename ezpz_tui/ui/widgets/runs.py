@@ -14,13 +14,16 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import Static
 
 from ezpz_tui.ui.palette import bindings_for
+from ezpz_tui.ui.widgets.steady import SteadyStatic
 from ezpz_tui.ui.widgets.table import VimTable
 
 if TYPE_CHECKING:  # the list is on the first frame; the run store loads with the first listing
+    from ezpz_tui.core.runs.outputs_watch import OutputsWatch
     from ezpz_tui.core.runs.store import RunStore, RunSummary
     from runtime.rundir import RunState
 
@@ -64,6 +67,8 @@ class RunsPanel(Vertical):
 
     BINDINGS = bindings_for("runs")
     _kept_details: tuple[Path, tuple[int, int, int] | None, RunDetails] | None = None
+    _watch: OutputsWatch | None = None  # the listing worker's
+    _posted_details: RunDetails | None = None
 
     @dataclass(eq=False)
     class Open(Message):
@@ -84,17 +89,24 @@ class RunsPanel(Vertical):
         runs: list[RunSummary]
         details: RunDetails | None
 
-    def list_runs(self, store: RunStore, details_of: Path | None) -> None:
-        """Read ``store`` again, and the state and plan of the run in ``details_of``."""
-        self._list(store, details_of)
+    def list_runs(self, store: RunStore, details_of: Path | None, whole: bool = True) -> None:
+        """Read ``store`` again, and the state and plan of the run in ``details_of``; not
+        ``whole``: only what can have changed (:class:`OutputsWatch`), and nothing is posted
+        when nothing did."""
+        self._list(store, details_of, whole)
 
     @work(thread=True, exclusive=True, group="runs")
-    def _list(self, store: RunStore, details_of: Path | None) -> None:
-        from ezpz_tui.core.runs.queued import listed_runs
+    def _list(self, store: RunStore, details_of: Path | None, whole: bool) -> None:
+        from ezpz_tui.core.runs.outputs_watch import OutputsWatch
 
-        runs = listed_runs(store)
+        if self._watch is None or self._watch.store is not store:
+            self._watch = OutputsWatch(store)
+        runs = self._watch.look(whole)
         details = self._details(details_of) if details_of else None
-        self.post_message(self.Listed(runs, details))
+        if runs is None and details == self._posted_details:
+            return
+        self._posted_details = details
+        self.post_message(self.Listed(self._watch.runs, details))
 
     def _details(self, path: Path) -> RunDetails:
         """The header facts of ``path``, read again only while its run may still change: an
@@ -113,7 +125,7 @@ class RunsPanel(Vertical):
         return details
 
     def compose(self) -> ComposeResult:
-        yield Static("Runs", id="runs-title")
+        yield SteadyStatic("Runs", id="runs-title")
         yield VimTable(id="runs-table")
 
     def on_mount(self) -> None:
@@ -138,7 +150,7 @@ class RunsPanel(Vertical):
         rows = [self._row(run, now, mine) for run in runs]
         # As marked up: rich's Text compares its letters, not its style.
         shown = [(name.markup, state.markup, when) for name, state, when in rows]
-        if shown == self._shown:
+        if shown == self._shown or self._ages_only(shown):
             return
         self._shown = shown
         table.clear()
@@ -151,6 +163,29 @@ class RunsPanel(Vertical):
         paths = [r.path for r in runs]
         if keep in paths:
             table.move_cursor(row=paths.index(keep))
+
+    def _ages_only(self, shown: list[tuple[str, str, str]]) -> bool:
+        """Where only ages changed, each still within its column: those cells alone are
+        rewritten, and True (a run's age changes every second in its first two minutes; the
+        rows rebuilt each time cost more than the rest of an idle second)."""
+        before, table = self._shown, self.query_one(VimTable)
+        if before is None or len(before) != len(shown):
+            return False
+        if any(old[:2] != new[:2] for old, new in zip(before, shown, strict=True)):
+            return False
+        if any(len(when) > table.columns[self._columns[2]].width for *_, when in shown):
+            return False
+        for at, (old, new) in enumerate(zip(before, shown, strict=True)):
+            if old[2] != new[2]:
+                table.update_cell_at(Coordinate(at, 2), new[2])
+        self._shown = shown
+        return True
+
+    def tick(self, now: float) -> None:
+        """The ages as of ``now``: the rows are redrawn when one of them reads differently
+        (each second in a run's first two minutes, each minute until two hours)."""
+        if self.runs:
+            self.set_runs(self.runs, now, self.mine)
 
     def _row(self, run: RunSummary, now: float, mine: set[Path]) -> tuple[Text, Text, str]:
         # The exit code only where it says something the state does not.
