@@ -82,6 +82,8 @@ PART_RANKS = 256  # a batch of more ranks' rows is applied in parts, keys answer
 ALL_VIEW_RANKS = 64  # a live run's all-ranks view read from its node digests: these ranks' logs
 DIGEST_WAIT_S = 120.0  # how long an ended run's digest.json is waited for (its finalizer's)
 DIGEST_LOOK_S = 1.0  # ... looked for this often
+NODES_AFTER_RANKS = ALL_VIEW_RANKS  # a live run of more ranks read from its files moves to its
+NODES_LOOK_S = 5.0  # node digests once they appear (one is looked for this often)
 
 
 class OpenedRun:
@@ -377,7 +379,13 @@ class OpenedRun:
         self._find_parent(record)
         if self._from_digest(record):
             return
-        if self._follow_nodes(record) and (self._stop.is_set() or self._digest_after_end(record)):
+        if not self._follow_nodes(record):
+            # A run opened before its ranks reported (one this app launched) is read from its
+            # files until its node digests appear; then from them, as one attached later is.
+            if not self._follow(record):
+                return
+            self._follow_nodes(record)  # or the run ended meanwhile: its digest.json, below
+        if self._stop.is_set() or self._digest_after_end(record):
             return
         self._follow(record)
 
@@ -494,7 +502,9 @@ class OpenedRun:
             resumed = isinstance(env, dict) and RESUME_VAR in env
             self._screen.post_message(ParentFound(self, run_dir.parent / parent, resumed))
 
-    def _follow(self, record: Mapping[str, Any]) -> None:
+    def _follow(self, record: Mapping[str, Any]) -> bool:
+        """Read the run from its files until it ends or is closed (False), or until the node
+        digests of a live run of more than :data:`NODES_AFTER_RANKS` ranks appear (True)."""
         monitor, stop = self.monitor, self._stop
         # The plan says how many ranks there are; a run with no readable record (ezpz's own, a
         # run.toml half copied) lists those its files show, and more as they appear.
@@ -505,7 +515,7 @@ class OpenedRun:
         try:
             expected = isinstance(world, int) and 0 < world <= 1 << 20
             if expected and not self._handed_over(RanksExpected(self, world)):
-                return
+                return False
             # Existing logs start near their ends (older lines are read back on demand), one
             # poll reads at most READ_BYTES of a file and FIRST_READS files for the first
             # time, the rank on screen first: opening a 16,384-rank run with hours of logs
@@ -514,15 +524,42 @@ class OpenedRun:
             request = self._request(world if expected else None)
             resume = self._read_first(request)
             if resume is None:  # nothing left to follow
-                return
+                return False
             follower = self.follower = request.follower(monitor.shown_ranks, resume)
+            nodes = _NodesAppear(monitor, world if expected else 0)
             for batch in follower.watch(stop, interval_s=FOLLOW_INTERVAL_S):
                 prepared = monitor.prepare(batch)
                 if stop.is_set() or not self._handed_over(BatchRead(self, prepared)):
                     break
+                if nodes.appeared():
+                    self.follower = None
+                    return True
         except RuntimeError:  # the app's loop closed while a batch was on its way
             stop.set()
         except Exception as exc:  # a bug must not take the UI down: say so and stop following
             message = f"Stopped following {monitor.run_dir.name}: {exc!r}"
             with contextlib.suppress(RuntimeError):  # the app may be gone too
                 self._app.notify(message, severity="error", timeout=30)
+        return False
+
+
+class _NodesAppear:
+    """Whether a live run read from its files has node digests now: rank 0's node's digest
+    looked for (one stat) every :data:`NODES_LOOK_S`, for a run of more ranks than the
+    all-ranks view shows (a smaller one is read whole from its files, as it always was)."""
+
+    def __init__(self, monitor: RunMonitor, world: int) -> None:
+        self._monitor = monitor
+        self._wanted = world > NODES_AFTER_RANKS
+        self._next = time.monotonic() + NODES_LOOK_S
+
+    def appeared(self) -> bool:
+        now = time.monotonic()
+        if not self._wanted or now < self._next:
+            return False
+        self._next = now + NODES_LOOK_S
+        monitor = self._monitor
+        first = monitor.ranks.get(0)
+        if first is None or not first.host or not read_state(monitor.run_dir).live:
+            return False
+        return RunDir(monitor.run_dir).node_digest(first.host).is_file()

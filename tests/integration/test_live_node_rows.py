@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from ezpz_tui.ui import opened_run
 from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.widgets.panels import SummaryBar
 from runtime.rundir import RankState
@@ -184,3 +185,33 @@ async def test_a_live_run_read_from_its_node_digest_opens_from_its_digest_json_a
         if launch.poll() is None:
             launch.kill()
             launch.wait()
+
+
+@pytest.mark.mpi
+async def test_a_run_opened_before_its_ranks_reported_moves_to_its_node_digests(
+    tmp_path: Path, mpiexec: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run this app launched is opened before any node digest exists: read from its files,
+    then from its digests once they appear (here 4 ranks count as many)."""
+    monkeypatch.setattr(opened_run, "NODES_AFTER_RANKS", RANKS - 1)
+    monkeypatch.setattr(opened_run, "NODES_LOOK_S", 0.5)
+    with launched(tmp_path, hold=True) as (run, marks, _env):
+        app = EzpzApp(outputs=run.parent, alloc=LOCAL, clock=time.time, checks=[], attach=run)
+        async with app.run_test(size=SIZE) as pilot:
+            run_open = await attached(pilot)
+            await until(pilot, lambda: run_open.follower is not None, "its files followed", 60)
+            assert run_open.live_nodes is None and not list(run.glob("nodes/*/node-*.json"))
+            (marks / "hold").unlink()  # the ranks step, and their node's digest is written
+            await until(pilot, lambda: run_open.live_nodes is not None, "its node digests", 60)
+            assert run_open.follower is None
+            monitor = run_open.monitor
+
+            def stepping() -> bool:  # each rank's step time, as its node's digest has it
+                return len(monitor.ranks) == RANKS and all(
+                    info.status == RankState.RUNNING and monitor.steps.recent(r)
+                    for r, info in monitor.ranks.items()
+                )
+
+            await until(pilot, stepping, "every rank stepping, from the digest", 60)
+            bar = app.query_one(SummaryBar)
+            await until(pilot, lambda: "step " in text_of(bar), "the summary bar's step", 30)

@@ -55,12 +55,17 @@ def stepped(run: Path, past: int) -> bool:
 
 
 @contextlib.contextmanager
-def launched(tmp_path: Path) -> Iterator[tuple[Path, Path, dict[str, str]]]:
+def launched(tmp_path: Path, hold: bool = False) -> Iterator[tuple[Path, Path, dict[str, str]]]:
+    """The job started; with ``hold``, its ranks report nothing (no telemetry, no recorder, no
+    step) until the test removes ``MARKS/hold``: no node digest is written before then."""
     outputs, marks = tmp_path / "outputs", tmp_path / "marks"
     marks.mkdir()
     env = base_env(outputs)
     env["EZPZ_NODE_DIGEST_S"] = str(INTERVAL_S)
     env["EZPZ_TELEMETRY_S"] = str(INTERVAL_S)
+    if hold:
+        (marks / "hold").touch()
+        env.update(EZPZ_TELEMETRY_S="0", EZPZ_FLIGHT_RECORDER="0")
     argv = [PY, "-m", "ezpz_tui", "launch", "--ppn", str(RANKS), "--quiet", "--"]
     launch = subprocess.Popen(
         [*argv, PY, str(SCRIPT), str(marks)],

@@ -1,7 +1,8 @@
 """A gloo job whose ranks record a step with History every ~50 ms until ``MARKS/stop`` exists.
 
-Each rank marks ``MARKS/steady-<rank>`` past step 10. When ``MARKS/abandon`` names a rank that
-is its node's digest writer, that rank ends its part as if its writer had died
+Each rank waits while ``MARKS/hold`` exists, then marks ``MARKS/steady-<rank>`` past step 10.
+When ``MARKS/abandon`` names a rank that is its node's digest writer, that rank ends its part as
+if its writer had died
 (``runtime.node_digest._abandon``: socket closed, thread stopped, no report sent again) and
 marks ``MARKS/abandoned-<rank>``; it trains on, so the job lives and another rank can take over.
 """
@@ -21,6 +22,8 @@ from runtime.history import History
 marks = Path(sys.argv[1])
 dist.init_process_group("gloo")
 rank, t = dist.get_rank(), torch.ones(4)
+while (marks / "hold").exists():  # nothing reported before the test lets the ranks go
+    time.sleep(0.05)
 abandoned = False
 with History() as history:
     step = 0
