@@ -13,7 +13,7 @@ import pytest
 
 from runtime.env import RANK_VARS, SIZE_VARS
 
-pytest_plugins = ["tests.fixtures.slurm"]
+pytest_plugins = ["tests.fixtures.slurm", "tests.fixtures.opened_files"]
 
 _LEAKY = (
     *RANK_VARS,

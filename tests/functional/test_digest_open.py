@@ -13,9 +13,7 @@ from __future__ import annotations
 import math
 import shutil
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,26 +33,6 @@ from tests.pilots import LOCAL, attached, text_of, until
 
 RANKS, PER_NODE = 300, 12
 SIZE = (120, 40)
-
-_opened: list[str] | None = None  # the paths opened while a test records them
-
-
-def _audit(event: str, args: tuple[object, ...]) -> None:
-    if event == "open" and _opened is not None and isinstance(args[0], str | Path):
-        _opened.append(str(args[0]))
-
-
-sys.addaudithook(_audit)  # for the session: a hook cannot be removed, so it records on demand
-
-
-@pytest.fixture
-def opened() -> Iterator[list[str]]:
-    global _opened
-    _opened = []
-    try:
-        yield _opened
-    finally:
-        _opened = None
 
 
 @pytest.fixture(scope="module")

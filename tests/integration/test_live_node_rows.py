@@ -16,9 +16,7 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,25 +39,6 @@ from tests.integration.test_node_digests import wait_for as wait_until
 from tests.pilots import LOCAL, attached, text_of, until
 
 SIZE = (120, 40)
-_opened: list[str] | None = None  # the paths opened while a test records them
-
-
-def _audit(event: str, args: tuple[object, ...]) -> None:
-    if event == "open" and _opened is not None and isinstance(args[0], str | Path):
-        _opened.append(str(args[0]))
-
-
-sys.addaudithook(_audit)  # for the session: a hook cannot be removed, so it records on demand
-
-
-@pytest.fixture
-def opened() -> Iterator[list[str]]:
-    global _opened
-    _opened = []
-    try:
-        yield _opened
-    finally:
-        _opened = None
 
 
 def rank_files(opened: list[str], run: Path) -> set[str]:
