@@ -523,7 +523,8 @@ async def test_start_up_fills_the_form_with_one_preview(
     app = make_app(outputs)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        assert f"{sys.executable} -m runtime.capture" in text_of(app.query_one("#preview"))
+        # The demo's ranks are the launch's own Python, watched in their own interpreter.
+        assert f"{sys.executable} -m runtime.examples.train" in text_of(app.query_one("#preview"))
         assert asked == [app.main.form.plan]
 
 
@@ -554,7 +555,7 @@ async def test_typed_launcher_flags_change_the_preview(outputs: Path) -> None:
         assert flags.value == "-prepend-rank" and not flags.has_class("-invalid")
         shown = text_of(preview)
         # Hydra's flag, right after the launcher's own and before the ranks' program.
-        assert f"-prepend-rank {sys.executable} -m runtime.capture" in shown, shown
+        assert f"-prepend-rank {sys.executable} -m runtime.examples.train" in shown, shown
         assert app.main.form.plan is not None
         assert app.main.form.plan.launcher_args == ("-prepend-rank",)
 

@@ -174,6 +174,6 @@ def contract_note(launcher: str, rendezvous: Rendezvous | None) -> str:
         where = f" (rendezvous at {rendezvous.endpoint()})" if rendezvous else ""
         return f"torchrun gives each rank {names}, MASTER_ADDR and MASTER_PORT{where}."
     return (
-        f"Each rank gets torchrun's {names} (from {launcher}'s own, via runtime.capture) and "
+        f"Each rank gets torchrun's {names} (from {launcher}'s own, set by its watcher) and "
         f"MASTER_ADDR={rendezvous.addr} MASTER_PORT={rendezvous.port} ({rendezvous.why})."
     )

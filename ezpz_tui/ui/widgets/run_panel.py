@@ -112,6 +112,10 @@ class RunPanel(Vertical):
         # a failure found later does not move the view.
         self._rank_settled = False
         self._placed: int | None = None  # a rank whose log show_step placed: keep it there
+        # The header's run details and efficiency line as last shown: the line moves with rank
+        # 0's records, which a finished run's details (said once) come before.
+        self._details: RunDetails | None = None
+        self._efficiency: str | None = None
 
     def compose(self) -> ComposeResult:
         yield SteadyStatic(NO_RUN, id="run-header")  # told again with every runs listing
@@ -134,6 +138,7 @@ class RunPanel(Vertical):
         self.monitor = monitor
         self.read_only = read_only
         self._rank_settled = False
+        self._details = None
         header = Text(monitor.run_dir.name, "bold")
         header.append("  reading …", "dim")
         self.query_one("#run-header", Static).update(header)
@@ -165,7 +170,8 @@ class RunPanel(Vertical):
             header.append(f"\n{details.trackers}", "dim")
         if details.stage:
             header.append(f"\n{details.stage}", "dim")
-        efficiency = self._efficiency_line()
+        self._details = details
+        efficiency = self._efficiency = self._efficiency_line()
         if efficiency:
             header.append(f"\n{efficiency}", "dim")
         self.query_one("#run-header", Static).update(header)
@@ -207,6 +213,8 @@ class RunPanel(Vertical):
         assert self.monitor is not None
         ranks, log = self.ranks, self.log
         ranks.update_rows(wait=False)
+        if self._details is not None and self._efficiency_line() != self._efficiency:
+            self.show_details(self._details)
         if changes.problems:
             self._status_changed()
         first = self.monitor.first_failure
