@@ -51,6 +51,7 @@ from ezpz_tui.ui.main.regions import Regions
 from ezpz_tui.ui.main.run_tools import RunTools
 from ezpz_tui.ui.main.run_views import HEATMAP_TAB, RunViews, wrap_step
 from ezpz_tui.ui.main.submissions import Submissions
+from ezpz_tui.ui.main.summary import show_summary
 from ezpz_tui.ui.main.sweeps import Sweeps
 from ezpz_tui.ui.messages import (
     BadHostsRead,
@@ -86,7 +87,6 @@ if TYPE_CHECKING:
     from ezpz_tui.core.launching.allocation import Allocation
     from ezpz_tui.core.launching.plan import LaunchPlan
     from ezpz_tui.core.session import Preview, Session
-    from ezpz_tui.core.watching.checkpoint_gauge import Gauge
     from ezpz_tui.keymap.table import Keymap
     from ezpz_tui.ui.opened_run import OpenedRun
     from ezpz_tui.ui.typeahead import TypeAhead
@@ -222,7 +222,9 @@ class MainScreen(Screen[None]):
         if start.attach is not None and self.focus_chain:
             self.focus_chain[0].focus()
         self.set_interval(1.0, self._tick)
-        self.set_interval(RUNS_REFRESH_S, self._look_at_outputs)
+        # The runs list, the bad hosts and the opened run's header, each read again only where
+        # it can have changed: an idle outputs directory costs a few stats, and nothing on screen.
+        self.set_interval(RUNS_REFRESH_S, lambda: self._refresh_runs(whole=False))
         if start.attach is not None:
             await self.open_run(start.attach)
             # After the tab switch has settled: it would otherwise pass the focus on again.
@@ -644,55 +646,13 @@ class MainScreen(Screen[None]):
             self._read_bad_hosts(whole)
             self.refresh_comparison(only_if_live=True)
 
-    def _look_at_outputs(self) -> None:
-        """Every RUNS_REFRESH_S: the runs list, the bad hosts and the opened run's header,
-        each read again only where it can have changed (an idle outputs directory costs a few
-        stats, and nothing on screen)."""
-        self._refresh_runs(whole=False)
-
     def _update_summary(self) -> None:
         opened = self.opened
         handle = self.launches.handle_of(opened.path) if opened else self.launches.current()
         alloc = self.session.alloc if self.session else None
-        checks, progress = self.doctor_checks, opened.progress if opened else None
-        name = opened.path.name if opened else handle.run_dir.name if handle else None
-        state = handle.state.state if handle else opened.state if opened else None
-        slow = 0
-        if state == "running" and opened and opened.monitor.hung(self.clock()) is not None:
-            state = "hung"  # every rank silent: S shows where each one waits
-        elif state == "running" and opened:
-            monitor, now = opened.monitor, self.clock()
-            slow = sum(monitor.state_of(r, now) == "slow" for r in monitor.slow_ranks)
-        elif opened and opened.monitor.run_state and not opened.monitor.run_state.live:
-            slow = len(opened.monitor.slow_ranks)  # its stragglers as of its end
-        walltime = alloc.walltime_left(self.clock()) if alloc else None
-        finish = None
-        if opened and progress and state == "running":
-            from ezpz_tui.core.watching.finish import expected_finish
-
-            step_s = opened.monitor.steps.median
-            if step_s is None and progress.steps_per_s:
-                step_s = 1 / progress.steps_per_s
-            finish = expected_finish(progress.step, opened.total_steps, step_s, walltime)
-        self.query_one(SummaryBar).show(
-            run=name,
-            state=state,
-            step=progress.step if progress else None,
-            loss=progress.loss if progress else None,
-            steps_per_s=progress.steps_per_s if progress else None,
-            finish=finish.words() if finish else None,
-            late=finish is not None and finish.reached is not None,
-            walltime=walltime,
-            doctor_errors=None if checks is None else sum(c.level == "error" for c in checks),
-            slow=slow,
-            goodput=opened.goodput if opened else None,
-            checkpoint=self._checkpoint_gauge(),
-            saving=self.launches.saving,
-        )
-
-    def _checkpoint_gauge(self) -> Gauge | None:
-        opened, max_age_s = self.opened, self.settings.checkpoint_max_age_s
-        return opened.checkpoint_gauge(self.clock(), max_age_s) if opened else None
+        max_age_s, saving = self.settings.checkpoint_max_age_s, self.launches.saving
+        bar = self.query_one(SummaryBar)
+        show_summary(bar, opened, handle, alloc, self.doctor_checks, self.clock, max_age_s, saving)
 
     async def _step_tab(self, step: int) -> None:
         tabs = self.query_one(TabbedContent)
