@@ -713,11 +713,11 @@ async def main():
     async with app.run_test(size=(120, 40)) as pilot:
         for _ in range(300):  # the preview follows detection and its own worker: under load, late
             await pilot.pause(0.1)
-            if "runtime.capture" in " ".join(str(p.render()) for p in app.query("#preview")):
+            if "runtime.examples.train" in " ".join(str(p.render()) for p in app.query("#preview")):
                 break
         await app.workers.wait_for_complete()
         assert app.main.session is not None
-        assert "runtime.capture" in str(app.query_one("#preview").render())
+        assert "runtime.examples.train" in str(app.query_one("#preview").render())
 
 asyncio.run(main())
 print(" ".join(m for m in ("torch", "numpy", "pandas", "xarray", "mpi4py") if m in sys.modules))

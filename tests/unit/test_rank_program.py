@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from ezpz_tui.core.launching.rank_program import SITE_DIR, in_process_env, watched_in_process
+from ezpz_tui.core.launching.rank_program import (
+    SITE_DIR,
+    in_process_env,
+    launcher_env,
+    watched_in_process,
+)
 from runtime import stackdump
 from runtime.env import CAPTURE_IN_PROCESS_VAR
 
@@ -85,3 +90,18 @@ def test_the_ranks_get_the_run_and_the_sitecustomize_first(tmp_path: Path) -> No
     assert env["PYTHONUNBUFFERED"] == "1"
     assert in_process_env(tmp_path, "")["PYTHONPATH"] == str(SITE_DIR)
     assert in_process_env(tmp_path, env["PYTHONPATH"])["PYTHONPATH"] == env["PYTHONPATH"]
+
+
+def test_the_launcher_itself_is_not_watched(tmp_path: Path) -> None:
+    """The launcher's own environment loses the watch (a Python launcher would have watched
+    itself as rank 0 of 1 and passed RANK=0 WORLD_SIZE=1 to every rank: found by CI with a
+    stand-in PALS mpiexec written in Python) and gets back the PYTHONPATH the ranks add to."""
+    env = {"HOME": "/root", **in_process_env(tmp_path / "run", f"/lib{os.pathsep}/more")}
+    launcher_env(env)
+    assert env == {"HOME": "/root", "PYTHONPATH": f"/lib{os.pathsep}/more", "PYTHONUNBUFFERED": "1"}
+    alone = in_process_env(tmp_path / "run", "")
+    launcher_env(alone)
+    assert alone == {"PYTHONUNBUFFERED": "1"}
+    wrapped = {"PYTHONPATH": str(SITE_DIR)}  # a launch the wrapper watches: left as it is
+    launcher_env(wrapped)
+    assert wrapped == {"PYTHONPATH": str(SITE_DIR)}

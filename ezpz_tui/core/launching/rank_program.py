@@ -86,3 +86,19 @@ def in_process_env(run_dir: Path, pythonpath: str) -> dict[str, str]:
     else:  # kept verbatim after ours: an empty entry in it means the working directory
         path = f"{site}{os.pathsep}{pythonpath}" if pythonpath else site
     return {CAPTURE_IN_PROCESS_VAR: str(run_dir), "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+
+
+def launcher_env(env: dict[str, str]) -> None:
+    """Take the in-process watch out of the launcher's own environment (``env``, in place): the
+    ranks get it through the launcher's flags, and a launcher that is itself a Python program
+    (a site's wrapper script around ``mpiexec``) would otherwise load the ranks'
+    ``sitecustomize`` and watch itself as rank 0 of 1, its ``RANK`` then inherited by every
+    rank it starts."""
+    if env.pop(CAPTURE_IN_PROCESS_VAR, None) is None:
+        return
+    site = str(SITE_DIR)
+    kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p != site]
+    if any(kept):
+        env["PYTHONPATH"] = os.pathsep.join(kept)
+    else:
+        env.pop("PYTHONPATH", None)

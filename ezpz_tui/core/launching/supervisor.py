@@ -54,6 +54,7 @@ from ezpz_tui.core.launching.processes import (
     start_session,
     supervised_here,
 )
+from ezpz_tui.core.launching.rank_program import launcher_env
 from ezpz_tui.core.launching.reserve import NO_SPACE, nearly_full, no_space, release_reserve
 from ezpz_tui.core.runs.pids import start_ticks
 from runtime import flight
@@ -123,6 +124,7 @@ class StopResult:
 def _launch_env(overrides: Mapping[str, str], run_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in RANK_VARS}
     env.update(overrides)
+    launcher_env(env)
     env[RUN_DIR_VAR] = str(run_dir)
     return env
 
