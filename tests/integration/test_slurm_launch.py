@@ -227,8 +227,9 @@ def test_launch_one_node_two_ranks(slurm_cluster: SlurmCluster, tmp_path: Path) 
     assert _option(options, "-N", "--nodes") == "1"
     assert _option(options, "-n", "--ntasks") == "2"
     assert _nodelist(options) == [slurm_cluster.nodes[0]]
-    assert program[:5] == [PY, "-m", "runtime.capture", "--run-dir", str(run_dir)]
-    assert program[6:] == [*TRAIN, "--steps", "10"]
+    # The demo is the launch's own Python: watched from its own interpreter, no wrapper.
+    assert program == [*TRAIN, "--steps", "10"]
+    assert f"EZPZ_CAPTURE_IN_PROCESS={run_dir}" in _option(options, None, "--export").split(",")
     assert json.loads((run_dir / "state.json").read_text())["state"] == "succeeded"
 
     logs = [p.name for p, _ in RunDir(run_dir).logs()]
@@ -373,8 +374,9 @@ def test_dry_run_inside_salloc_starts_nothing(slurm_cluster: SlurmCluster, tmp_p
     assert _option(options, "-N", "--nodes") == "2"
     assert _nodelist(options) == nodes
     assert "--mpi=pmi2" in options
-    assert program[3:5] == ["--run-dir", str(launch.outputs / "<run-id>")]
-    assert program[6:] == [*TRAIN, "--steps", "10"]
+    assert program == [*TRAIN, "--steps", "10"]
+    watched = f"EZPZ_CAPTURE_IN_PROCESS={launch.outputs / '<run-id>'}"
+    assert watched in _option(options, None, "--export").split(",")
     # Nothing started: no run directory (so no logs), no "run ..." line, no srun step output.
     assert launch.run_dirs == []
     assert "ezpz-tui: run" not in launch.proc.stderr

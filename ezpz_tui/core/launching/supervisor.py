@@ -121,10 +121,11 @@ class StopResult:
         return not self.remaining
 
 
-def _launch_env(overrides: Mapping[str, str], run_dir: Path) -> dict[str, str]:
+def _launch_env(overrides: Mapping[str, str], run_dir: Path, launcher: str = "") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in RANK_VARS}
     env.update(overrides)
-    launcher_env(env)
+    if launcher != "srun":  # srun's tasks did not get --export's watch without it here
+        launcher_env(env)
     env[RUN_DIR_VAR] = str(run_dir)
     return env
 
@@ -718,7 +719,7 @@ class Supervisor:
                         return handle
                     handle._without_unstaged(*smaller, copied.failed)
                     launch, argv = handle.launch, handle.launch.argv
-            env = _launch_env(launch.env, run.path)
+            env = _launch_env(launch.env, run.path, launch.launcher)
             env.setdefault(INTERVAL_VAR, f"{self.telemetry_s:g}")
             env.setdefault(flight.ENABLE_VAR, "1" if self.flight_recorder else "0")
             proc = start_session(argv, env, launch.cwd, run.launcher_log)

@@ -264,7 +264,7 @@ class FirstRead:
         while not stop.is_set():
             head = pipe.read(_FRAME.size)
             if len(head) < _FRAME.size:
-                raise FirstReadFailed(self._last_words())
+                raise FirstReadFailed(f"{self._last_words()}; its output ended")
             data = pipe.read(_FRAME.unpack(head)[0])
             # Unpickling a part makes thousands of objects, enough to start full collections
             # that walk the app's whole heap with the lock held (100-500 ms each at 4,096
@@ -273,7 +273,7 @@ class FirstRead:
             try:
                 item = pickle.loads(data)
             except Exception as exc:  # a torn frame: the child died while writing it
-                raise FirstReadFailed(self._last_words() or repr(exc)) from exc
+                raise FirstReadFailed(f"{self._last_words()}; {len(data)} bytes: {exc!r}") from exc
             if isinstance(item, Summaries):
                 summaries.update(item.ranks)
                 continue
