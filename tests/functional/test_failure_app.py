@@ -225,7 +225,16 @@ async def test_exclude_the_failing_host_and_relaunch(tmp_path: Path, aurora: All
             assert record["parent"] == first.name
             assert record["hosts"] == [AURORA[0]]
             assert short[1] in record["plan"]["exclude"]
-            handed = (tmp_path / "bin" / "hostfiles.log").read_text().splitlines()
+            # The stand-in launcher logs its hosts once its interpreter is up, which may come
+            # after the relaunch's record.
+            hostfiles = tmp_path / "bin" / "hostfiles.log"
+            await until(
+                pilot,
+                lambda: len(hostfiles.read_text().splitlines()) == 2,
+                "the relaunch's hosts",
+                20,
+            )
+            handed = hostfiles.read_text().splitlines()
             assert len(handed) == 2 and AURORA[1] in handed[0] and AURORA[1] not in handed[1]
             panel = app.query_one(AllocationPanel)
             await until(pilot, lambda: "excluded" in shown(panel), "the excluded host", 10)
