@@ -301,7 +301,8 @@ async def test_retries_relaunch_without_the_dead_node_unattended(
         try:
             await started(pilot)
             await pilot.press("r")
-            await until(pilot, lambda: len(run_dirs(outputs)) == 2, "the retry", 30)
+            # The run directory appears before its run.toml is written into it.
+            await until(pilot, lambda: _recorded(outputs, 2), "the retry", 30)
             first, second = run_dirs(outputs)
             assert read_run_toml(second)["parent"] == first.name
             assert read_run_toml(second)["hosts"] == [AURORA[0]]
