@@ -41,7 +41,8 @@ from _common import PY, bench_parser, print_rerun, run_in_repo, scratch
 from ezpz_tui.core.comparing.compare import compare
 from ezpz_tui.core.comparing.sweep_record import SweepRecord, new_sweep, write_sweep
 from runtime import records
-from runtime.rundir import RunDir, RunState, State, metric_files, write_state
+from runtime.metric_files import metric_files
+from runtime.rundir import RunDir, RunState, State, write_state
 
 CORE_TARGET_MS = 200.0
 CLI_TARGET_MS = 1000.0

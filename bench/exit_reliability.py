@@ -35,7 +35,8 @@ from _common import PY, mpiexec, print_rerun, run_in_repo, with_repo_path
 
 from runtime import records
 from runtime.env import RANK_VARS
-from runtime.rundir import RunDir, metric_files, read_status
+from runtime.metric_files import metric_files
+from runtime.rundir import RunDir, read_status
 
 RANKS = 2
 # Lines that mean a rank died badly even when every exit code says 0.

@@ -72,7 +72,7 @@ def feed(run: Path, lean: bool) -> object:
     from ezpz_tui.core.watching.metrics.load import rank_loader
     from ezpz_tui.core.watching.metrics.store import MetricStore
     from ezpz_tui.core.watching.tails import file_columns
-    from runtime.rundir import metric_files
+    from runtime.metric_files import metric_files
 
     store = MetricStore(rank_loader(run) if lean else None)
     for path, rank in metric_files(run):

@@ -31,7 +31,8 @@ from typing import Any
 from runtime import node_digest, preflight, profiling, records
 from runtime.efficiency.flops import FLOPS_PER_TOKEN, HARDWARE_FLOPS_PER_TOKEN
 from runtime.env import RUN_DIR_VAR, rank_info_or_single
-from runtime.rundir import RunDir, metric_files
+from runtime.metric_files import metric_files
+from runtime.rundir import RunDir
 from runtime.trackers import Tracker, failed, open_trackers, requested, say
 
 FLUSH_S = 0.5  # the most a record waits in memory: what a dying rank can lose

@@ -9,7 +9,7 @@ from pathlib import Path
 from textual.widgets import TabbedContent
 
 from ezpz_tui.ui.widgets.compare import CompareView
-from runtime.rundir import metric_files
+from runtime.metric_files import metric_files
 from tests.fixtures.runs import make_run
 from tests.functional.test_app import make_app, settle
 from tests.pilots import FIXED, HOST, LOCAL, text_of, until

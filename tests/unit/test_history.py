@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from runtime import records
 from runtime.history import History, load_run_metrics, summarize
-from runtime.rundir import RunDir, metric_files
+from runtime.metric_files import metric_files
+from runtime.rundir import RunDir
 
 
 def _strict(line: str) -> dict:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from runtime import rundir
+from runtime.metric_files import first_metric_file, metric_files
 from runtime.rundir import (
     NODE_SHARDS,
     RankState,
@@ -19,8 +20,6 @@ from runtime.rundir import (
     RunDir,
     RunState,
     State,
-    first_metric_file,
-    metric_files,
     read_state,
     read_status,
     read_statuses,

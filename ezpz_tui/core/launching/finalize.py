@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING, Any
 from ezpz_tui.core.launching.finish_settings import FinishSettings
 from runtime.atomic import write_atomic
 from runtime.env import RUN_DIR_VAR
+from runtime.metric_files import metric_files
 from runtime.rundir import (
     METRICS_CSV,
     METRICS_NC,
     METRICS_PARQUET,
     RunDir,
-    metric_files,
     read_state,
 )
 

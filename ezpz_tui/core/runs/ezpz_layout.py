@@ -27,8 +27,9 @@ import re
 import time
 from pathlib import Path
 
+from runtime.metric_files import metric_files
 from runtime.records import parse_chunk
-from runtime.rundir import LOGS, RunDir, RunState, State, metric_files
+from runtime.rundir import LOGS, RunDir, RunState, State
 
 REPORT = "report.md"
 FINISHED_MARK = b"## Metric Overview"

@@ -54,8 +54,9 @@ from ezpz_tui.core.watching.tails import plain as plain_text
 from ezpz_tui.core.watching.telemetry import read_last
 from ezpz_tui.core.watching.telemetry import read_tail as read_end
 from ezpz_tui.core.watching.top import RECORDS_TAIL, SAMPLE_TAIL, no_use, recorded_reasons
+from runtime.metric_files import metric_files
 from runtime.record_columns import RecordColumns, merge_columns, parse_columns
-from runtime.rundir import BLOCK, RankStatus, RunDir, metric_files, read_state, read_status
+from runtime.rundir import BLOCK, RankStatus, RunDir, read_state, read_status
 
 LOG_TAIL = 4 << 10  # bytes of a log read for its last line
 _STEP_LIMIT = 1 << 62

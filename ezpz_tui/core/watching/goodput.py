@@ -52,8 +52,9 @@ from ezpz_tui.core.runs.tail import read_tail
 from ezpz_tui.core.watching.monitor import STALL_AFTER_S
 from ezpz_tui.core.watching.tails import file_columns
 from runtime.checkpoint_dirs import RESUME_VAR
+from runtime.metric_files import first_metric_file, metric_files
 from runtime.record_columns import RecordColumns, merge_columns, parse_columns
-from runtime.rundir import FINAL, RunDir, State, first_metric_file, metric_files, read_status
+from runtime.rundir import FINAL, RunDir, State, read_status
 
 SEGMENTS = (
     "productive",

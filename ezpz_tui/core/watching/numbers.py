@@ -30,8 +30,9 @@ from types import MappingProxyType
 from ezpz_tui.core.runs.digest import RunDigest, ended_digest, number
 from ezpz_tui.core.watching.tails import file_columns
 from runtime.efficiency.flops import FLOPS_PER_TOKEN, HARDWARE_FLOPS_PER_TOKEN
+from runtime.metric_files import first_metric_file, metric_files
 from runtime.record_columns import RecordColumns, is_missing, merge_columns
-from runtime.rundir import RunState, first_metric_file, metric_files
+from runtime.rundir import RunState
 
 STEP_TIME, TOKENS, SAMPLES, LOSS = "dt", "tokens_per_s", "samples_per_s", "loss"
 RESTORE = "ckpt_load_s"  # runtime.checkpoint's: a resumed run's load, out of every step's dt

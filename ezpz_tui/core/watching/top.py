@@ -39,12 +39,12 @@ from ezpz_tui.core.watching.stragglers import SLOW_FACTOR, StepTimes
 from ezpz_tui.core.watching.telemetry import human_bytes, percent, read_last, read_tail
 from ezpz_tui.core.words import percent_of, rank_ranges
 from runtime.efficiency.flops import FLOPS_PER_TOKEN
+from runtime.metric_files import metric_files
 from runtime.record_columns import RecordColumns, is_missing, parse_columns
 from runtime.rundir import (
     RankState,
     RankStatus,
     RunDir,
-    metric_files,
     read_state,
     read_status,
     read_statuses,

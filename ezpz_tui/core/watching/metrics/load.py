@@ -9,8 +9,9 @@ from pathlib import Path
 
 from ezpz_tui.core.watching.metrics.store import Loader, MetricStore
 from ezpz_tui.core.watching.tails import file_columns
+from runtime.metric_files import metric_files
 from runtime.record_columns import RecordColumns
-from runtime.rundir import EZPZ_METRICS_FILE, JSONL_FILE, RunDir, metric_files
+from runtime.rundir import EZPZ_METRICS_FILE, JSONL_FILE, RunDir
 
 
 def rank_loader(run_dir: str | os.PathLike[str]) -> Loader:

@@ -23,7 +23,7 @@ from typing import Any
 from ezpz_tui.core.runs.unreadable import unreadable
 from ezpz_tui.core.watching.metrics.aggregated import folded
 from runtime import records
-from runtime.rundir import metric_files
+from runtime.metric_files import metric_files
 
 _BOOKKEEPING = ("timestamp", "rank")
 _MISSING: Any = object()
