@@ -11,11 +11,9 @@ opened, whoever opened it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -25,12 +23,9 @@ from ezpz_tui.ui import opened_run
 from ezpz_tui.ui.app import EzpzApp
 from ezpz_tui.ui.widgets.panels import SummaryBar
 from runtime.rundir import RankState
-from tests.fixtures.cli import REPO, base_env, kill_leftovers, run_dirs
 from tests.integration.test_node_digests import (
     INTERVAL_S,
-    PY,
     RANKS,
-    SCRIPT,
     digest,
     launched,
     stepped,
@@ -124,23 +119,9 @@ async def test_an_attached_live_run_shows_every_rank_from_its_node_digest(
 async def test_a_live_run_read_from_its_node_digest_opens_from_its_digest_json_at_its_end(
     tmp_path: Path, mpiexec: str
 ) -> None:
-    outputs, marks = tmp_path / "outputs", tmp_path / "marks"
-    marks.mkdir()
-    env = {**base_env(outputs), "EZPZ_NODE_DIGEST_S": str(INTERVAL_S)}
-    argv = [PY, "-m", "ezpz_tui", "launch", "--ppn", str(RANKS), "--quiet", "--"]
-    launch = subprocess.Popen(
-        [*argv, PY, str(SCRIPT), str(marks)],
-        env=env,
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_until(lambda: len(run_dirs(outputs)) == 1)
-        run = run_dirs(outputs)[0]
+    with launched(tmp_path, ends=True) as (run, marks, _env):
         wait_until(lambda: stepped(run, 10))
-        app = EzpzApp(outputs=outputs, alloc=LOCAL, clock=time.time, checks=[], attach=run)
+        app = EzpzApp(outputs=run.parent, alloc=LOCAL, clock=time.time, checks=[], attach=run)
         async with app.run_test(size=SIZE) as pilot:
             run_open = await attached(pilot)
             monitor = run_open.monitor
@@ -155,15 +136,6 @@ async def test_a_live_run_read_from_its_node_digest_opens_from_its_digest_json_a
                 30,
             )
             assert run_open.follower is None and run_open.first_read_pid is None
-            assert launch.wait(60) == 0
-    finally:
-        (marks / "stop").touch()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            launch.wait(60)
-        kill_leftovers(outputs)
-        if launch.poll() is None:
-            launch.kill()
-            launch.wait()
 
 
 @pytest.mark.mpi

@@ -55,9 +55,12 @@ def stepped(run: Path, past: int) -> bool:
 
 
 @contextlib.contextmanager
-def launched(tmp_path: Path, hold: bool = False) -> Iterator[tuple[Path, Path, dict[str, str]]]:
+def launched(
+    tmp_path: Path, hold: bool = False, ends: bool = False
+) -> Iterator[tuple[Path, Path, dict[str, str]]]:
     """The job started; with ``hold``, its ranks report nothing (no telemetry, no recorder, no
-    step) until the test removes ``MARKS/hold``: no node digest is written before then."""
+    step) until the test removes ``MARKS/hold``: no node digest is written before then. With
+    ``ends`` the test ends the run itself (``MARKS/stop``), and it must have succeeded."""
     outputs, marks = tmp_path / "outputs", tmp_path / "marks"
     marks.mkdir()
     env = base_env(outputs)
@@ -78,7 +81,10 @@ def launched(tmp_path: Path, hold: bool = False) -> Iterator[tuple[Path, Path, d
     try:
         wait_for(lambda: len(run_dirs(outputs)) == 1)
         yield run_dirs(outputs)[0], marks, env
-        assert launch.poll() is None, "the run ended before the test was done with it"
+        if ends:
+            assert launch.wait(60) == 0
+        else:
+            assert launch.poll() is None, "the run ended before the test was done with it"
     finally:
         (marks / "stop").touch()
         with contextlib.suppress(subprocess.TimeoutExpired):
